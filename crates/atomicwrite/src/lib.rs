@@ -1,0 +1,1 @@
+//! atomicwrite (in progress).

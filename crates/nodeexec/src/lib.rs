@@ -1,0 +1,1 @@
+//! nodeexec (in progress).

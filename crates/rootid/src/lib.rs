@@ -1,0 +1,159 @@
+//! Capture a workspace root once and re-verify it before every operation (SPEC section 3).
+//!
+//! [`WorkspaceRoot::capture`] canonicalizes the given directory (`realpath`), requires a
+//! directory, records the entry as given (made absolute), the canonical path and the
+//! `(device, inode)` identity, and keeps an open cap-std [`Dir`] handle on it. Everything the
+//! tools do is done beneath that handle. [`WorkspaceRoot::verify`] is called before every
+//! operation: the original entry must still canonicalize to the same canonical path, and that
+//! path's identity must equal the recorded one and the held handle's. A directory deleted and
+//! recreated, a root symlink repointed elsewhere, or a deleted root all fail with
+//! [`RootErrorKind::Changed`] (`WORKSPACE_ROOT_CHANGED`); a replacement is never adopted.
+//!
+//! ```
+//! let tmp = tempfile::tempdir()?;
+//! let root = rootid::WorkspaceRoot::capture(tmp.path())?;
+//! root.verify()?;
+//! assert_eq!(root.canonical(), tmp.path().canonicalize()?);
+//! root.dir().write("hello.txt", "hi")?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Threat model
+//!
+//! Defends against the root being swapped for another directory between calls (deleted and
+//! recreated, renamed away, a symlink repointed) by a concurrent local process: such a call
+//! does nothing and reports `WORKSPACE_ROOT_CHANGED`. It does not defend against a swap that
+//! happens *during* one operation after `verify` returned; the tools built on it stay safe in
+//! that window because they only ever resolve beneath the held handle, which keeps naming the
+//! original directory. Error messages never carry the host path.
+//!
+//! # Platform support
+//!
+//! Linux is tested. The identity is `(st_dev, st_ino)` on Unix; other platforms are not
+//! supported by this crate yet.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, MetadataExt};
+
+mod error;
+pub use error::{RootError, RootErrorKind};
+
+/// A file's identity: `(st_dev, st_ino)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileIdentity {
+    /// Device number.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+}
+
+impl FileIdentity {
+    /// The identity of std metadata.
+    pub fn of_std(m: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        Self {
+            dev: m.dev(),
+            ino: m.ino(),
+        }
+    }
+
+    /// The identity of cap-std metadata.
+    pub fn of_cap(m: &cap_std::fs::Metadata) -> Self {
+        Self {
+            dev: m.dev(),
+            ino: m.ino(),
+        }
+    }
+}
+
+/// A captured workspace root: the original entry, its canonical path, its identity and an open
+/// directory handle.
+#[derive(Debug)]
+pub struct WorkspaceRoot {
+    original: PathBuf,
+    canonical: PathBuf,
+    identity: FileIdentity,
+    dir: Dir,
+}
+
+impl WorkspaceRoot {
+    /// Capture `path` as a workspace root. A root given through a symlink is accepted and
+    /// canonicalized; the symlink itself is remembered so a later repointing is detected.
+    pub fn capture(path: impl AsRef<Path>) -> Result<Self, RootError> {
+        let path = path.as_ref();
+        let text = path.as_os_str().as_encoded_bytes();
+        if text.is_empty() || text.contains(&0) {
+            return Err(RootError::new(RootErrorKind::Invalid, None));
+        }
+        let original = std::path::absolute(path)
+            .map_err(|e| RootError::new(RootErrorKind::Invalid, Some(e)))?;
+        let canonical = std::fs::canonicalize(&original).map_err(classify)?;
+        let meta = std::fs::metadata(&canonical).map_err(classify)?;
+        if !meta.is_dir() {
+            return Err(RootError::new(RootErrorKind::NotDirectory, None));
+        }
+        let dir = Dir::open_ambient_dir(&canonical, ambient_authority()).map_err(classify)?;
+        let identity = FileIdentity::of_std(&meta);
+        let held = dir.dir_metadata().map_err(classify)?;
+        if FileIdentity::of_cap(&held) != identity {
+            // Swapped between the stat and the open: refuse rather than adopt either.
+            return Err(RootError::new(RootErrorKind::Changed, None));
+        }
+        Ok(Self {
+            original,
+            canonical,
+            identity,
+            dir,
+        })
+    }
+
+    /// Re-verify that the root is still the captured directory.
+    pub fn verify(&self) -> Result<(), RootError> {
+        let changed = |e: Option<io::Error>| RootError::new(RootErrorKind::Changed, e);
+        let now = std::fs::canonicalize(&self.original).map_err(|e| changed(Some(e)))?;
+        if now != self.canonical {
+            return Err(changed(None));
+        }
+        let meta = std::fs::metadata(&self.canonical).map_err(|e| changed(Some(e)))?;
+        if !meta.is_dir() || FileIdentity::of_std(&meta) != self.identity {
+            return Err(changed(None));
+        }
+        let held = self.dir.dir_metadata().map_err(|e| changed(Some(e)))?;
+        if FileIdentity::of_cap(&held) != self.identity {
+            return Err(changed(None));
+        }
+        Ok(())
+    }
+
+    /// The open handle on the root; resolve everything beneath it.
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    /// The canonical path captured at construction.
+    pub fn canonical(&self) -> &Path {
+        &self.canonical
+    }
+
+    /// The entry as given, made absolute (not symlink-resolved).
+    pub fn original(&self) -> &Path {
+        &self.original
+    }
+
+    /// The recorded `(device, inode)` identity.
+    pub fn identity(&self) -> FileIdentity {
+        self.identity
+    }
+}
+
+fn classify(e: io::Error) -> RootError {
+    let kind = match e.kind() {
+        io::ErrorKind::NotFound => RootErrorKind::NotFound,
+        io::ErrorKind::NotADirectory => RootErrorKind::NotDirectory,
+        _ => RootErrorKind::Invalid,
+    };
+    RootError::new(kind, Some(e))
+}

@@ -1,0 +1,274 @@
+//! The stable error vocabulary of tool results (SPEC section 7).
+
+use std::fmt;
+
+/// The outer `code` of an error record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// No tool of that name is registered.
+    ToolNotFound,
+    /// The arguments were refused by validation, before any effect.
+    ToolArgumentsInvalid,
+    /// The tool ran and failed.
+    ToolExecutionFailed,
+}
+
+impl ErrorCode {
+    /// The stable string; never renamed once released.
+    pub const fn code(self) -> &'static str {
+        match self {
+            Self::ToolNotFound => "TOOL_NOT_FOUND",
+            Self::ToolArgumentsInvalid => "TOOL_ARGUMENTS_INVALID",
+            Self::ToolExecutionFailed => "TOOL_EXECUTION_FAILED",
+        }
+    }
+}
+
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $variant:ident => $token:literal,)*) => {
+        /// The `message` token of an error record. The string of [`ErrorKind::code`] is the
+        /// stable contract; callers branch on the variant, never on text.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorKind {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl ErrorKind {
+            /// Every kind, in declaration order.
+            pub const ALL: &'static [ErrorKind] = &[$(Self::$variant,)*];
+
+            /// The stable token; never renamed once released, never holding a host path.
+            pub const fn code(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $token,)*
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    /// read_file arguments are not exactly `{ "path": string }`.
+    InvalidReadInput => "INVALID_READ_INPUT",
+    /// write_file arguments are not exactly `{ "path": string, "content": string }`.
+    InvalidWriteInput => "INVALID_WRITE_INPUT",
+    /// node_process arguments are not exactly `{ "source": string, "arguments"?: string[] }`.
+    InvalidNodeProcessInput => "INVALID_NODE_PROCESS_INPUT",
+    /// The path failed the portable grammar.
+    InvalidRelativePath => "INVALID_RELATIVE_PATH",
+    /// A file (read) or content (write) is over 65,536 bytes.
+    FileTooLarge => "FILE_TOO_LARGE",
+    /// The node source is over 32,768 bytes.
+    NodeSourceTooLarge => "NODE_SOURCE_TOO_LARGE",
+    /// More than 32 node arguments.
+    TooManyNodeArguments => "TOO_MANY_NODE_ARGUMENTS",
+    /// One node argument is over 2,048 bytes.
+    NodeArgumentTooLarge => "NODE_ARGUMENT_TOO_LARGE",
+    /// The node arguments total over 8,192 bytes, or the Windows command line over 30,000 units.
+    NodeArgumentsTooLarge => "NODE_ARGUMENTS_TOO_LARGE",
+    /// The workspace root is no longer the captured directory.
+    WorkspaceRootChanged => "WORKSPACE_ROOT_CHANGED",
+    /// Resolution would leave the workspace.
+    PathOutsideWorkspace => "PATH_OUTSIDE_WORKSPACE",
+    /// Nothing exists at the path.
+    FileNotFound => "FILE_NOT_FOUND",
+    /// The object is not a regular file.
+    FileNotRegular => "FILE_NOT_REGULAR",
+    /// The file is not valid UTF-8.
+    FileNotUtf8 => "FILE_NOT_UTF8",
+    /// The opened file is no longer what the path names.
+    PathChangedDuringRead => "PATH_CHANGED_DURING_READ",
+    /// Another read error.
+    ReadFailed => "READ_FAILED",
+    /// A parent component exists and is not a directory.
+    WriteParentNotDirectory => "WRITE_PARENT_NOT_DIRECTORY",
+    /// The target is a symlink.
+    WriteTargetSymlink => "WRITE_TARGET_SYMLINK",
+    /// The target is a directory, FIFO, socket or device.
+    WriteTargetNotRegular => "WRITE_TARGET_NOT_REGULAR",
+    /// The temporary is not a regular file.
+    WriteTempNotRegular => "WRITE_TEMP_NOT_REGULAR",
+    /// The temporary's name no longer names the file this operation created.
+    WriteTempIdentityChanged => "WRITE_TEMP_IDENTITY_CHANGED",
+    /// The temporary could not be removed.
+    WriteTempCleanupFailed => "WRITE_TEMP_CLEANUP_FAILED",
+    /// Another write error.
+    WriteFailed => "WRITE_FAILED",
+    /// The script is not a regular file.
+    NodeScriptNotRegular => "NODE_SCRIPT_NOT_REGULAR",
+    /// The script's name no longer names the file this call created.
+    NodeScriptIdentityChanged => "NODE_SCRIPT_IDENTITY_CHANGED",
+    /// The script could not be removed.
+    NodeScriptCleanupFailed => "NODE_SCRIPT_CLEANUP_FAILED",
+    /// Node.js could not be started.
+    NodeProcessStartFailed => "NODE_PROCESS_START_FAILED",
+    /// The child's output could not be read.
+    NodeProcessOutputFailed => "NODE_PROCESS_OUTPUT_FAILED",
+    /// The child did not finish (exit and both pipes closed) within the bound.
+    NodeProcessTimeout => "NODE_PROCESS_TIMEOUT",
+    /// Another process failure.
+    NodeProcessFailed => "NODE_PROCESS_FAILED",
+    /// The opt-in kernel sandbox was requested and cannot be fully enforced here.
+    NodeSandboxUnavailable => "NODE_SANDBOX_UNAVAILABLE",
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// A recoverable tool error: serialized as `{"error": {"code", "message"}}` with `is_error`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {}", .code.code(), .message)]
+pub struct ToolError {
+    code: ErrorCode,
+    kind: Option<ErrorKind>,
+    message: String,
+}
+
+impl ToolError {
+    /// A validation refusal (`TOOL_ARGUMENTS_INVALID`).
+    pub fn invalid(kind: ErrorKind) -> Self {
+        Self {
+            code: ErrorCode::ToolArgumentsInvalid,
+            kind: Some(kind),
+            message: kind.code().to_owned(),
+        }
+    }
+
+    /// An execution failure (`TOOL_EXECUTION_FAILED`).
+    pub fn failed(kind: ErrorKind) -> Self {
+        Self {
+            code: ErrorCode::ToolExecutionFailed,
+            kind: Some(kind),
+            message: kind.code().to_owned(),
+        }
+    }
+
+    /// `TOOL_NOT_FOUND`, with a sentence naming the tool.
+    pub fn not_found(name: &str) -> Self {
+        let shown: String = name.chars().take(128).collect();
+        Self {
+            code: ErrorCode::ToolNotFound,
+            kind: None,
+            message: format!("Tool {shown:?} is not registered."),
+        }
+    }
+
+    /// The outer code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// The token, when the message is one.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        self.kind
+    }
+
+    /// The message: the token, or the not-found sentence.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The error record `{"error": {"code": …, "message": …}}`.
+    pub fn to_record(&self) -> serde_json::Value {
+        serde_json::json!({ "error": { "code": self.code.code(), "message": self.message } })
+    }
+}
+
+/// The call was cancelled: not a result, a rejection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the tool call was cancelled")]
+pub struct Cancelled;
+
+/// How a tool's execution can end other than with its result.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// Cancelled through the token; never dressed as a tool error.
+    #[error(transparent)]
+    Cancelled(#[from] Cancelled),
+    /// A recoverable tool error.
+    #[error(transparent)]
+    Failed(#[from] ToolError),
+}
+
+impl From<rootid::RootError> for ToolError {
+    fn from(_: rootid::RootError) -> Self {
+        // Any failure to re-verify the root during a call means it changed.
+        ToolError::failed(ErrorKind::WorkspaceRootChanged)
+    }
+}
+
+impl From<rootid::RootError> for CallError {
+    fn from(e: rootid::RootError) -> Self {
+        CallError::Failed(e.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_token_is_pinned() {
+        let expected = [
+            "INVALID_READ_INPUT",
+            "INVALID_WRITE_INPUT",
+            "INVALID_NODE_PROCESS_INPUT",
+            "INVALID_RELATIVE_PATH",
+            "FILE_TOO_LARGE",
+            "NODE_SOURCE_TOO_LARGE",
+            "TOO_MANY_NODE_ARGUMENTS",
+            "NODE_ARGUMENT_TOO_LARGE",
+            "NODE_ARGUMENTS_TOO_LARGE",
+            "WORKSPACE_ROOT_CHANGED",
+            "PATH_OUTSIDE_WORKSPACE",
+            "FILE_NOT_FOUND",
+            "FILE_NOT_REGULAR",
+            "FILE_NOT_UTF8",
+            "PATH_CHANGED_DURING_READ",
+            "READ_FAILED",
+            "WRITE_PARENT_NOT_DIRECTORY",
+            "WRITE_TARGET_SYMLINK",
+            "WRITE_TARGET_NOT_REGULAR",
+            "WRITE_TEMP_NOT_REGULAR",
+            "WRITE_TEMP_IDENTITY_CHANGED",
+            "WRITE_TEMP_CLEANUP_FAILED",
+            "WRITE_FAILED",
+            "NODE_SCRIPT_NOT_REGULAR",
+            "NODE_SCRIPT_IDENTITY_CHANGED",
+            "NODE_SCRIPT_CLEANUP_FAILED",
+            "NODE_PROCESS_START_FAILED",
+            "NODE_PROCESS_OUTPUT_FAILED",
+            "NODE_PROCESS_TIMEOUT",
+            "NODE_PROCESS_FAILED",
+            "NODE_SANDBOX_UNAVAILABLE",
+        ];
+        let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
+        assert_eq!(got, expected);
+        assert_eq!(ErrorCode::ToolNotFound.code(), "TOOL_NOT_FOUND");
+        assert_eq!(ErrorCode::ToolArgumentsInvalid.code(), "TOOL_ARGUMENTS_INVALID");
+        assert_eq!(ErrorCode::ToolExecutionFailed.code(), "TOOL_EXECUTION_FAILED");
+    }
+
+    #[test]
+    fn record_has_exactly_code_and_message() {
+        let rec = ToolError::failed(ErrorKind::FileNotFound).to_record();
+        assert_eq!(
+            rec.to_string(),
+            r#"{"error":{"code":"TOOL_EXECUTION_FAILED","message":"FILE_NOT_FOUND"}}"#
+        );
+        let rec = ToolError::invalid(ErrorKind::FileTooLarge).to_record();
+        assert_eq!(rec["error"]["code"], "TOOL_ARGUMENTS_INVALID");
+    }
+
+    #[test]
+    fn not_found_names_the_tool() {
+        let e = ToolError::not_found("rm_rf");
+        assert_eq!(e.code(), ErrorCode::ToolNotFound);
+        assert!(e.message().contains("rm_rf"));
+    }
+}

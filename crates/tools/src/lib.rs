@@ -1,0 +1,58 @@
+//! The `read_file`, `write_file` and `node_process` tools an LLM agent calls, and the layer that
+//! serves them: the [`Tool`] trait, [`ToolRegistry`] and [`execute_tool_call`] (SPEC section 7).
+//!
+//! A tool validates its arguments before any effect (serde types with
+//! `deny_unknown_fields` that also give the JSON Schema, then the grammar and limits), and every
+//! failure is a record `{"error": {"code", "message"}}` whose tokens are the stable contract
+//! ([`ErrorKind::code`]). Cancellation is never a record: [`execute_tool_call`] returns
+//! `Err(Cancelled)`.
+//!
+//! ```
+//! use tools::{ToolCall, execute_tool_call};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let tmp = tempfile::tempdir()?;
+//! std::fs::write(tmp.path().join("hello.txt"), "hi")?;
+//! let registry = tools::create_read_only_tools(tmp.path())?;
+//! let call = ToolCall::new("1", "read_file", &serde_json::json!({"path": "hello.txt"}));
+//! let rt = tokio::runtime::Builder::new_current_thread().build()?;
+//! let result = rt.block_on(execute_tool_call(&registry, &call, &CancellationToken::new()))?;
+//! assert!(!result.is_error);
+//! assert_eq!(result.content, r#"{"path":"hello.txt","content":"hi","bytes":2}"#);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Threat model
+//!
+//! The model is the adversary, through arguments; a concurrent local process swapping
+//! symlinks or directories is too. Paths pass the portable grammar (`pathgrammar`), then are
+//! resolved only beneath the root's open handle (cap-std, which uses openat2
+//! `RESOLVE_BENEATH` on Linux): `..`, absolute paths and symlinks leaving the root cannot be
+//! followed whatever races run. An absolute symlink is refused even when it points inside the
+//! root (cap-std's rule, kept on purpose: its meaning depends on where the root is mounted).
+//! Messages never carry host paths.
+//!
+//! # Platform support
+//!
+//! Linux is tested. The grammar is the same on every OS.
+
+mod error;
+mod factory;
+mod fsmap;
+pub mod node_process;
+pub mod read_file;
+mod tool;
+pub mod write_file;
+
+pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
+pub use factory::{
+    BuildError, capture_root, create_coding_tools, create_node_process_tool,
+    create_read_only_tools, create_read_tool, create_write_tool,
+};
+pub use node_process::{NodeProcessOptions, NodeProcessTool};
+pub use read_file::{ReadTool, MAX_READ_BYTES};
+pub use tool::{
+    BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolRegistry, ToolResult,
+    TypedTool, execute_tool_call, parse_arguments, schema_of,
+};
+pub use write_file::WriteTool;

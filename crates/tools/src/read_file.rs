@@ -1,0 +1,139 @@
+//! `read_file`: a regular UTF-8 file beneath the workspace, at most 65,536 bytes (SPEC section 4).
+
+use std::io::{self, Read};
+use std::path::Path;
+use std::sync::Arc;
+
+use cap_std::fs::{OpenOptions, OpenOptionsExt};
+use pathgrammar::RelPath;
+use rootid::{FileIdentity, WorkspaceRoot};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::fsmap::open_error;
+use crate::tool::TypedTool;
+
+/// The most bytes `read_file` returns; one more is read to detect an oversized file.
+pub const MAX_READ_BYTES: usize = 65_536;
+
+/// Bytes read between two cancellation checks.
+const CHUNK: usize = 16 * 1024;
+
+/// The arguments of `read_file`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadInput {
+    /// Relative path of the file inside the workspace, with `/` separators (for example
+    /// `src/main.js`). No `..`, no absolute path, no drive letter.
+    pub path: String,
+}
+
+/// The record `read_file` returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReadOutput {
+    /// The normalized relative path.
+    pub path: String,
+    /// The file's text.
+    pub content: String,
+    /// Its size in bytes.
+    pub bytes: usize,
+}
+
+/// The `read_file` tool over one workspace.
+#[derive(Debug, Clone)]
+pub struct ReadTool {
+    root: Arc<WorkspaceRoot>,
+}
+
+impl ReadTool {
+    /// A read tool over an already captured root.
+    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+        Self { root }
+    }
+
+    /// Read `path` (already normalized) beneath the root.
+    pub fn read(&self, path: &RelPath, cancel: &CancellationToken) -> Result<ReadOutput, CallError> {
+        if cancel.is_cancelled() {
+            return Err(Cancelled.into());
+        }
+        self.root.verify()?;
+        let rel = Path::new(path.as_str());
+        let dir = self.root.dir();
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            // A FIFO opens at once instead of waiting for a writer; a tty never becomes ours.
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+        let mut file = dir
+            .open_with(rel, &options)
+            .map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
+        let meta = file.metadata().map_err(|_| failed(ErrorKind::ReadFailed))?;
+        if !meta.is_file() {
+            return Err(failed(ErrorKind::FileNotRegular));
+        }
+        let opened = FileIdentity::of_cap(&meta);
+
+        let mut buf = Vec::with_capacity((meta.len() as usize).min(MAX_READ_BYTES) + 1);
+        let mut chunk = [0u8; CHUNK];
+        loop {
+            if cancel.is_cancelled() {
+                return Err(Cancelled.into());
+            }
+            let want = (MAX_READ_BYTES + 1 - buf.len()).min(CHUNK);
+            match file.read(&mut chunk[..want]) {
+                Ok(0) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Err(failed(ErrorKind::ReadFailed)),
+            }
+            if buf.len() > MAX_READ_BYTES {
+                return Err(failed(ErrorKind::FileTooLarge));
+            }
+        }
+
+        // The name must still lead (beneath the root) to the object that was read.
+        let now = dir
+            .metadata(rel)
+            .map_err(|_| failed(ErrorKind::PathChangedDuringRead))?;
+        if FileIdentity::of_cap(&now) != opened {
+            return Err(failed(ErrorKind::PathChangedDuringRead));
+        }
+        if cancel.is_cancelled() {
+            return Err(Cancelled.into());
+        }
+        let bytes = buf.len();
+        let content = String::from_utf8(buf).map_err(|_| failed(ErrorKind::FileNotUtf8))?;
+        Ok(ReadOutput {
+            path: path.as_str().to_owned(),
+            content,
+            bytes,
+        })
+    }
+}
+
+fn failed(kind: ErrorKind) -> CallError {
+    CallError::Failed(ToolError::failed(kind))
+}
+
+impl TypedTool for ReadTool {
+    type Input = ReadInput;
+    type Valid = RelPath;
+    type Output = ReadOutput;
+    const NAME: &'static str = "read_file";
+    const DESCRIPTION: &'static str = "Read a UTF-8 text file inside the workspace. `path` is \
+        relative to the workspace root (for example `src/index.js`); absolute paths, `..` and \
+        symlinks that leave the workspace are refused. Returns {path, content, bytes}. Files \
+        over 65,536 bytes, non-UTF-8 files and non-regular files are refused with an error \
+        record.";
+    const INVALID_INPUT: ErrorKind = ErrorKind::InvalidReadInput;
+
+    fn check(&self, input: ReadInput) -> Result<RelPath, ToolError> {
+        pathgrammar::normalize(&input.path).map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+    }
+
+    async fn run(&self, valid: RelPath, cancel: &CancellationToken) -> Result<ReadOutput, CallError> {
+        self.read(&valid, cancel)
+    }
+}

@@ -1,0 +1,267 @@
+//! The `Tool` trait, its typed helper, and the registry that executes calls.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A tool a model can call: what the registry holds. Implement [`TypedTool`] instead of this;
+/// a blanket impl derives it.
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by.
+    fn name(&self) -> &'static str;
+    /// A description written for a model.
+    fn description(&self) -> &'static str;
+    /// The JSON Schema of the parameters, derived from the same type that validates them.
+    fn parameters(&self) -> Value;
+    /// Validate raw JSON arguments: pure, before any effect.
+    fn validate(&self, arguments: &RawValue) -> Result<(), ToolError>;
+    /// Validate and execute; the success record is a JSON object.
+    fn execute<'a>(
+        &'a self,
+        arguments: &'a RawValue,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Value, CallError>>;
+}
+
+/// The typed way to write a tool: serde types validate the shape, `check` adds the rules serde
+/// cannot express and yields what `run` needs.
+pub trait TypedTool: Send + Sync + 'static {
+    /// The arguments as the model sends them (`#[serde(deny_unknown_fields)]`).
+    type Input: DeserializeOwned + JsonSchema;
+    /// What validation produces for execution.
+    type Valid: Send;
+    /// The success record.
+    type Output: Serialize;
+    /// The tool's name.
+    const NAME: &'static str;
+    /// The description for a model.
+    const DESCRIPTION: &'static str;
+    /// The token for arguments of the wrong shape.
+    const INVALID_INPUT: ErrorKind;
+
+    /// Rules beyond the shape (grammar, limits); pure.
+    fn check(&self, input: Self::Input) -> Result<Self::Valid, ToolError>;
+
+    /// Execute validated arguments.
+    fn run<'a>(
+        &'a self,
+        valid: Self::Valid,
+        cancel: &'a CancellationToken,
+    ) -> impl Future<Output = Result<Self::Output, CallError>> + Send + 'a;
+}
+
+/// Parse raw arguments into a tool's input type: an object, no unknown, missing, duplicated or
+/// mistyped property.
+pub fn parse_arguments<T: DeserializeOwned>(
+    arguments: &RawValue,
+    invalid: ErrorKind,
+) -> Result<T, ToolError> {
+    // serde accepts a JSON array for a struct; the contract wants an object.
+    if !arguments.get().trim_start().starts_with('{') {
+        return Err(ToolError::invalid(invalid));
+    }
+    serde_json::from_str(arguments.get()).map_err(|_| ToolError::invalid(invalid))
+}
+
+/// The parameter schema of a type, as LLM providers want it.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    if let Some(obj) = schema.as_object_mut() {
+        obj.remove("$schema");
+        obj.remove("title");
+    }
+    schema
+}
+
+impl<T: TypedTool> Tool for T {
+    fn name(&self) -> &'static str {
+        T::NAME
+    }
+
+    fn description(&self) -> &'static str {
+        T::DESCRIPTION
+    }
+
+    fn parameters(&self) -> Value {
+        schema_of::<T::Input>()
+    }
+
+    fn validate(&self, arguments: &RawValue) -> Result<(), ToolError> {
+        let input = parse_arguments::<T::Input>(arguments, T::INVALID_INPUT)?;
+        self.check(input).map(drop)
+    }
+
+    fn execute<'a>(
+        &'a self,
+        arguments: &'a RawValue,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Value, CallError>> {
+        Box::pin(async move {
+            let input = parse_arguments::<T::Input>(arguments, T::INVALID_INPUT)?;
+            let valid = self.check(input)?;
+            if cancel.is_cancelled() {
+                return Err(Cancelled.into());
+            }
+            let output = self.run(valid, cancel).await?;
+            serde_json::to_value(output)
+                .map_err(|_| CallError::Failed(ToolError::failed(ErrorKind::ReadFailed)))
+        })
+    }
+}
+
+/// One call from a model.
+#[derive(Clone, Debug)]
+pub struct ToolCall {
+    /// The provider's call id, echoed in the result.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, as raw JSON text (so duplicated keys are still visible to validation).
+    pub arguments: Box<RawValue>,
+}
+
+impl ToolCall {
+    /// A call from an already parsed JSON value.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: &Value) -> Self {
+        let text = serde_json::to_string(arguments).unwrap_or_else(|_| "null".into());
+        Self::from_json(id, name, text)
+    }
+
+    /// A call from raw JSON argument text; text that is not JSON becomes `null` (refused by
+    /// validation).
+    pub fn from_json(id: impl Into<String>, name: impl Into<String>, arguments: String) -> Self {
+        let arguments = RawValue::from_string(arguments)
+            .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("null is JSON"));
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        }
+    }
+}
+
+/// What a call produced: the JSON record as text, and whether it is an error record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolResult {
+    /// The id of the call.
+    pub tool_call_id: String,
+    /// The record: the tool's result object, or `{"error": {"code", "message"}}`.
+    pub content: String,
+    /// True for an error record.
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    /// The record parsed back into a JSON value.
+    pub fn record(&self) -> Value {
+        serde_json::from_str(&self.content).unwrap_or(Value::Null)
+    }
+}
+
+/// Two tools with one name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("duplicate tool name {0:?}")]
+pub struct DuplicateToolName(pub String);
+
+/// A tool definition as LLM providers want it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolDefinition {
+    /// The name.
+    pub name: &'static str,
+    /// The model-facing description.
+    pub description: &'static str,
+    /// The JSON Schema of the parameters.
+    pub parameters: Value,
+}
+
+/// The tools a model may call, by unique name, in registration order.
+#[derive(Clone)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+    by_name: HashMap<&'static str, usize>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.tools.iter().map(|t| t.name()))
+            .finish()
+    }
+}
+
+impl ToolRegistry {
+    /// A registry of `tools`; refuses two tools with one name.
+    pub fn new(
+        tools: impl IntoIterator<Item = Arc<dyn Tool>>,
+    ) -> Result<Self, DuplicateToolName> {
+        let tools: Vec<Arc<dyn Tool>> = tools.into_iter().collect();
+        let mut by_name = HashMap::new();
+        for (i, tool) in tools.iter().enumerate() {
+            if by_name.insert(tool.name(), i).is_some() {
+                return Err(DuplicateToolName(tool.name().to_owned()));
+            }
+        }
+        Ok(Self { tools, by_name })
+    }
+
+    /// The tool of that name.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.by_name.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// The tools in registration order.
+    pub fn tools(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.iter()
+    }
+
+    /// Name, description and schema of every tool.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.tools
+            .iter()
+            .map(|t| ToolDefinition {
+                name: t.name(),
+                description: t.description(),
+                parameters: t.parameters(),
+            })
+            .collect()
+    }
+}
+
+/// Look the tool up, validate, execute, and serialize the record. A tool error is a result with
+/// `is_error`; a cancellation is `Err(Cancelled)`.
+pub async fn execute_tool_call(
+    registry: &ToolRegistry,
+    call: &ToolCall,
+    cancel: &CancellationToken,
+) -> Result<ToolResult, Cancelled> {
+    if cancel.is_cancelled() {
+        return Err(Cancelled);
+    }
+    let outcome = match registry.get(&call.name) {
+        None => Err(CallError::Failed(ToolError::not_found(&call.name))),
+        Some(tool) => tool.execute(&call.arguments, cancel).await,
+    };
+    let (record, is_error) = match outcome {
+        Ok(record) => (record, false),
+        Err(CallError::Cancelled(c)) => return Err(c),
+        Err(CallError::Failed(e)) => (e.to_record(), true),
+    };
+    Ok(ToolResult {
+        tool_call_id: call.id.clone(),
+        content: record.to_string(),
+        is_error,
+    })
+}

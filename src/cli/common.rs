@@ -1,0 +1,46 @@
+//! Options shared by the subcommands that serve tools.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tools::{BuildError, NodeProcessOptions};
+
+/// Where the tools work and how node_process is bounded.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ToolArgs {
+    /// The workspace root (default: the current directory).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub root: PathBuf,
+    /// The Node.js executable (default: `node` found on PATH, canonicalized once).
+    #[arg(long, value_name = "PATH")]
+    pub node: Option<PathBuf>,
+    /// The node_process time bound in milliseconds (default 500).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub timeout_ms: Option<u64>,
+    /// Confine node_process children with the Linux kernel sandbox (Landlock).
+    #[arg(long)]
+    pub sandbox: bool,
+}
+
+impl ToolArgs {
+    /// The node_process options these flags ask for.
+    pub fn node_options(&self) -> NodeProcessOptions {
+        let mut options = NodeProcessOptions::default();
+        options.node = self.node.clone();
+        options.timeout = self.timeout_ms.map(Duration::from_millis);
+        options
+    }
+}
+
+/// Print a factory's token and return exit status 2.
+pub fn unusable(e: &BuildError) -> ExitCode {
+    eprintln!("confine: {}", e.code());
+    ExitCode::from(2)
+}
+
+/// Print a one-line usage reason and return exit status 2.
+pub fn usage(reason: &str) -> ExitCode {
+    eprintln!("confine: {reason}");
+    ExitCode::from(2)
+}

@@ -1,0 +1,7 @@
+//! One module per subcommand, plus the options they share.
+
+pub mod call;
+pub mod common;
+pub mod guard;
+pub mod jail;
+pub mod mcp;
