@@ -73,7 +73,8 @@ async fn serve(registry: ToolRegistry) -> ExitCode {
     let cancel = CancellationToken::new();
     let on_signal = cancel.clone();
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
@@ -107,7 +108,10 @@ async fn serve(registry: ToolRegistry) -> ExitCode {
             },
         };
         let mut stdout = std::io::stdout().lock();
-        if writeln!(stdout, "{out}").and_then(|()| stdout.flush()).is_err() {
+        if writeln!(stdout, "{out}")
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
             // The reader went away: nothing more can be answered.
             return ExitCode::SUCCESS;
         }

@@ -1,2 +1,36 @@
-//! xtask
-fn main() {}
+//! Project chores as code (`cargo xtask <command>`): `conformance` runs the case corpus,
+//! `layers` checks that crate dependencies point down, `bench` runs every criterion bench.
+//! Each check that can also runs as a `#[test]`, so `cargo test --workspace` catches drift.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+mod bench;
+mod conformance;
+mod layers;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root();
+    if let Err(e) = std::env::set_current_dir(&root) {
+        eprintln!("xtask: cannot enter the workspace root: {e}");
+        return ExitCode::from(2);
+    }
+    match args.first().map(String::as_str) {
+        Some("conformance") => conformance::run(&root.join("tests/conformance")),
+        Some("layers") => layers::run(&root),
+        Some("bench") => bench::run(&args[1..]),
+        _ => {
+            eprintln!("usage: cargo xtask <conformance|layers|bench [criterion args…]>");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The workspace root: the parent of this crate's manifest directory.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}

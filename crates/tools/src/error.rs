@@ -250,8 +250,14 @@ mod tests {
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);
         assert_eq!(ErrorCode::ToolNotFound.code(), "TOOL_NOT_FOUND");
-        assert_eq!(ErrorCode::ToolArgumentsInvalid.code(), "TOOL_ARGUMENTS_INVALID");
-        assert_eq!(ErrorCode::ToolExecutionFailed.code(), "TOOL_EXECUTION_FAILED");
+        assert_eq!(
+            ErrorCode::ToolArgumentsInvalid.code(),
+            "TOOL_ARGUMENTS_INVALID"
+        );
+        assert_eq!(
+            ErrorCode::ToolExecutionFailed.code(),
+            "TOOL_EXECUTION_FAILED"
+        );
     }
 
     #[test]

@@ -54,7 +54,11 @@ impl ReadTool {
     }
 
     /// Read `path` (already normalized) beneath the root.
-    pub fn read(&self, path: &RelPath, cancel: &CancellationToken) -> Result<ReadOutput, CallError> {
+    pub fn read(
+        &self,
+        path: &RelPath,
+        cancel: &CancellationToken,
+    ) -> Result<ReadOutput, CallError> {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
@@ -130,10 +134,15 @@ impl TypedTool for ReadTool {
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidReadInput;
 
     fn check(&self, input: ReadInput) -> Result<RelPath, ToolError> {
-        pathgrammar::normalize(&input.path).map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+        pathgrammar::normalize(&input.path)
+            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
     }
 
-    async fn run(&self, valid: RelPath, cancel: &CancellationToken) -> Result<ReadOutput, CallError> {
+    async fn run(
+        &self,
+        valid: RelPath,
+        cancel: &CancellationToken,
+    ) -> Result<ReadOutput, CallError> {
         self.read(&valid, cancel)
     }
 }

@@ -204,9 +204,7 @@ impl std::fmt::Debug for ToolRegistry {
 
 impl ToolRegistry {
     /// A registry of `tools`; refuses two tools with one name.
-    pub fn new(
-        tools: impl IntoIterator<Item = Arc<dyn Tool>>,
-    ) -> Result<Self, DuplicateToolName> {
+    pub fn new(tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Result<Self, DuplicateToolName> {
         let tools: Vec<Arc<dyn Tool>> = tools.into_iter().collect();
         let mut by_name = HashMap::new();
         for (i, tool) in tools.iter().enumerate() {
