@@ -1,0 +1,90 @@
+//! The registry and the call path.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use tools::{Tool, ToolRegistry};
+
+use crate::{Sandbox, call};
+
+#[test]
+fn registry_refuses_duplicate_names() {
+    let sb = Sandbox::new();
+    let a: Arc<dyn Tool> = Arc::new(tools::create_read_tool(&sb.root).unwrap());
+    let b: Arc<dyn Tool> = Arc::new(tools::create_read_tool(&sb.root).unwrap());
+    let err = ToolRegistry::new([a, b]).unwrap_err();
+    assert_eq!(err.0, "read_file");
+}
+
+#[test]
+fn definitions_have_strict_schemas() {
+    let sb = Sandbox::new();
+    let registry = tools::create_coding_tools(&sb.root, Default::default()).unwrap();
+    let defs = registry.definitions();
+    let names: Vec<&str> = defs.iter().map(|d| d.name).collect();
+    assert_eq!(names, ["read_file", "write_file", "node_process"]);
+    for d in &defs {
+        assert_eq!(d.parameters["type"], "object", "{}", d.name);
+        assert_eq!(d.parameters["additionalProperties"], false, "{}", d.name);
+        assert!(
+            d.description.len() > 40,
+            "{} needs a model-facing description",
+            d.name
+        );
+    }
+    assert_eq!(defs[0].parameters["required"], json!(["path"]));
+    assert_eq!(defs[0].parameters["properties"]["path"]["type"], "string");
+}
+
+#[test]
+fn unknown_tool_is_a_record() {
+    let sb = Sandbox::new();
+    let registry = tools::create_read_only_tools(&sb.root).unwrap();
+    let r = call(&registry, "delete_everything", json!({}));
+    assert!(r.is_error);
+    assert_eq!(r.record()["error"]["code"], "TOOL_NOT_FOUND");
+    assert!(
+        r.record()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("delete_everything")
+    );
+    assert_eq!(r.tool_call_id, "t");
+}
+
+#[test]
+fn validate_is_pure_and_refuses_shapes() {
+    let sb = Sandbox::new();
+    let tool = tools::create_read_tool(&sb.root).unwrap();
+    let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_owned()).unwrap();
+    assert!(tool.validate(&raw(r#"{"path":"a"}"#)).is_ok());
+    for bad in [
+        r#"["a"]"#,
+        r#""a""#,
+        "null",
+        r#"{"path":"a","x":1}"#,
+        r#"{"path":"a","path":"b"}"#,
+        r#"{"path":null}"#,
+    ] {
+        let e = tool.validate(&raw(bad)).unwrap_err();
+        assert_eq!(e.kind().unwrap().code(), "INVALID_READ_INPUT", "{bad}");
+    }
+    let e = tool.validate(&raw(r#"{"path":"../a"}"#)).unwrap_err();
+    assert_eq!(e.kind().unwrap().code(), "INVALID_RELATIVE_PATH");
+}
+
+#[test]
+fn factories_refuse_unusable_roots_with_tokens() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.root.join("f"), "x").unwrap();
+    let code = |r: Result<tools::ReadTool, tools::BuildError>| r.unwrap_err().code();
+    assert_eq!(
+        code(tools::create_read_tool(sb.root.join("missing"))),
+        "WORKSPACE_ROOT_NOT_FOUND"
+    );
+    assert_eq!(
+        code(tools::create_read_tool(sb.root.join("f"))),
+        "WORKSPACE_ROOT_NOT_DIRECTORY"
+    );
+    assert_eq!(code(tools::create_read_tool("")), "INVALID_WORKSPACE_ROOT");
+}
