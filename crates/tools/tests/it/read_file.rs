@@ -260,4 +260,5 @@ fn read_symlink_swap_race_never_escapes() {
         naive_escapes > 0,
         "the naive twin should have escaped at least once"
     );
+    sb.assert_no_leftovers();
 }
