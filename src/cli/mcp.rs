@@ -1,8 +1,36 @@
-//! `confine mcp` (SPEC section 9). Lands with issue 6.
+//! `confine mcp`: the tools served to any agent over the Model Context Protocol on stdio
+//! (SPEC section 9), with rmcp, the official Rust MCP SDK.
+//!
+//! - `tools/list` gives every tool of the registry (`read_file`, `write_file`, `node_process`;
+//!   `--read-only` gives `read_file` alone) with its model-facing description and the JSON
+//!   Schema derived from the type that validates its arguments.
+//! - `tools/call` runs [`tools::execute_tool_call`] and answers with one text content item
+//!   holding the JSON record, `structuredContent` holding the same object, and `isError`.
+//!   Argument and execution errors are tool results (`isError: true`), never protocol errors;
+//!   only a tool name that is not served is a JSON-RPC error (`-32602`, invalid params, as the
+//!   MCP specification shows for unknown tools).
+//! - `notifications/cancelled` cancels the call's token: the node process group is killed and
+//!   reaped and the script removed before the call's future completes; no response is sent
+//!   for a cancelled request (the protocol says so). Requests run concurrently on a
+//!   multi-thread runtime, each with its own token, so a cancelled call disturbs no other.
+//! - End of input cancels every running call at once (their processes die), then the server
+//!   exits 0. SIGINT or SIGTERM does the same and exits 130.
+//! - One banner line goes to stderr at start; logs (tracing, filtered by `CONFINE_LOG`, default
+//!   `warn`) go to stderr; stdout carries nothing but the protocol.
+//!
+//! `--node`, `--timeout-ms` and `--sandbox` reach the node_process tool through
+//! [`ToolArgs::node_options`], the same path `confine call` uses.
+
+mod eof;
+mod server;
 
 use std::process::ExitCode;
 
-use super::common::ToolArgs;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+use super::common::{ToolArgs, unusable, usage};
+pub use server::ConfineServer;
 
 /// Arguments of `confine mcp`.
 #[derive(Debug, clap::Args)]
@@ -15,6 +43,107 @@ pub struct Args {
 }
 
 /// Run the subcommand.
-pub fn run(_args: Args) -> ExitCode {
-    super::common::usage("mcp: not implemented yet")
+pub fn run(args: Args) -> ExitCode {
+    init_logging();
+    let registry = if args.read_only {
+        tools::create_read_only_tools(&args.tools.root)
+    } else {
+        tools::create_coding_tools(&args.tools.root, args.tools.node_options())
+    };
+    let registry = match registry {
+        Ok(r) => r,
+        Err(e) => return unusable(&e),
+    };
+    let server = ConfineServer::new(registry, args.read_only, args.tools.timeout_ms);
+    // A multi-thread runtime so that concurrent calls run concurrently; a few workers are
+    // plenty for a stdio server and keep its resident memory small.
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("confine-mcp")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(_) => return usage("cannot start the async runtime"),
+    };
+    eprintln!(
+        "confine {} mcp: serving {} on stdio (root {})",
+        env!("CARGO_PKG_VERSION"),
+        server.tool_names().join(", "),
+        std::path::absolute(&args.tools.root)
+            .unwrap_or_else(|_| args.tools.root.clone())
+            .display(),
+    );
+    let code = runtime.block_on(serve(server));
+    // Nothing is left running after `serve`; do not wait on a blocking task that never ends.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
+}
+
+/// Logs to stderr only, filtered by `CONFINE_LOG` (default `warn`).
+fn init_logging() {
+    let filter = EnvFilter::try_from_env("CONFINE_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+/// Serve until end of input or a signal.
+async fn serve(server: ConfineServer) -> ExitCode {
+    use rmcp::ServiceExt;
+
+    let shutdown = server.shutdown_token();
+    let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
+    // End of input cancels every running call at once, instead of after rmcp's drain delay.
+    let stdin = eof::CancelOnEof::new(stdin, shutdown.clone());
+    let running = match server.serve((stdin, stdout)).await {
+        Ok(running) => running,
+        Err(e) => {
+            tracing::error!(error = %e, "MCP initialization failed");
+            shutdown.cancel();
+            return ExitCode::from(1);
+        }
+    };
+    let stop = running.cancellation_token();
+    let signalled = CancellationToken::new();
+    let on_signal = signalled.clone();
+    let calls = shutdown.clone();
+    let watcher = tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received: cancelling running calls");
+        on_signal.cancel();
+        calls.cancel();
+        stop.cancel();
+    });
+    let quit = running.waiting().await;
+    watcher.abort();
+    shutdown.cancel();
+    tracing::info!(?quit, "MCP server stopped");
+    if signalled.is_cancelled() {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// SIGINT or SIGTERM (a signal that cannot be watched is never reported).
+async fn wait_for_signal() {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    async fn recv(signal: Option<Signal>) {
+        match signal {
+            Some(mut s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+    let interrupt = signal(SignalKind::interrupt()).ok();
+    let terminate = signal(SignalKind::terminate()).ok();
+    tokio::select! {
+        () = recv(interrupt) => {}
+        () = recv(terminate) => {}
+    }
 }

@@ -1,0 +1,224 @@
+//! The MCP server handler over a [`ToolRegistry`], written by hand (no rmcp tool macros): the
+//! registry is the single source of the tools, their schemas and their records.
+
+use std::sync::Arc;
+
+use rmcp::ErrorData;
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tools::{ToolCall, ToolRegistry, ToolResult, execute_tool_call};
+
+/// The JSON-RPC code answered for a request whose call was cancelled (the LSP's
+/// `RequestCancelled`). rmcp drops the answer to a request the client cancelled; this code is
+/// seen only for calls cut short by the end of input or a signal.
+const REQUEST_CANCELLED: ErrorCode = ErrorCode(-32800);
+
+/// Serves the tools of one registry to one MCP client.
+#[derive(Clone)]
+pub struct ConfineServer {
+    registry: Arc<ToolRegistry>,
+    listed: Arc<[Tool]>,
+    instructions: Arc<str>,
+    shutdown: CancellationToken,
+}
+
+impl ConfineServer {
+    /// A server for `registry`. `read_only` and `timeout_ms` only shape the instructions.
+    pub fn new(registry: ToolRegistry, read_only: bool, timeout_ms: Option<u64>) -> Self {
+        let listed: Arc<[Tool]> = registry
+            .definitions()
+            .into_iter()
+            .map(to_mcp_tool)
+            .collect();
+        Self {
+            instructions: instructions(&registry, read_only, timeout_ms).into(),
+            registry: Arc::new(registry),
+            listed,
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// The names of the tools served, in order.
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.listed.iter().map(|t| t.name.as_ref()).collect()
+    }
+
+    /// Cancelling this token cancels every running and future call (end of input, signal).
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Run one call with a token that the request's cancellation or the shutdown cancels.
+    /// The call's future is always awaited to its end, so a cancelled node process is dead
+    /// and its script removed before this returns.
+    async fn run(&self, call: &ToolCall, request: &CancellationToken) -> Option<ToolResult> {
+        let cancel = self.shutdown.child_token();
+        let run = execute_tool_call(&self.registry, call, &cancel);
+        tokio::pin!(run);
+        let outcome = tokio::select! {
+            outcome = &mut run => outcome,
+            () = request.cancelled() => {
+                tracing::info!(id = %call.id, tool = %call.name, "call cancelled by the client");
+                cancel.cancel();
+                run.await
+            }
+        };
+        outcome.ok()
+    }
+}
+
+/// An MCP tool from a registry definition.
+fn to_mcp_tool(def: tools::ToolDefinition) -> Tool {
+    let schema = match def.parameters {
+        Value::Object(map) => map,
+        // A schema is always an object; keep the tool callable if one is not.
+        _ => serde_json::Map::new(),
+    };
+    let mut tool = Tool::new(def.name, def.description, Arc::new(schema));
+    tool.annotations = annotations(def.name);
+    tool
+}
+
+/// Hints for the agent host about what each known tool does (hints only: MCP clients must not
+/// trust them for security, and this server does not rely on them).
+fn annotations(name: &str) -> Option<ToolAnnotations> {
+    let a = match name {
+        "read_file" => ToolAnnotations::with_title("Read a workspace file")
+            .read_only(true)
+            .open_world(false),
+        "write_file" => ToolAnnotations::with_title("Write a workspace file")
+            .read_only(false)
+            .destructive(true)
+            .idempotent(true)
+            .open_world(false),
+        "node_process" => ToolAnnotations::with_title("Run JavaScript in the workspace")
+            .read_only(false)
+            .destructive(true)
+            .idempotent(false),
+        _ => return None,
+    };
+    Some(a)
+}
+
+/// The instructions sent to the client at initialization, for the model.
+fn instructions(registry: &ToolRegistry, read_only: bool, timeout_ms: Option<u64>) -> String {
+    let mut text = String::from(
+        "These tools work inside one directory, the workspace, and cannot reach outside it. \
+         Paths are relative to the workspace root with `/` separators (for example \
+         `src/index.js`); absolute paths, `..` segments and symlinks that leave the workspace \
+         are refused. Every result is a JSON object; a failure is \
+         {\"error\": {\"code\", \"message\"}} with isError true, and its message is a stable \
+         token such as FILE_NOT_FOUND or INVALID_RELATIVE_PATH.",
+    );
+    if registry.get("write_file").is_some() {
+        text.push_str(
+            " write_file replaces or creates a UTF-8 text file of at most 65,536 bytes \
+             atomically, creating missing parent directories.",
+        );
+    }
+    if registry.get("node_process").is_some() {
+        let ms = timeout_ms.unwrap_or(500);
+        text.push_str(&format!(
+            " node_process runs CommonJS source with Node.js in the workspace root as working \
+             directory, with no stdin and a time bound of {ms} ms; stdout and stderr are each \
+             kept up to 32,768 bytes. Use it for short computations and checks, not for \
+             servers or long jobs."
+        ));
+    }
+    if read_only {
+        text.push_str(" This server is read-only: only read_file is offered.");
+    }
+    text
+}
+
+/// The MCP result for a tool result: one text item with the record, the same object as
+/// `structuredContent`, and `isError`.
+fn to_call_tool_result(result: ToolResult) -> CallToolResult {
+    let record = result.record();
+    let mut out = CallToolResult::success(vec![ContentBlock::text(result.content)]);
+    out.structured_content = Some(record);
+    out.is_error = Some(result.is_error);
+    out
+}
+
+impl ServerHandler for ConfineServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("confine", env!("CARGO_PKG_VERSION"))
+                    .with_title("confine: coding tools confined to one directory"),
+            )
+            .with_instructions(self.instructions.as_ref())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.listed.to_vec()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if self.registry.get(&request.name).is_none() {
+            let shown: String = request.name.chars().take(128).collect();
+            return Err(ErrorData::invalid_params(
+                format!("Unknown tool: {shown}"),
+                None,
+            ));
+        }
+        // Absent arguments are an empty object: the tool's validation answers with its
+        // INVALID_*_INPUT record when it needs some.
+        let arguments = request.arguments.unwrap_or_default();
+        let text = serde_json::to_string(&arguments).unwrap_or_else(|_| "{}".into());
+        let call = ToolCall::from_json(context.id.to_string(), request.name, text);
+        match self.run(&call, &context.ct).await {
+            Some(result) => Ok(to_call_tool_result(result).into()),
+            None => Err(ErrorData::new(REQUEST_CANCELLED, "Request cancelled", None)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_result_maps_to_text_structured_and_is_error() {
+        let result = ToolResult {
+            tool_call_id: "1".into(),
+            content:
+                r#"{"error":{"code":"TOOL_ARGUMENTS_INVALID","message":"INVALID_RELATIVE_PATH"}}"#
+                    .into(),
+            is_error: true,
+        };
+        let out = to_call_tool_result(result.clone());
+        assert_eq!(out.is_error, Some(true));
+        assert_eq!(out.structured_content, Some(result.record()));
+        assert_eq!(out.content.len(), 1);
+        let text = out.content[0].as_text().expect("a text item");
+        assert_eq!(text.text, result.content);
+    }
+
+    #[test]
+    fn read_only_instructions_name_only_read_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let registry = tools::create_read_only_tools(tmp.path()).unwrap();
+        let server = ConfineServer::new(registry, true, None);
+        assert_eq!(server.tool_names(), ["read_file"]);
+        assert!(server.instructions.contains("read-only"));
+        assert!(!server.instructions.contains("node_process runs"));
+        assert_eq!(server.get_info().server_info.name, "confine");
+    }
+}
