@@ -1,0 +1,315 @@
+//! The case runner behind `confine guard`, `confine jail` and the `guard`/`jail` conformance
+//! files (SPEC section 9, `tests/conformance/README.md`).
+//!
+//! Each run makes a fresh temporary parent holding the sandbox root `cc-task-abc` and its
+//! prefix-sharing sibling `cc-task-abc-evil` (which holds `secret.txt`), builds the case's
+//! tree inside the root, maps every path, and removes the parent. In every path of the case
+//! (tree entries, symlink targets, paths, cwd, bounds) `$ROOT` stands for the root's canonical
+//! path and `$OUTSIDE` for the sibling's.
+//!
+//! ```
+//! let case: jail::grading::GuardCase = serde_json::from_str(
+//!     r#"{"files": {"ok.txt": "x"}, "symlinks": {"out": "$OUTSIDE"},
+//!         "paths": ["ok.txt", "../escape", "out/secret.txt"]}"#,
+//! )?;
+//! let oks: Vec<bool> = jail::grading::run_guard_case(&case)?.iter().map(|o| o.ok).collect();
+//! assert_eq!(oks, [true, false, false]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::filejail::{FileJail, JailPolicy};
+use crate::guard::resolve_in_sandbox;
+use crate::walk::lexical_absolute;
+
+/// The name of the sandbox root inside the temporary parent.
+pub const ROOT_NAME: &str = "cc-task-abc";
+/// The name of the prefix-sharing sibling of the root.
+pub const OUTSIDE_NAME: &str = "cc-task-abc-evil";
+/// The file the sibling holds.
+pub const SECRET_NAME: &str = "secret.txt";
+/// The content of that file.
+pub const SECRET_CONTENT: &str = "secret outside the sandbox\n";
+
+/// Why a case could not be run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GradingError {
+    /// The temporary parent could not be made or removed.
+    #[error("temporary sandbox: {0}")]
+    Sandbox(#[source] io::Error),
+    /// An entry of the case's tree could not be created.
+    #[error("cannot create {what} {name:?}: {source}")]
+    Build {
+        /// `file`, `dir` or `symlink`.
+        what: &'static str,
+        /// The entry as written in the case.
+        name: String,
+        /// The failure.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The tree a case builds inside the root.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct CaseTree {
+    /// Files and their contents (parent directories are created).
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    /// Directories (created with their parents).
+    #[serde(default)]
+    pub dirs: Vec<String>,
+    /// Symlinks and their targets (targets taken verbatim after substitution).
+    #[serde(default)]
+    pub symlinks: BTreeMap<String, String>,
+}
+
+/// A `confine guard` case; `expect` is only read by the conformance runner.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct GuardCase {
+    /// The tree to build.
+    #[serde(flatten)]
+    pub tree: CaseTree,
+    /// The paths to map through [`resolve_in_sandbox`].
+    pub paths: Vec<String>,
+    /// The expected `ok` of each path (conformance files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Vec<bool>>,
+}
+
+/// One path's outcome; serializes as `{"path", "ok"}`.
+#[derive(Clone, Debug, Serialize)]
+pub struct GuardOutcome {
+    /// The path as written in the case.
+    pub path: String,
+    /// Whether the guard accepted it.
+    pub ok: bool,
+    /// The error token when refused.
+    #[serde(skip)]
+    pub code: Option<&'static str>,
+}
+
+/// The bounds of a jail case, as written (`allowRead`, `allowWrite`, `deny`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySpec {
+    /// Read bounds.
+    #[serde(default)]
+    pub allow_read: Vec<String>,
+    /// Write bounds.
+    #[serde(default)]
+    pub allow_write: Vec<String>,
+    /// Deny bounds.
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+/// The operation of a jail check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// [`FileJail::resolve_for_read`].
+    Read,
+    /// [`FileJail::resolve_for_write`].
+    Write,
+}
+
+/// One check of a jail case; `ok` is only read by the conformance runner.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct JailCheck {
+    /// Which decision.
+    pub op: Op,
+    /// The requested path.
+    pub path: String,
+    /// The expected outcome (conformance files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+}
+
+/// A `confine jail` case.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct JailCase {
+    /// The tree to build.
+    #[serde(flatten)]
+    pub tree: CaseTree,
+    /// The jail's cwd; relative to the root (default: the root).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// The bounds; relative ones resolve against the cwd.
+    #[serde(default)]
+    pub policy: PolicySpec,
+    /// The decisions to make.
+    pub checks: Vec<JailCheck>,
+}
+
+/// One check's outcome; serializes as `{"op", "path", "ok"}`.
+#[derive(Clone, Debug, Serialize)]
+pub struct JailOutcome {
+    /// The operation.
+    pub op: Op,
+    /// The path as written in the case.
+    pub path: String,
+    /// Whether the jail allowed it.
+    pub ok: bool,
+    /// The error token when refused.
+    #[serde(skip)]
+    pub code: Option<&'static str>,
+}
+
+/// The temporary parent of one case: the root, its sibling, and their canonical paths.
+#[derive(Debug)]
+pub struct Sandbox {
+    parent: tempfile::TempDir,
+    root: PathBuf,
+    outside: PathBuf,
+}
+
+impl Sandbox {
+    /// Make the parent with `cc-task-abc` and `cc-task-abc-evil/secret.txt`.
+    pub fn new() -> Result<Self, GradingError> {
+        let build = || -> io::Result<Self> {
+            let parent = tempfile::Builder::new().prefix("confine-case-").tempdir()?;
+            let root = parent.path().join(ROOT_NAME);
+            let outside = parent.path().join(OUTSIDE_NAME);
+            std::fs::create_dir(&root)?;
+            std::fs::create_dir(&outside)?;
+            std::fs::write(outside.join(SECRET_NAME), SECRET_CONTENT)?;
+            Ok(Self {
+                root: root.canonicalize()?,
+                outside: outside.canonicalize()?,
+                parent,
+            })
+        };
+        build().map_err(GradingError::Sandbox)
+    }
+
+    /// The root's canonical path.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The sibling's canonical path.
+    pub fn outside(&self) -> &Path {
+        &self.outside
+    }
+
+    /// Replace `$ROOT` and `$OUTSIDE` by the canonical paths.
+    pub fn substitute(&self, s: &str) -> String {
+        s.replace("$ROOT", &self.root.to_string_lossy())
+            .replace("$OUTSIDE", &self.outside.to_string_lossy())
+    }
+
+    /// Where a tree entry goes: relative entries beneath the root.
+    fn place(&self, entry: &str) -> PathBuf {
+        self.root.join(self.substitute(entry))
+    }
+
+    /// Build `tree`: directories, then files, then symlinks.
+    pub fn build(&self, tree: &CaseTree) -> Result<(), GradingError> {
+        let fail = |what, name: &String| {
+            let name = name.clone();
+            move |source| GradingError::Build { what, name, source }
+        };
+        for d in &tree.dirs {
+            std::fs::create_dir_all(self.place(d)).map_err(fail("dir", d))?;
+        }
+        for (f, content) in &tree.files {
+            let at = self.place(f);
+            let make = || -> io::Result<()> {
+                if let Some(p) = at.parent() {
+                    std::fs::create_dir_all(p)?;
+                }
+                std::fs::write(&at, content)
+            };
+            make().map_err(fail("file", f))?;
+        }
+        for (l, target) in &tree.symlinks {
+            let at = self.place(l);
+            let make = || -> io::Result<()> {
+                if let Some(p) = at.parent() {
+                    std::fs::create_dir_all(p)?;
+                }
+                std::os::unix::fs::symlink(self.substitute(target), &at)
+            };
+            make().map_err(fail("symlink", l))?;
+        }
+        Ok(())
+    }
+
+    /// Remove the parent and everything in it.
+    pub fn close(self) -> Result<(), GradingError> {
+        self.parent.close().map_err(GradingError::Sandbox)
+    }
+}
+
+/// Run a guard case: build it, map each path through [`resolve_in_sandbox`], clean up.
+pub fn run_guard_case(case: &GuardCase) -> Result<Vec<GuardOutcome>, GradingError> {
+    let sandbox = Sandbox::new()?;
+    sandbox.build(&case.tree)?;
+    let outcomes = case
+        .paths
+        .iter()
+        .map(|p| {
+            let r = resolve_in_sandbox(sandbox.root(), sandbox.substitute(p));
+            GuardOutcome {
+                path: p.clone(),
+                ok: r.ok,
+                code: r.error.map(|e| e.code()),
+            }
+        })
+        .collect();
+    sandbox.close()?;
+    Ok(outcomes)
+}
+
+/// Run a jail case: build it, make the [`FileJail`], decide each check with
+/// `resolve_for_read` / `resolve_for_write`, clean up. A policy the jail refuses to build
+/// (an unresolvable bound) allows nothing: every check is `ok: false` with its token.
+pub fn run_jail_case(case: &JailCase) -> Result<Vec<JailOutcome>, GradingError> {
+    let sandbox = Sandbox::new()?;
+    sandbox.build(&case.tree)?;
+    let cwd = lexical_absolute(
+        sandbox.root(),
+        Path::new(&sandbox.substitute(case.cwd.as_deref().unwrap_or(""))),
+    );
+    let list = |v: &[String]| -> Vec<PathBuf> {
+        v.iter()
+            .map(|s| PathBuf::from(sandbox.substitute(s)))
+            .collect()
+    };
+    let policy = JailPolicy {
+        allow_read: list(&case.policy.allow_read),
+        allow_write: list(&case.policy.allow_write),
+        deny: list(&case.policy.deny),
+    };
+    let jail = FileJail::new(&cwd, policy);
+    let outcomes = case
+        .checks
+        .iter()
+        .map(|c| {
+            let path = sandbox.substitute(&c.path);
+            let r = jail.as_ref().map_err(|e| e.code()).and_then(|j| {
+                match c.op {
+                    Op::Read => j.resolve_for_read(&path),
+                    Op::Write => j.resolve_for_write(&path),
+                }
+                .map_err(|e| e.code())
+            });
+            JailOutcome {
+                op: c.op,
+                path: c.path.clone(),
+                ok: r.is_ok(),
+                code: r.err(),
+            }
+        })
+        .collect();
+    drop(jail);
+    sandbox.close()?;
+    Ok(outcomes)
+}
