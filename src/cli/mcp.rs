@@ -101,6 +101,11 @@ async fn serve(server: ConfineServer) -> ExitCode {
     let stdin = eof::CancelOnEof::new(stdin, shutdown.clone());
     let running = match server.serve((stdin, stdout)).await {
         Ok(running) => running,
+        // The input ended before the session began: nothing to serve, a clean end.
+        Err(e) if shutdown.is_cancelled() => {
+            tracing::info!(error = %e, "end of input before initialization");
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
             tracing::error!(error = %e, "MCP initialization failed");
             shutdown.cancel();

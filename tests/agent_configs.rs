@@ -1,0 +1,189 @@
+//! The agent configuration snippets of `docs/agents/` (and the README's copies of them) are
+//! valid for their host and start a working `confine mcp`: each is parsed (JSON, TOML, the
+//! shell line), its command must be `confine mcp …`, and its arguments, with the placeholder
+//! workspace replaced by a real directory, are run against the built binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+const PLACEHOLDER: &str = "/path/to/workspace";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn snippet(name: &str) -> String {
+    std::fs::read_to_string(repo().join("docs/agents").join(name))
+        .unwrap_or_else(|e| panic!("docs/agents/{name}: {e}"))
+}
+
+/// The (command, arguments) a host would run, checked to be `confine mcp --root …`.
+fn check_invocation(source: &str, command: &str, args: &[String]) {
+    assert_eq!(
+        command, "confine",
+        "{source}: the command is the confine binary"
+    );
+    assert_eq!(
+        args.first().map(String::as_str),
+        Some("mcp"),
+        "{source}: {args:?}"
+    );
+    let root = args.iter().position(|a| a == "--root");
+    assert!(
+        root.is_some_and(|i| args.get(i + 1).is_some_and(|v| v == PLACEHOLDER)),
+        "{source}: `--root {PLACEHOLDER}` in {args:?}"
+    );
+    run_against_binary(source, args);
+}
+
+/// Run the binary with the snippet's arguments over a real workspace; with no input, the
+/// server must start (banner on stderr), print nothing on stdout, and exit 0 at end of input.
+fn run_against_binary(source: &str, args: &[String]) {
+    let workspace = tempfile::tempdir().expect("workspace");
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| {
+            if a == PLACEHOLDER {
+                workspace.path().display().to_string()
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    #[allow(clippy::disallowed_methods)] // reason: the test drives the built binary itself
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_confine"))
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run confine");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{source}: {args:?} -> {} {stderr}",
+        output.status
+    );
+    assert!(
+        output.stdout.is_empty(),
+        "{source}: stdout carries only the protocol"
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("confine ") && l.contains(" mcp")),
+        "{source}: the banner: {stderr}"
+    );
+}
+
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    value
+        .as_array()
+        .expect("args is an array")
+        .iter()
+        .map(|v| v.as_str().expect("every argument is a string").to_owned())
+        .collect()
+}
+
+#[test]
+fn agent_config_claude_desktop_json_runs_confine_mcp() {
+    let text = snippet("claude_desktop_config.json");
+    let config: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let server = &config["mcpServers"]["confine"];
+    assert!(server.is_object(), "mcpServers.confine: {config}");
+    let command = server["command"].as_str().expect("command is a string");
+    check_invocation(
+        "claude_desktop_config.json",
+        command,
+        &strings(&server["args"]),
+    );
+}
+
+#[test]
+fn agent_config_codex_toml_runs_confine_mcp() {
+    let text = snippet("codex_config.toml");
+    let config: toml::Table = toml::from_str(&text).expect("valid TOML");
+    let server = config
+        .get("mcp_servers")
+        .and_then(|t| t.get("confine"))
+        .and_then(toml::Value::as_table)
+        .expect("[mcp_servers.confine]");
+    let command = server
+        .get("command")
+        .and_then(toml::Value::as_str)
+        .expect("command");
+    let args: Vec<String> = server
+        .get("args")
+        .and_then(toml::Value::as_array)
+        .expect("args")
+        .iter()
+        .map(|v| v.as_str().expect("every argument is a string").to_owned())
+        .collect();
+    check_invocation("codex_config.toml", command, &args);
+}
+
+#[test]
+fn agent_config_claude_code_command_runs_confine_mcp() {
+    let text = snippet("claude_code.sh");
+    let commands: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert_eq!(commands.len(), 1, "one command: {commands:?}");
+    let words: Vec<&str> = commands[0].split_whitespace().collect();
+    assert_eq!(
+        words[..5],
+        ["claude", "mcp", "add", "confine", "--"],
+        "{words:?}"
+    );
+    let args: Vec<String> = words[6..].iter().map(|w| (*w).to_owned()).collect();
+    check_invocation("claude_code.sh", words[5], &args);
+}
+
+/// The README shows each snippet verbatim, so the text a reader copies is the text tested.
+#[test]
+fn agent_config_readme_shows_every_snippet_verbatim() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let section = readme
+        .split("\n## Use it from an agent\n")
+        .nth(1)
+        .expect("a README section `## Use it from an agent`");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    for (name, fence) in [
+        ("claude_code.sh", "sh"),
+        ("claude_desktop_config.json", "json"),
+        ("codex_config.toml", "toml"),
+    ] {
+        let block = format!("```{fence}\n{}```", snippet(name));
+        assert!(
+            section.contains(&block),
+            "README shows docs/agents/{name} verbatim:\n{block}"
+        );
+        assert!(
+            section.contains(&format!("docs/agents/{name}")),
+            "README names {name}"
+        );
+    }
+    for flag in ["--read-only", "--sandbox"] {
+        assert!(section.contains(flag), "README explains {flag}");
+    }
+}
+
+#[test]
+fn agent_config_files_are_all_tested() {
+    let mut names: Vec<String> = std::fs::read_dir(repo().join("docs/agents"))
+        .expect("docs/agents")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "claude_code.sh",
+            "claude_desktop_config.json",
+            "codex_config.toml"
+        ],
+        "a new snippet needs a test here"
+    );
+    assert!(Path::new(PLACEHOLDER).is_absolute());
+}
