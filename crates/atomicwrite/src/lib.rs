@@ -1,1 +1,89 @@
-//! atomicwrite (in progress).
+//! Install a file's new content atomically beneath a directory handle, checking at every step
+//! that the names involved still name the objects this operation created.
+//!
+//! [`install`] (and [`install_with`], which takes [`Hooks`]) writes `bytes` as the file `name`
+//! directly inside a cap-std [`Dir`](cap_std::fs::Dir):
+//!
+//! 1. `lstat` the target: a symlink fails with [`ErrorKind::TargetSymlink`], a directory,
+//!    FIFO, socket or device with [`ErrorKind::TargetNotRegular`], before any temporary
+//!    exists; a regular file's permission bits (without setuid, setgid, sticky) become the
+//!    new file's mode, else [`DEFAULT_MODE`] (0644);
+//! 2. create the sibling `.<name>.pify-tmp-<random>` with `O_CREAT|O_EXCL|O_NOFOLLOW`, mode
+//!    0600 (the `<name>` part is shortened so that the whole never exceeds 255 bytes: a
+//!    255-byte target name is writable);
+//! 3. write every byte and `fsync` the file;
+//! 4. check that the temporary's name still names the opened file by `(st_dev, st_ino)`
+//!    ([`ErrorKind::TempIdentityChanged`] otherwise: nothing is committed and nothing that
+//!    this operation did not create is removed), and `lstat` the target again;
+//! 5. `fchmod` the final mode, then `renameat` the temporary over the target: the commit;
+//! 6. if the rename fails, the old target stays and only this operation's temporary is
+//!    removed, checked by identity, never recursively;
+//! 7. `lstat` the installed entry: if it is not the temporary's file (the name was swapped
+//!    between the check and the rename), it is removed while it still is the inspected
+//!    object, and the call fails (no rollback of the old content is promised); then the
+//!    directory is `fsync`ed (opened again read-only, since a cap-std `Dir` can be an
+//!    `O_PATH` handle).
+//!
+//! A crash at any point leaves the target wholly old or wholly new. Installs to one name must
+//! be serialized by the caller (the `write_file` tool holds a process-wide lock per target):
+//! another installer's rename landing between this one's rename and its check is
+//! indistinguishable from an attack, and step 7 removes it. [`Hooks`] run before
+//! every [`Step`]: a caller re-verifies its own invariants there (the `write_file` tool checks
+//! its workspace root, the parent directory and cancellation before the rename), and tests
+//! make any step fail or run an attack between two steps.
+//!
+//! ```
+//! use cap_std::{ambient_authority, fs::Dir};
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority())?;
+//! let installed = atomicwrite::install(&dir, "hello.txt", b"hi")?;
+//! assert_eq!(dir.read_to_string("hello.txt")?, "hi");
+//! assert_eq!(installed.mode, 0o644);
+//!
+//! // A symlink target is refused, never followed.
+//! dir.symlink("hello.txt", "link")?;
+//! let err = atomicwrite::install(&dir, "link", b"x").unwrap_err();
+//! assert_eq!(err.kind(), atomicwrite::ErrorKind::TargetSymlink);
+//! assert_eq!(err.code(), "WRITE_TARGET_SYMLINK");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Threat model
+//!
+//! The caller trusts the directory handle it passes (how it was reached is its business:
+//! the `tools` crate opens it beneath a workspace root). Inside that directory a concurrent
+//! process may create, rename, replace and remove entries at any moment. Against that:
+//!
+//! - every operation is relative to the handle and to one plain name (`*at` system calls), so
+//!   no path is ever resolved and no symlink is ever followed, at the target or the
+//!   temporary;
+//! - the temporary is created exclusively, so a planted file or symlink at its name fails the
+//!   creation (a fresh random name is tried, up to 16 times) instead of being written through;
+//! - a temporary replaced by a file, a symlink or a directory is detected before the commit
+//!   ([`ErrorKind::TempIdentityChanged`]) and left where it is: removal is by identity, and a
+//!   directory is never removed at all;
+//! - a swap in the window between that check and the rename is detected after it and the
+//!   foreign entry is unlinked (never a directory).
+//!
+//! It does not defend against: a process that moves the directory itself elsewhere (the
+//! caller's concern); the remaining window between an identity check and the unlink that
+//! follows it (a racing process can make it unlink one other non-directory entry of its
+//! own making); readers that open the temporary (it is 0600 and carries no secret beyond
+//! the content being written); or a crash leaving the temporary behind (nothing can remove
+//! it; find leftovers by [`TEMP_MARKER`]). Messages carry tokens and step names, never paths.
+//!
+//! # Platform support
+//!
+//! Unix only (it uses `openat`, `renameat`, `fchmod`, `fsync` through `rustix`); tested on
+//! Linux. The identity is `(st_dev, st_ino)`.
+
+mod error;
+mod hooks;
+mod install;
+mod temp_name;
+
+pub use error::{Error, ErrorKind};
+pub use hooks::{Hooks, NoHooks, Step};
+pub use install::{DEFAULT_MODE, FileId, Installed, install, install_with, sync_dir};
+pub use temp_name::{MAX_NAME_BYTES, TEMP_MARKER};

@@ -1,0 +1,317 @@
+//! The installation itself (SPEC section 5, steps 1 to 7).
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use cap_std::fs::Dir;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::error::{Error, ErrorKind};
+use crate::hooks::{Hooks, NoHooks, Step};
+use crate::temp_name::{is_plain_name, temp_name};
+
+/// The mode a new file gets (an existing target's permission bits are kept instead).
+pub const DEFAULT_MODE: u32 = 0o644;
+
+/// How many fresh names are tried when a temporary's name is already taken.
+const CREATE_ATTEMPTS: usize = 16;
+
+/// A file's identity: `(st_dev, st_ino)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileId {
+    /// Device number.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+}
+
+impl FileId {
+    fn of(st: &rustix::fs::Stat) -> Self {
+        Self {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        }
+    }
+}
+
+/// What an installation put in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Installed {
+    /// The identity of the file now named by the target.
+    pub id: FileId,
+    /// Its permission bits.
+    pub mode: u32,
+    /// The bytes written.
+    pub len: usize,
+}
+
+/// Install `bytes` as the file `name` directly inside `dir`, atomically: a reader sees the old
+/// content or the new, never a mix, and a crash leaves one of the two (see the crate docs for
+/// the steps).
+pub fn install(dir: &Dir, name: impl AsRef<Path>, bytes: &[u8]) -> Result<Installed, Error> {
+    install_with(dir, name, bytes, &mut NoHooks)
+}
+
+/// [`install`] with [`Hooks`] called before every [`Step`].
+pub fn install_with(
+    dir: &Dir,
+    name: impl AsRef<Path>,
+    bytes: &[u8],
+    hooks: &mut dyn Hooks,
+) -> Result<Installed, Error> {
+    let name = name.as_ref().as_os_str();
+    if !is_plain_name(name) {
+        return Err(Error::new(
+            ErrorKind::InvalidName,
+            Step::InspectTarget,
+            None,
+        ));
+    }
+
+    // 0. What is there now: a symlink or a non-regular file is refused before any temporary.
+    hook(hooks, Step::InspectTarget, None)?;
+    target_mode(dir, name, Step::InspectTarget)?;
+
+    // 1. The temporary, created exclusively, 0600, never through a symlink.
+    hook(hooks, Step::CreateTemp, None)?;
+    let (temp, mut file) = Temp::create(dir, name)?;
+    let temp_name = Some(temp.name.as_os_str());
+
+    // 2. Every byte, then fsync.
+    if let Err(e) = hook(hooks, Step::WriteTemp, temp_name) {
+        return Err(temp.abort(e));
+    }
+    if let Err(e) = file.write_all(bytes) {
+        return Err(temp.abort(failed(Step::WriteTemp, e)));
+    }
+    if let Err(e) = hook(hooks, Step::SyncTemp, temp_name) {
+        return Err(temp.abort(e));
+    }
+    if let Err(e) = file.sync_all() {
+        return Err(temp.abort(failed(Step::SyncTemp, e)));
+    }
+
+    // 3. The name still names our file; the target is still absent or a regular file.
+    if let Err(e) = hook(hooks, Step::CheckTemp, temp_name) {
+        return Err(temp.abort(e));
+    }
+    match rustix::fs::statat(dir, &temp.name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileId::of(&st) == temp.id => {}
+        Ok(_) | Err(Errno::NOENT) => {
+            return Err(temp.abort(Error::new(
+                ErrorKind::TempIdentityChanged,
+                Step::CheckTemp,
+                None,
+            )));
+        }
+        Err(e) => return Err(temp.abort(failed(Step::CheckTemp, e.into()))),
+    }
+    // The mode is taken from this fresher look at the target.
+    let mode = match target_mode(dir, name, Step::CheckTemp) {
+        Ok(mode) => mode,
+        Err(e) => return Err(temp.abort(e)),
+    };
+
+    // 4. The final mode, before the file becomes visible.
+    if let Err(e) = hook(hooks, Step::SetMode, temp_name) {
+        return Err(temp.abort(e));
+    }
+    if let Err(e) = rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)) {
+        return Err(temp.abort(failed(Step::SetMode, e.into())));
+    }
+
+    // 5. The commit. 6. If it fails the old target stays and only our temporary goes.
+    if let Err(e) = hook(hooks, Step::Rename, temp_name) {
+        return Err(temp.abort(e));
+    }
+    if let Err(e) = rustix::fs::renameat(dir, &temp.name, dir, name) {
+        let kind = match e {
+            // The target became a directory (or something a file cannot replace).
+            Errno::ISDIR | Errno::NOTEMPTY | Errno::EXIST => ErrorKind::TargetNotRegular,
+            _ => ErrorKind::Failed,
+        };
+        return Err(temp.abort(Error::new(kind, Step::Rename, Some(e.into()))));
+    }
+    let id = temp.committed();
+    drop(file);
+
+    // 7. What the rename installed must be our file; anything else is removed while it is
+    // still what was inspected, and the call fails (no rollback of the old content).
+    if let Err(e) = hook(hooks, Step::CheckInstalled, None) {
+        let _ = remove_if(dir, name, id);
+        return Err(e);
+    }
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileId::of(&st) == id => {}
+        Ok(st) => {
+            let _ = remove_if(dir, name, FileId::of(&st));
+            return Err(Error::new(
+                ErrorKind::TempIdentityChanged,
+                Step::CheckInstalled,
+                None,
+            ));
+        }
+        Err(Errno::NOENT) => {
+            return Err(Error::new(
+                ErrorKind::TempIdentityChanged,
+                Step::CheckInstalled,
+                None,
+            ));
+        }
+        Err(e) => return Err(failed(Step::CheckInstalled, e.into())),
+    }
+
+    // The rename is durable once the directory is.
+    hook(hooks, Step::SyncDir, None)?;
+    sync_dir(dir).map_err(|e| failed(Step::SyncDir, e))?;
+    Ok(Installed {
+        id,
+        mode,
+        len: bytes.len(),
+    })
+}
+
+/// `fsync` the directory `dir` names. A cap-std `Dir` may be an `O_PATH` handle, which cannot
+/// be synced, so the directory is opened again (read-only) through it.
+pub fn sync_dir(dir: &Dir) -> io::Result<()> {
+    let fd = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    rustix::fs::fsync(&fd)?;
+    Ok(())
+}
+
+fn hook(hooks: &mut dyn Hooks, step: Step, temp: Option<&OsStr>) -> Result<(), Error> {
+    hooks
+        .before(step, temp)
+        .map_err(|e| Error::new(ErrorKind::Failed, step, Some(e)))
+}
+
+fn failed(step: Step, e: io::Error) -> Error {
+    Error::new(ErrorKind::Failed, step, Some(e))
+}
+
+/// The mode the new file gets: the target's permission bits if it is a regular file, the
+/// default if it does not exist. Setuid, setgid and sticky bits are not carried over.
+fn target_mode(dir: &Dir, name: &OsStr, step: Step) -> Result<u32, Error> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => Ok(st.st_mode & 0o777),
+            FileType::Symlink => Err(Error::new(ErrorKind::TargetSymlink, step, None)),
+            _ => Err(Error::new(ErrorKind::TargetNotRegular, step, None)),
+        },
+        Err(Errno::NOENT) => Ok(DEFAULT_MODE),
+        Err(e) => Err(failed(step, e.into())),
+    }
+}
+
+/// Unlink `name` if it still is `id`. Never removes a directory (no `AT_REMOVEDIR`), so an
+/// attacker's tree is never removed, recursively or at all. Between the check and the unlink
+/// a racing process could swap the entry once more; what would then be unlinked is one
+/// non-directory entry, never followed.
+fn remove_if(dir: &Dir, name: &OsStr, id: FileId) -> io::Result<bool> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileId::of(&st) == id => {
+            if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+                return Ok(false);
+            }
+            match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+                Ok(()) | Err(Errno::NOENT) => Ok(true),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Ok(_) | Err(Errno::NOENT) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// This operation's temporary: removed (by identity) on every path that does not commit it,
+/// including a panic in a hook.
+struct Temp<'d> {
+    dir: &'d Dir,
+    name: OsString,
+    id: FileId,
+    armed: bool,
+}
+
+impl<'d> Temp<'d> {
+    fn create(dir: &'d Dir, target: &OsStr) -> Result<(Self, File), Error> {
+        let flags = OFlags::WRONLY
+            | OFlags::CREATE
+            | OFlags::EXCL
+            | OFlags::NOFOLLOW
+            | OFlags::CLOEXEC
+            | OFlags::NOCTTY;
+        let mut last = None;
+        for _ in 0..CREATE_ATTEMPTS {
+            let name = temp_name(target);
+            match rustix::fs::openat(dir, &name, flags, Mode::from_raw_mode(0o600)) {
+                Ok(fd) => {
+                    let file = File::from(fd);
+                    let st = rustix::fs::fstat(file.as_fd());
+                    let mut temp = Temp {
+                        dir,
+                        name,
+                        id: FileId { dev: 0, ino: 0 },
+                        armed: false,
+                    };
+                    let st = match st {
+                        Ok(st) => st,
+                        Err(e) => {
+                            // No identity to check against: the name is left alone.
+                            return Err(failed(Step::CreateTemp, e.into()));
+                        }
+                    };
+                    temp.id = FileId::of(&st);
+                    temp.armed = true;
+                    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+                        return Err(temp.abort(Error::new(
+                            ErrorKind::TempNotRegular,
+                            Step::CreateTemp,
+                            None,
+                        )));
+                    }
+                    return Ok((temp, file));
+                }
+                Err(Errno::EXIST) => last = Some(Errno::EXIST),
+                Err(e) => return Err(failed(Step::CreateTemp, e.into())),
+            }
+        }
+        Err(failed(
+            Step::CreateTemp,
+            last.unwrap_or(Errno::EXIST).into(),
+        ))
+    }
+
+    /// The rename happened: the name is gone, nothing to remove any more.
+    fn committed(mut self) -> FileId {
+        self.armed = false;
+        self.id
+    }
+
+    /// Give up: remove our temporary (by identity) and return `error`, or
+    /// `WRITE_TEMP_CLEANUP_FAILED` if our temporary could not be removed.
+    fn abort(mut self, error: Error) -> Error {
+        self.armed = false;
+        match remove_if(self.dir, &self.name, self.id) {
+            Ok(_) => error,
+            Err(e) => Error::new(ErrorKind::TempCleanupFailed, error.step(), Some(e)),
+        }
+    }
+}
+
+impl Drop for Temp<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = remove_if(self.dir, &self.name, self.id);
+        }
+    }
+}
