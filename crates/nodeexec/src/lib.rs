@@ -1,1 +1,105 @@
-//! nodeexec (in progress).
+//! Bounded child processes that never outlive the call that started them.
+//!
+//! [`Command`] describes one run (program, arguments, directory, environment, bounds) and
+//! [`Command::run`] performs it: the child is spawned through process-wrap in a new process
+//! group with no shell, a fixed working directory, stdin on the null device and an environment
+//! built from an allowlist (PATH, LANG, LC_* and TZ by default; never the host's
+//! `NODE_OPTIONS`; the embedder may add). stdout and stderr are read concurrently, each capped
+//! independently ([`Captured`]: at most 32,768 bytes of text by default, cut on a character
+//! boundary, non-UTF-8 bytes as U+FFFD, with its own truncation flag) and drained to the end
+//! after the cap so the child never blocks. One time bound (500 ms by default) covers the
+//! child's exit *and* both pipes closing. A [`CancellationToken`] cancels. The result is an
+//! [`Outcome`] (exit code or signal, both streams, the [`Containment`] used) or an [`Error`]
+//! whose [`ErrorKind`] says why.
+//!
+//! The crate knows nothing of tools or JSON; `tools::node_process` builds on it.
+//!
+//! ```
+//! use nodeexec::{Command, Containment};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! let mut cmd = Command::new("/bin/echo");
+//! cmd.arg("hello").current_dir("/").output_cap(3);
+//! let outcome = rt.block_on(cmd.run(&CancellationToken::new()))?;
+//! assert_eq!(outcome.exit_code, Some(0));
+//! assert_eq!(outcome.stdout.text, "hel");
+//! assert!(outcome.stdout.truncated);
+//! assert!(matches!(
+//!     outcome.containment,
+//!     Containment::PidNamespace | Containment::ProcessGroup
+//! ));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # No process outlives a run
+//!
+//! At every end of a run (exit, timeout, cancellation, an error, a dropped future) every
+//! process it started is killed **and reaped** before `run` returns or the drop completes.
+//! Process groups alone cannot promise that: a descendant may call `setsid` (Node.js
+//! `detached: true`) or `setpgid` and leave the group. So, where the kernel allows it, the run
+//! gets its own PID namespace:
+//!
+//! ```text
+//! embedding process ── waiter (group leader) ── init: PID 1 of a new namespace ── program
+//! ```
+//!
+//! The waiter calls `unshare(CLONE_NEWPID)` after `fork` and forks the init, which forks the
+//! program. When the init dies, the kernel kills every process in the namespace, whatever its
+//! session or group, and the dying init reaps them. The program is not PID 1 itself: PID 1
+//! ignores signals it has no handler for (a script could not even kill itself), and its death
+//! would end the namespace at once, while a descendant that keeps a pipe open must be waited
+//! for until the bound. The run ends by sending SIGTERM to the waiter, which SIGKILLs the init
+//! and exits once the namespace is empty; the waiter and init both have
+//! `PR_SET_PDEATHSIG = SIGKILL`, so the whole chain also dies with the embedding process.
+//! Nothing sets a child subreaper, least of all on the embedding process.
+//!
+//! Where `unshare` fails (no `CAP_SYS_ADMIN` in the user namespace, a seccomp policy), or with
+//! [`Command::pid_namespace(false)`](Command::pid_namespace), the run falls back to the
+//! process group: at every end the group gets SIGKILL, but a descendant that left the group is
+//! not reached. [`Outcome::containment`] says which was used. (cgroup v2's `cgroup.kill` would
+//! also reach such descendants without changing the pids a script sees, but needs a writable,
+//! delegated cgroup2 hierarchy and its own clean-up; a PID namespace needs nothing on disk.)
+//!
+//! In a namespace the script sees namespace pids: `process.pid` is 2 and its children's pids
+//! are small numbers that mean other processes outside. Signals between processes of the run
+//! work as usual.
+//!
+//! # Pre-exec steps
+//!
+//! [`Command::pre_exec`] adds a step (async-signal-safe only) that runs in the process that is
+//! about to become the program, after the group, the namespace and the passed descriptors are
+//! in place and just before `exec`; a sandbox (Landlock, `setrlimit`) plugs in there.
+//!
+//! # Threat model
+//!
+//! The program and everything it starts are the adversary: they may fork, set up their own
+//! sessions, fill their pipes, hold a pipe open after exiting, spin forever or ignore signals.
+//! None of that makes a run outlast its bound (plus the kill) or leave a process behind, in a
+//! namespace. The crate does **not** isolate the program from the system: it runs with the
+//! embedder's user and can read and write what that user can, and use the network (see the
+//! opt-in sandbox). It does not bound memory or CPU beyond the time limit. In the process-group
+//! fallback, a descendant that leaves the group escapes the kill.
+//!
+//! # Platform support
+//!
+//! Linux only (PID namespaces, `PR_SET_PDEATHSIG`, `close_range`, with a close loop before
+//! Linux 5.9). The PID namespace needs `CAP_SYS_ADMIN` (root, or a container that grants it);
+//! elsewhere the group fallback applies and [`Outcome::containment`] reports it. The
+//! embedding thread that starts a run must outlive it (`PR_SET_PDEATHSIG` follows the thread
+//! that forked); tokio runtime threads do.
+//!
+//! [`CancellationToken`]: tokio_util::sync::CancellationToken
+
+mod capture;
+mod command;
+mod contain;
+mod error;
+mod run;
+mod signal;
+
+pub use capture::{Captured, DEFAULT_OUTPUT_CAP};
+pub use command::{Command, DEFAULT_INHERITED_ENV, DEFAULT_TIMEOUT};
+pub use error::{Error, ErrorKind};
+pub use run::{Containment, Outcome};
+pub use signal::signal_name;

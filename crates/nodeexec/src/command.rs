@@ -1,0 +1,250 @@
+//! The description of one bounded run: program, arguments, directory, environment, bounds.
+
+// `pre_exec` is an unsafe fn, like std's: its callers promise async-signal-safety.
+#![allow(unsafe_code)]
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::capture::DEFAULT_OUTPUT_CAP;
+use crate::contain::Hook;
+
+/// The default time bound: 500 ms.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Host variables passed by default: these names exactly, and every name starting with `LC_`.
+pub const DEFAULT_INHERITED_ENV: &[&str] = &["PATH", "LANG", "TZ"];
+
+/// A variable never taken from the host, whatever the allowlist says.
+const NEVER_INHERITED: &[&str] = &["NODE_OPTIONS"];
+
+/// One bounded child process, not yet started: build it, then [`Command::run`] it.
+///
+/// The child runs with no shell (the program is executed directly), in `current_dir`, with
+/// stdin on the null device, stdout and stderr piped and capped, in its own process group and
+/// (where the kernel allows) its own PID namespace, with an environment built from an
+/// allowlist rather than inherited.
+pub struct Command {
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<OsString>,
+    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) inherit: Vec<OsString>,
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) stdout_cap: usize,
+    pub(crate) stderr_cap: usize,
+    pub(crate) timeout: Duration,
+    pub(crate) namespace: bool,
+    pub(crate) fds: Vec<(OwnedFd, i32)>,
+    pub(crate) hooks: Vec<Hook>,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Command")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("cwd", &self.cwd)
+            .field("inherit", &self.inherit)
+            .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field("stdout_cap", &self.stdout_cap)
+            .field("stderr_cap", &self.stderr_cap)
+            .field("timeout", &self.timeout)
+            .field("namespace", &self.namespace)
+            .field("fds", &self.fds.len())
+            .field("hooks", &self.hooks.len())
+            .finish()
+    }
+}
+
+impl Command {
+    /// A run of `program` (a path; no PATH search is wanted, give it absolute), with the
+    /// defaults: no arguments, the embedding process's directory, PATH/LANG/LC_*/TZ from the
+    /// host, 32,768 bytes per stream, 500 ms, a PID namespace where possible.
+    pub fn new(program: impl AsRef<Path>) -> Self {
+        Self {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            cwd: None,
+            inherit: DEFAULT_INHERITED_ENV.iter().map(OsString::from).collect(),
+            env: Vec::new(),
+            stdout_cap: DEFAULT_OUTPUT_CAP,
+            stderr_cap: DEFAULT_OUTPUT_CAP,
+            timeout: DEFAULT_TIMEOUT,
+            namespace: true,
+            fds: Vec::new(),
+            hooks: Vec::new(),
+        }
+    }
+
+    /// Append one argument (passed verbatim: no shell, no splitting).
+    pub fn arg(&mut self, arg: impl AsRef<OsStr>) -> &mut Self {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// Append arguments.
+    pub fn args<I, S>(&mut self, args: I) -> &mut Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// The working directory of the child.
+    pub fn current_dir(&mut self, dir: impl AsRef<Path>) -> &mut Self {
+        self.cwd = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// Also pass the host's value of `name`, if it has one. `NODE_OPTIONS` is never passed
+    /// from the host (set it explicitly with [`Command::env`] if you really mean it).
+    pub fn inherit_env(&mut self, name: impl AsRef<OsStr>) -> &mut Self {
+        self.inherit.push(name.as_ref().to_owned());
+        self
+    }
+
+    /// Pass no host variable at all (not even PATH, LANG, LC_* or TZ).
+    pub fn inherit_no_env(&mut self) -> &mut Self {
+        self.inherit.clear();
+        self
+    }
+
+    /// Set a variable in the child (after the inherited ones, so it wins).
+    pub fn env(&mut self, name: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut Self {
+        self.env
+            .push((name.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// Cap stdout and stderr, each, at `bytes` of text.
+    pub fn output_cap(&mut self, bytes: usize) -> &mut Self {
+        self.stdout_cap = bytes;
+        self.stderr_cap = bytes;
+        self
+    }
+
+    /// Cap stdout at `bytes` of text.
+    pub fn stdout_cap(&mut self, bytes: usize) -> &mut Self {
+        self.stdout_cap = bytes;
+        self
+    }
+
+    /// Cap stderr at `bytes` of text.
+    pub fn stderr_cap(&mut self, bytes: usize) -> &mut Self {
+        self.stderr_cap = bytes;
+        self
+    }
+
+    /// The time bound, from the start to the child's exit and both pipes closed.
+    pub fn timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Whether to try a PID namespace (default `true`). With `false`, or where the kernel
+    /// refuses one, containment is the process group alone (see [`Containment`]).
+    ///
+    /// [`Containment`]: crate::Containment
+    pub fn pid_namespace(&mut self, enabled: bool) -> &mut Self {
+        self.namespace = enabled;
+        self
+    }
+
+    /// Give the child `fd` as descriptor number `target` (3 or more). The descriptor is
+    /// duplicated now, so the caller may close its own.
+    pub fn pass_fd(&mut self, fd: impl std::os::fd::AsFd, target: i32) -> io::Result<&mut Self> {
+        if target < 3 || self.fds.iter().any(|&(_, t)| t == target) {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        // At least 3, so std's stdio setup in the child cannot clobber it.
+        let dup = rustix::io::fcntl_dupfd_cloexec(fd, 3)?;
+        self.fds.push((dup, target));
+        Ok(self)
+    }
+
+    /// Add a step to run in the child just before `exec`, after containment is set up (the
+    /// process group, the PID namespace) and the [`pass_fd`](Command::pass_fd) descriptors are
+    /// in place, in the process that becomes the program. Steps run in the order added; an
+    /// error stops the start and is returned as [`ErrorKind::StartFailed`] with that OS error.
+    /// This is where a sandbox (Landlock `restrict_self`, `setrlimit`) plugs in.
+    ///
+    /// # Safety
+    ///
+    /// As for [`std::os::unix::process::CommandExt::pre_exec`]: the step runs in a child forked
+    /// from a multi-threaded process, so it may only call async-signal-safe functions (no
+    /// allocation, no locks); prepare everything beforehand, in the closure's captures.
+    ///
+    /// [`ErrorKind::StartFailed`]: crate::ErrorKind::StartFailed
+    pub unsafe fn pre_exec<F>(&mut self, step: F) -> &mut Self
+    where
+        F: FnMut() -> io::Result<()> + Send + Sync + 'static,
+    {
+        self.hooks.push(Box::new(step));
+        self
+    }
+
+    /// The environment the child gets: allowlisted host variables, then explicit ones.
+    pub fn child_env(&self) -> Vec<(OsString, OsString)> {
+        let mut out: Vec<(OsString, OsString)> = std::env::vars_os()
+            .filter(|(name, _)| self.inherits(name))
+            .collect();
+        for (name, value) in &self.env {
+            out.retain(|(n, _)| n != name);
+            out.push((name.clone(), value.clone()));
+        }
+        out
+    }
+
+    fn inherits(&self, name: &OsStr) -> bool {
+        if NEVER_INHERITED.iter().any(|n| OsStr::new(n) == name) {
+            return false;
+        }
+        let locale = !self.inherit.is_empty() && name.as_encoded_bytes().starts_with(b"LC_");
+        locale || self.inherit.iter().any(|n| n == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inherits_only_the_allowlist() {
+        let mut cmd = Command::new("/bin/true");
+        assert!(cmd.inherits(OsStr::new("PATH")));
+        assert!(cmd.inherits(OsStr::new("LC_ALL")));
+        assert!(cmd.inherits(OsStr::new("TZ")));
+        assert!(!cmd.inherits(OsStr::new("HOME")));
+        assert!(!cmd.inherits(OsStr::new("OPENAI_API_KEY")));
+        assert!(!cmd.inherits(OsStr::new("NODE_OPTIONS")));
+        assert!(!cmd.inherits(OsStr::new("PATHX")));
+        cmd.inherit_env("HOME").inherit_env("NODE_OPTIONS");
+        assert!(cmd.inherits(OsStr::new("HOME")));
+        assert!(!cmd.inherits(OsStr::new("NODE_OPTIONS")));
+        cmd.inherit_no_env();
+        assert!(!cmd.inherits(OsStr::new("PATH")));
+        assert!(!cmd.inherits(OsStr::new("LC_ALL")));
+    }
+
+    #[test]
+    fn explicit_env_wins() {
+        let mut cmd = Command::new("/bin/true");
+        cmd.inherit_no_env().env("A", "1").env("A", "2");
+        assert_eq!(cmd.child_env(), vec![("A".into(), "2".into())]);
+    }
+
+    #[test]
+    fn pass_fd_refuses_stdio_targets() {
+        let (r, _w) = rustix::pipe::pipe().unwrap();
+        let mut cmd = Command::new("/bin/true");
+        assert!(cmd.pass_fd(&r, 2).is_err());
+        assert!(cmd.pass_fd(&r, 3).is_ok());
+        assert!(cmd.pass_fd(&r, 3).is_err());
+    }
+}

@@ -1,0 +1,89 @@
+//! The crate's error: an opaque type with a stable kind.
+
+use std::io;
+
+/// Why a run did not produce an [`Outcome`](crate::Outcome).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct Error(Box<Repr>);
+
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .kind.code())]
+struct Repr {
+    kind: ErrorKind,
+    #[source]
+    source: Option<io::Error>,
+}
+
+/// What went wrong; callers branch on this, never on message text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The child could not be started (no such program, a pre-exec step refused, a pipe
+    /// could not be made). Nothing is left running.
+    StartFailed,
+    /// Reading the child's output failed. The child was killed and reaped.
+    OutputFailed,
+    /// The child did not exit and close both pipes within the time bound. Everything it
+    /// started was killed and reaped before this was returned.
+    TimedOut,
+    /// The cancellation token fired. Everything the child started was killed and reaped
+    /// before this was returned.
+    Cancelled,
+}
+
+impl ErrorKind {
+    /// The stable token of this kind; never renamed once released.
+    pub const fn code(self) -> &'static str {
+        match self {
+            Self::StartFailed => "PROCESS_START_FAILED",
+            Self::OutputFailed => "PROCESS_OUTPUT_FAILED",
+            Self::TimedOut => "PROCESS_TIMEOUT",
+            Self::Cancelled => "PROCESS_CANCELLED",
+        }
+    }
+}
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, source: Option<io::Error>) -> Self {
+        Self(Box::new(Repr { kind, source }))
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.0.kind
+    }
+
+    /// The underlying OS error, when there is one.
+    pub fn io_error(&self) -> Option<&io::Error> {
+        self.0.source.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_pinned() {
+        let got = [
+            ErrorKind::StartFailed,
+            ErrorKind::OutputFailed,
+            ErrorKind::TimedOut,
+            ErrorKind::Cancelled,
+        ]
+        .map(ErrorKind::code);
+        assert_eq!(
+            got,
+            [
+                "PROCESS_START_FAILED",
+                "PROCESS_OUTPUT_FAILED",
+                "PROCESS_TIMEOUT",
+                "PROCESS_CANCELLED"
+            ]
+        );
+        let e = Error::new(ErrorKind::TimedOut, None);
+        assert_eq!(e.kind(), ErrorKind::TimedOut);
+        assert_eq!(e.to_string(), "PROCESS_TIMEOUT");
+    }
+}

@@ -1,0 +1,315 @@
+//! The parent side of a run: spawn through process-wrap, capture, bound, end, reap.
+
+// `pre_exec` and the signals sent to our own child need unsafe/libc; see the SAFETY notes.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use process_wrap::tokio::{ChildWrapper, CommandWrap, ProcessGroup};
+use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::capture::{Captured, read_capped};
+use crate::command::Command;
+use crate::contain::{ChildPlan, Message, parse_messages};
+use crate::error::{Error, ErrorKind};
+use crate::signal::signal_name;
+
+/// How long the end of a run may take before the last resort (SIGKILL to the whole group).
+const GRACE: Duration = Duration::from_secs(2);
+
+/// How a run kept its processes from outliving it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Containment {
+    /// A PID namespace whose init the run owns: at the end every process the program started
+    /// is killed and reaped, including those that left the process group or called `setsid`.
+    PidNamespace,
+    /// The process group alone (the kernel refused a PID namespace, or it was turned off): at
+    /// the end the group is killed; a descendant that left the group (`setsid`,
+    /// `detached: true`) is **not** reached.
+    ProcessGroup,
+}
+
+/// What a finished run produced: the program exited (or died by a signal) and both of its
+/// output pipes closed within the bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Outcome {
+    /// The exit code, when the program exited.
+    pub exit_code: Option<i32>,
+    /// The signal number, when the program was killed by a signal.
+    pub signal: Option<i32>,
+    /// The captured stdout.
+    pub stdout: Captured,
+    /// The captured stderr.
+    pub stderr: Captured,
+    /// How the run was contained.
+    pub containment: Containment,
+    /// From the start to the end of the run, reaping included.
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    /// The signal's name (`"SIGKILL"`), when the program was killed by a signal.
+    pub fn signal_name(&self) -> Option<String> {
+        self.signal.and_then(signal_name)
+    }
+}
+
+impl Command {
+    /// Start the child and wait until it has exited and closed both output pipes, within the
+    /// time bound. At every end (exit, timeout, cancellation, error, and a dropped future)
+    /// every process the run started is killed and reaped before this returns (or the drop
+    /// completes).
+    pub async fn run(self, cancel: &CancellationToken) -> Result<Outcome, Error> {
+        if cancel.is_cancelled() {
+            return Err(Error::new(ErrorKind::Cancelled, None));
+        }
+        let start = Instant::now();
+        let mut running = self.spawn()?;
+        let deadline = tokio::time::Instant::from_std(start + running.timeout);
+
+        let stdout = running.child.stdout().take();
+        let stderr = running.child.stderr().take();
+        let (stdout_cap, stderr_cap) = (running.stdout_cap, running.stderr_cap);
+        let report = running.report.take();
+        let early = std::mem::take(&mut running.early);
+        let collect = async move {
+            tokio::try_join!(
+                read_pipe(stdout, stdout_cap),
+                read_pipe(stderr, stderr_cap),
+                read_status(report, early),
+            )
+        };
+
+        let ended = tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(ErrorKind::Cancelled),
+            r = tokio::time::timeout_at(deadline, collect) => match r {
+                Err(_) => Err(ErrorKind::TimedOut),
+                Ok(Err(_)) => Err(ErrorKind::OutputFailed),
+                Ok(Ok(done)) => Ok(done),
+            },
+        };
+        let waiter_status = running.end().await;
+        let (stdout, stderr, status) = ended.map_err(|kind| Error::new(kind, None))?;
+        // No report (the init was killed from outside): the waiter mirrors what it saw.
+        let status = status.unwrap_or(waiter_status);
+        Ok(Outcome {
+            exit_code: status.code(),
+            signal: status.signal(),
+            stdout,
+            stderr,
+            containment: running.containment,
+            elapsed: start.elapsed(),
+        })
+    }
+
+    fn spawn(self) -> Result<Running, Error> {
+        let env = self.child_env();
+        let start_failed = |e: io::Error| Error::new(ErrorKind::StartFailed, Some(e));
+        let (report_r, report_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| start_failed(e.into()))?;
+        // At least 3, so std's stdio setup in the child cannot clobber it.
+        let report_w =
+            rustix::io::fcntl_dupfd_cloexec(&report_w, 3).map_err(|e| start_failed(e.into()))?;
+
+        let plan = ChildPlan {
+            parent: std::process::id() as libc::pid_t,
+            report: report_w.as_raw_fd(),
+            namespace: self.namespace,
+            fds: self
+                .fds
+                .iter()
+                .map(|(fd, t)| (fd.as_raw_fd(), *t))
+                .collect(),
+            hooks: self.hooks,
+        };
+        let mut wrap = CommandWrap::with_new(&self.program, |c| {
+            c.args(&self.args)
+                .env_clear()
+                .envs(env)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            if let Some(dir) = &self.cwd {
+                c.current_dir(dir);
+            }
+            let mut plan = plan;
+            // SAFETY: `ChildPlan::run` performs only async-signal-safe system calls (and the
+            // embedder's steps, whose safety `Command::pre_exec` made the embedder promise).
+            // std runs it after `setpgid` (process-wrap's ProcessGroup), `chdir` and the stdio
+            // setup, as checked by `tests::std_sets_the_group_before_pre_exec`.
+            unsafe {
+                c.pre_exec(move || plan.run());
+            }
+        });
+        wrap.wrap(ProcessGroup::leader());
+        let child = wrap.spawn().map_err(start_failed)?;
+        // Our copies: the child has its own; the passed descriptors were duplicated into it.
+        drop(report_w);
+        drop(self.fds);
+
+        let pid = child.id().unwrap_or(0) as libc::pid_t;
+        let mut running = Running {
+            child,
+            pid,
+            containment: Containment::ProcessGroup,
+            report: None,
+            early: Vec::new(),
+            stdout_cap: self.stdout_cap,
+            stderr_cap: self.stderr_cap,
+            timeout: self.timeout,
+            reaped: false,
+        };
+        // std's spawn returned only once every holder of its error pipe closed it: the waiter
+        // had written which containment it made before that, so the first bytes are there.
+        let mut first = [0u8; 64];
+        let n = rustix::io::read(&report_r, &mut first).unwrap_or(0);
+        let (messages, _) = parse_messages(&first[..n]);
+        for m in &messages {
+            match m {
+                Message::Namespace => running.containment = Containment::PidNamespace,
+                Message::Group => running.containment = Containment::ProcessGroup,
+                Message::ForkFailed(errno) => {
+                    let e = io::Error::from_raw_os_error(*errno);
+                    running.kill_now();
+                    return Err(start_failed(e));
+                }
+                Message::Status(_) => {}
+            }
+        }
+        running.early = first[..n].to_vec();
+        running.report = Some(report_r);
+        Ok(running)
+    }
+}
+
+async fn read_pipe<R: tokio::io::AsyncRead + Unpin>(
+    pipe: Option<R>,
+    cap: usize,
+) -> io::Result<Captured> {
+    match pipe {
+        Some(p) => read_capped(p, cap).await,
+        None => Ok(crate::capture::decode(&[], 0, cap)),
+    }
+}
+
+/// Read the report pipe until the program's wait status arrives, or the pipe ends.
+async fn read_status(report: Option<OwnedFd>, early: Vec<u8>) -> io::Result<Option<ExitStatus>> {
+    let status_in = |buf: &[u8]| {
+        parse_messages(buf).0.into_iter().find_map(|m| match m {
+            Message::Status(s) => Some(ExitStatus::from_raw(s)),
+            _ => None,
+        })
+    };
+    let mut buf = early;
+    if let Some(status) = status_in(&buf) {
+        return Ok(Some(status));
+    }
+    let Some(fd) = report else { return Ok(None) };
+    let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?;
+    let mut chunk = [0u8; 64];
+    loop {
+        let n = pipe.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(status) = status_in(&buf) {
+            return Ok(Some(status));
+        }
+    }
+}
+
+/// A started run: ends it on every path, the drop of a future included.
+struct Running {
+    child: Box<dyn ChildWrapper>,
+    /// The waiter's pid, which is also the process group id; valid until we reap it.
+    pid: libc::pid_t,
+    containment: Containment,
+    report: Option<OwnedFd>,
+    early: Vec<u8>,
+    stdout_cap: usize,
+    stderr_cap: usize,
+    timeout: Duration,
+    reaped: bool,
+}
+
+impl Running {
+    /// Ask for the end: in a namespace, SIGTERM to the waiter (which SIGKILLs the init, whose
+    /// exit kills and reaps the namespace); otherwise SIGKILL to the whole group.
+    fn kill_now(&mut self) {
+        if self.reaped || self.pid <= 0 {
+            return;
+        }
+        // SAFETY: kill(2) on our own unreaped child (or its group, whose id is the child's
+        // pid, so it cannot have been reused while we have not reaped it).
+        unsafe {
+            match self.containment {
+                Containment::PidNamespace => libc::kill(self.pid, libc::SIGTERM),
+                Containment::ProcessGroup => libc::kill(-self.pid, libc::SIGKILL),
+            };
+        }
+    }
+
+    /// Last resort: SIGKILL to the group (the waiter included).
+    fn kill_group(&self) {
+        if !self.reaped && self.pid > 0 {
+            // SAFETY: as in `kill_now`.
+            unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        }
+    }
+
+    /// End the run and reap the waiter; returns the waiter's status.
+    async fn end(&mut self) -> ExitStatus {
+        self.kill_now();
+        let inner = self.child.inner_mut();
+        let status = match tokio::time::timeout(GRACE, inner.wait()).await {
+            Ok(Ok(status)) => status,
+            _ => {
+                self.kill_group();
+                self.child
+                    .inner_mut()
+                    .wait()
+                    .await
+                    .unwrap_or_else(|_| ExitStatus::from_raw(libc::SIGKILL))
+            }
+        };
+        self.reaped = true;
+        status
+    }
+
+    /// The synchronous end, for a dropped future: signal, then poll for the waiter's exit.
+    fn end_blocking(&mut self) {
+        self.kill_now();
+        let poll = |child: &mut Box<dyn ChildWrapper>, budget: Duration| {
+            let until = Instant::now() + budget;
+            loop {
+                match child.inner_mut().try_wait() {
+                    Ok(Some(_)) | Err(_) => return true,
+                    Ok(None) if Instant::now() >= until => return false,
+                    Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+        };
+        if !poll(&mut self.child, GRACE) {
+            self.kill_group();
+            poll(&mut self.child, GRACE);
+        }
+        self.reaped = true;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.reaped {
+            self.end_blocking();
+        }
+    }
+}
