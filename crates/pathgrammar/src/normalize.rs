@@ -1,9 +1,15 @@
 //! [`normalize`]: the whole grammar, in the order its checks run.
+//!
+//! Two implementations of one rule set: `scan`, a single pass over the bytes that only decides
+//! accept or reject (the hot path, no allocation), and `reference`, the rules written family by
+//! family in the documented order, which runs only on a rejected input to name its reason. Tests
+//! hold them to the same decision on a table of cases and on random inputs.
 
 use crate::error::{PathError, PathErrorReason};
 use crate::prefix::{self, is_separator};
 use crate::relpath::RelPath;
-use crate::segment;
+use crate::reserved::is_reserved;
+use crate::segment::{self, CLASS, MAX_SEGMENT_BYTES, PLAIN, SEPARATOR};
 
 /// The most bytes the input may hold, counted on the input as given (before separators are
 /// unified or empty and `.` segments dropped): 4,096 bytes are accepted, 4,097 rejected.
@@ -45,57 +51,98 @@ pub const MAX_PATH_BYTES: usize = 4096;
 ///   separates or escapes on a platform that takes paths as Unicode (Rust uses the wide Windows
 ///   API).
 pub fn normalize(input: &str) -> Result<RelPath, PathError> {
-    check_input(input.as_bytes()).map_err(PathError::new)?;
-    let bytes = input.as_bytes();
-    prefix::check(bytes).map_err(PathError::new)?;
-
-    // One pass: check every kept segment, count them, and note whether the input is already in
-    // normal form (then the output is a plain copy of the input).
-    let mut kept = 0usize;
-    let mut already_normal = true;
-    let mut start = 0usize;
-    for i in 0..=bytes.len() {
-        let at_end = i == bytes.len();
-        if !at_end && !is_separator(bytes[i]) {
-            continue;
-        }
-        if !at_end && bytes[i] == b'\\' {
-            already_normal = false;
-        }
-        let seg = &bytes[start..i];
-        start = i + 1;
-        if seg.is_empty() || seg == b"." {
-            already_normal = false;
-            continue;
-        }
-        segment::check(seg).map_err(PathError::new)?;
-        kept += 1;
+    match scan(input.as_bytes()) {
+        Some(already_normal) => Ok(RelPath::from_normalized(build(input, already_normal))),
+        None => Err(PathError::new(diagnose(input.as_bytes()))),
     }
-    if kept == 0 {
-        return Err(PathError::new(PathErrorReason::NoSegments));
-    }
-
-    let out = if already_normal {
-        input.to_owned()
-    } else {
-        let mut out = String::with_capacity(input.len());
-        for seg in input.split(['/', '\\']) {
-            if seg.is_empty() || seg == "." {
-                continue;
-            }
-            if !out.is_empty() {
-                out.push('/');
-            }
-            out.push_str(seg);
-        }
-        out
-    };
-    Ok(RelPath::from_normalized(out))
 }
 
-/// Whole-input checks: emptiness, the total byte limit, NUL.
+/// The fast path: accept or reject in one pass over the bytes, without naming a reason.
+/// `Some(already_normal)` on acceptance, where `already_normal` says the input needs no rewriting
+/// (no `\`, no empty or `.` segment). It must accept exactly what [`reference`] accepts (a unit
+/// table and a property test check this); a rejection is then explained by [`diagnose`].
+///
+/// Every root form either starts with a separator or holds a `:` (which no kept segment may),
+/// and NUL is a class of its own, so the root-form and whole-input rules need no separate pass.
 #[inline]
-fn check_input(b: &[u8]) -> Result<(), PathErrorReason> {
+fn scan(b: &[u8]) -> Option<bool> {
+    let n = b.len();
+    if n == 0 || n > MAX_PATH_BYTES || is_separator(b[0]) {
+        return None;
+    }
+    let mut already_normal = true;
+    let mut kept = 0usize;
+    let mut start = 0usize;
+    let mut i = 0usize;
+    loop {
+        while i < n {
+            match CLASS[b[i] as usize] {
+                PLAIN => i += 1,
+                SEPARATOR => break,
+                _ => return None,
+            }
+        }
+        match &b[start..i] {
+            [] | [b'.'] => already_normal = false,
+            [b'.', b'.'] => return None,
+            seg => {
+                if seg.len() > MAX_SEGMENT_BYTES
+                    || matches!(seg[seg.len() - 1], b'.' | b' ')
+                    || is_reserved(seg)
+                {
+                    return None;
+                }
+                kept += 1;
+            }
+        }
+        if i == n {
+            break;
+        }
+        if b[i] == b'\\' {
+            already_normal = false;
+        }
+        i += 1;
+        start = i;
+    }
+    (kept > 0).then_some(already_normal)
+}
+
+/// The output text: a copy of the input when it is already normal, else the kept segments joined
+/// by `/`. Either way, one allocation.
+fn build(input: &str, already_normal: bool) -> String {
+    if already_normal {
+        return input.to_owned();
+    }
+    let mut out = String::with_capacity(input.len());
+    // Separators are ASCII, so every cut falls on a character boundary.
+    for seg in input.split(['/', '\\']) {
+        if seg.is_empty() || seg == "." {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push('/');
+        }
+        out.push_str(seg);
+    }
+    out
+}
+
+/// Name the reason for a rejection that [`scan`] decided.
+#[cold]
+fn diagnose(b: &[u8]) -> PathErrorReason {
+    match reference(b) {
+        Err(reason) => reason,
+        // Unreachable while `scan` and `reference` agree (tested); a disagreement still rejects.
+        Ok(()) => {
+            debug_assert!(false, "scan rejected what the reference rules accept");
+            PathErrorReason::NoSegments
+        }
+    }
+}
+
+/// The rules as the contract states them, one family after another in the documented order:
+/// slower than [`scan`], and the source of every reason.
+fn reference(b: &[u8]) -> Result<(), PathErrorReason> {
     if b.is_empty() {
         return Err(PathErrorReason::Empty);
     }
@@ -105,13 +152,24 @@ fn check_input(b: &[u8]) -> Result<(), PathErrorReason> {
     if b.contains(&0) {
         return Err(PathErrorReason::Nul);
     }
+    prefix::check(b)?;
+    let mut kept = 0usize;
+    for seg in b.split(|&c| is_separator(c)) {
+        if seg.is_empty() || seg == b"." {
+            continue;
+        }
+        segment::check(seg)?;
+        kept += 1;
+    }
+    if kept == 0 {
+        return Err(PathErrorReason::NoSegments);
+    }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::MAX_SEGMENT_BYTES;
     use PathErrorReason::*;
 
     fn ok(input: &str) -> String {
@@ -386,5 +444,69 @@ mod tests {
             "trailing before reserved"
         );
         assert_eq!(why("con/a?"), ReservedName);
+    }
+
+    #[test]
+    fn scan_agrees_with_reference_rules() {
+        let long_seg = "x".repeat(MAX_SEGMENT_BYTES + 1);
+        let long_path = "a/".repeat(MAX_PATH_BYTES / 2 + 1);
+        let mut inputs = vec![
+            "",
+            "a",
+            "a/b",
+            "./a",
+            "a/",
+            ".",
+            "..",
+            "a/../b",
+            "/a",
+            r"\a",
+            "//a",
+            "C:x",
+            "C:/x",
+            "a:b",
+            "a\0",
+            "a\u{1}",
+            "a?",
+            "a.",
+            "a ",
+            "con",
+            "con.txt",
+            "CONSOLE",
+            "COM¹",
+            "conin$",
+            ".hidden",
+            "...",
+            r"a\b",
+            "a//b",
+            "a/./b",
+            "日本/語",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
+        inputs.push(long_seg);
+        inputs.push(long_path);
+        for s in &inputs {
+            assert_eq!(
+                scan(s.as_bytes()).is_some(),
+                reference(s.as_bytes()).is_ok(),
+                "{s:?}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn scan_agrees_with_reference_on_random_inputs(
+            s in proptest::prop_oneof![
+                "[a-cCoOmMnNlLpPtTuUxX1-3¹$./\\\\: ?<*\\x00\\x01\\x1f]{0,16}",
+                proptest::prelude::any::<String>(),
+            ]
+        ) {
+            proptest::prop_assert_eq!(scan(s.as_bytes()).is_some(), reference(s.as_bytes()).is_ok());
+        }
     }
 }

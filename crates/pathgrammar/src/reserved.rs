@@ -10,7 +10,13 @@
 //! fold: `ＣＯＮ` (fullwidth) is an ordinary name.
 
 /// Whether `segment` (one path segment, no separator) is a reserved device name.
+#[inline]
 pub(crate) fn is_reserved(segment: &[u8]) -> bool {
+    // Every reserved name starts with one of these letters: most segments leave here.
+    match segment.first() {
+        Some(b'c' | b'C' | b'p' | b'P' | b'a' | b'A' | b'n' | b'N' | b'l' | b'L') => {}
+        _ => return false,
+    }
     let stem = match segment.iter().position(|&b| b == b'.') {
         Some(dot) => &segment[..dot],
         None => segment,

@@ -21,19 +21,25 @@ use crate::reserved::is_reserved;
 /// APFS). Counted in UTF-8 bytes, so a name of 255 bytes is accepted and 256 rejected.
 pub const MAX_SEGMENT_BYTES: usize = 255;
 
-const OK: u8 = 0;
-const CONTROL: u8 = 1;
-const COLON: u8 = 2;
-const FORBIDDEN: u8 = 3;
+/// Byte classes of [`CLASS`].
+pub(crate) const PLAIN: u8 = 0;
+pub(crate) const SEPARATOR: u8 = 1;
+pub(crate) const NUL: u8 = 2;
+pub(crate) const CONTROL: u8 = 3;
+pub(crate) const COLON: u8 = 4;
+pub(crate) const FORBIDDEN: u8 = 5;
 
-/// Byte class table: one lookup per byte in the hot loop.
-static CLASS: [u8; 256] = {
-    let mut t = [OK; 256];
+/// Byte class table: one lookup per byte in the hot loop of both the fast scan and [`check`].
+pub(crate) static CLASS: [u8; 256] = {
+    let mut t = [PLAIN; 256];
     let mut b = 0x01;
     while b <= 0x1F {
         t[b] = CONTROL;
         b += 1;
     }
+    t[0] = NUL;
+    t[b'/' as usize] = SEPARATOR;
+    t[b'\\' as usize] = SEPARATOR;
     t[b':' as usize] = COLON;
     t[b'<' as usize] = FORBIDDEN;
     t[b'>' as usize] = FORBIDDEN;
@@ -44,8 +50,8 @@ static CLASS: [u8; 256] = {
     t
 };
 
-/// Check one kept segment (not empty, not `.`; NUL was already excluded for the whole input).
-#[inline]
+/// Check one kept segment (not empty, not `.`; NUL was already excluded for the whole input):
+/// the reference rules, run on rejected inputs to name the reason.
 pub(crate) fn check(seg: &[u8]) -> Result<(), PathErrorReason> {
     if seg == b".." {
         return Err(PathErrorReason::Parent);
@@ -55,10 +61,12 @@ pub(crate) fn check(seg: &[u8]) -> Result<(), PathErrorReason> {
     }
     for &b in seg {
         match CLASS[b as usize] {
-            OK => {}
             CONTROL => return Err(PathErrorReason::ControlCharacter),
             COLON => return Err(PathErrorReason::Colon),
-            _ => return Err(PathErrorReason::ForbiddenCharacter),
+            FORBIDDEN => return Err(PathErrorReason::ForbiddenCharacter),
+            // A separator cannot occur inside a segment, and NUL was excluded for the whole
+            // input before any segment is checked.
+            _ => {}
         }
     }
     if let Some(b'.' | b' ') = seg.last() {

@@ -96,7 +96,7 @@ fn stays_beneath(root: &Path, rel: &str) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2048))]
+    #![proptest_config(ProptestConfig::with_cases(1024))]
 
     #[test]
     fn accepted_has_no_empty_dot_or_parent_segment_and_no_backslash(input in any_input()) {
