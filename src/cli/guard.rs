@@ -1,16 +1,29 @@
-//! `confine guard CASE.json` (SPEC section 9). Lands with issue 5.
+//! `confine guard CASE.json` (SPEC section 9): the grading program of the path guard.
+//!
+//! Builds the case in a fresh temporary parent (`cc-task-abc` and its prefix-sharing sibling
+//! `cc-task-abc-evil`), maps every path through `jail::resolve_in_sandbox`, prints
+//! `[{"path", "ok"}, …]` on one line and removes the parent. See `jail::grading`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use jail::grading::{GuardCase, run_guard_case};
+
 /// Arguments of `confine guard`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The case file.
+    /// The case file: {"files": {…}, "dirs": […], "symlinks": {…}, "paths": […]}.
     pub case: PathBuf,
 }
 
 /// Run the subcommand.
-pub fn run(_args: Args) -> ExitCode {
-    super::common::usage("guard: not implemented yet")
+pub fn run(args: Args) -> ExitCode {
+    let case: GuardCase = match super::jail::load_case(&args.case) {
+        Ok(case) => case,
+        Err(reason) => return super::common::usage(&format!("guard: {reason}")),
+    };
+    match run_guard_case(&case) {
+        Ok(outcomes) => super::jail::print_json(&outcomes),
+        Err(e) => super::common::usage(&format!("guard: {e}")),
+    }
 }

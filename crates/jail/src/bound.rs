@@ -18,6 +18,8 @@ pub(crate) struct Id {
 }
 
 impl Id {
+    // `st_dev`/`st_ino` are `u64` on Linux but narrower on some other Unix targets.
+    #[allow(clippy::useless_conversion)]
     pub fn of(st: &Stat) -> Self {
         Self {
             dev: u64::from(st.st_dev),
@@ -52,7 +54,8 @@ fn resolve_bound(cwd: &Path, bound: &Path) -> Result<crate::walk::Walked, Error>
     crate::walk::check_path_text(bound).map_err(|_| Error::new(ErrorKind::InvalidBound))?;
     let abs = lexical_absolute(cwd, bound);
     // The underlying kind (a loop, an unreadable directory) travels as the source.
-    walk(&abs, None).map_err(|e| Error::with_source(ErrorKind::InvalidBound, std::io::Error::other(e)))
+    walk(&abs, None)
+        .map_err(|e| Error::with_source(ErrorKind::InvalidBound, std::io::Error::other(e)))
 }
 
 impl AllowBound {

@@ -52,10 +52,11 @@ impl FileJail {
         let parent_fd = parent.as_ref().map_or(bound.anchor.as_fd(), |p| p.as_fd());
         let flags =
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-        let fd = rustix::fs::openat(parent_fd, name, flags, Mode::empty()).map_err(|e| match e {
-            Errno::NOENT => Error::new(ErrorKind::NotFound),
-            e => open_error(e),
-        })?;
+        let fd =
+            rustix::fs::openat(parent_fd, name, flags, Mode::empty()).map_err(|e| match e {
+                Errno::NOENT => Error::new(ErrorKind::NotFound),
+                e => open_error(e),
+            })?;
         let st = rustix::fs::fstat(&fd).map_err(io)?;
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
             return Err(Error::new(ErrorKind::NotRegular));
@@ -215,7 +216,8 @@ pub(crate) fn open_dir_beneath(
     }
     if !NO_OPENAT2.load(Ordering::Relaxed) {
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        let resolve =
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
         for _ in 0..16 {
             match rustix::fs::openat2(anchor, rel, flags, Mode::empty(), resolve) {
                 Ok(fd) => return Ok(Some(fd)),

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use jail::grading::{GuardCase, JailCase, run_guard_case, run_jail_case};
 
 fn corpus(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/conformance")
+        .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -24,8 +26,15 @@ fn guard_conformance_file_passes() {
     let all: Vec<GuardCase> = cases(&corpus("guard.json"));
     assert!(!all.is_empty());
     for (i, case) in all.iter().enumerate() {
-        let expect = case.expect.clone().expect("every guard case has an expect array");
-        assert_eq!(expect.len(), case.paths.len(), "case {i}: expect and paths differ in length");
+        let expect = case
+            .expect
+            .clone()
+            .expect("every guard case has an expect array");
+        assert_eq!(
+            expect.len(),
+            case.paths.len(),
+            "case {i}: expect and paths differ in length"
+        );
         let got = run_guard_case(case).unwrap();
         let wrong: Vec<_> = got
             .iter()
@@ -33,7 +42,10 @@ fn guard_conformance_file_passes() {
             .filter(|(o, e)| o.ok != **e)
             .map(|(o, e)| (o.path.clone(), o.ok, *e, o.code))
             .collect();
-        assert!(wrong.is_empty(), "guard case {i}: (path, got, expected, code) {wrong:#?}");
+        assert!(
+            wrong.is_empty(),
+            "guard case {i}: (path, got, expected, code) {wrong:#?}"
+        );
     }
 }
 
@@ -49,6 +61,9 @@ fn jail_conformance_file_passes() {
             .filter(|(o, c)| Some(o.ok) != c.ok)
             .map(|(o, c)| (o.op, o.path.clone(), o.ok, c.ok, o.code))
             .collect();
-        assert!(wrong.is_empty(), "jail case {i}: (op, path, got, expected, code) {wrong:#?}");
+        assert!(
+            wrong.is_empty(),
+            "jail case {i}: (op, path, got, expected, code) {wrong:#?}"
+        );
     }
 }

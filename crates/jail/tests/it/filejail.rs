@@ -51,13 +51,29 @@ const CASES: &[(Op, &str, Result<(), ErrorKind>)] = &[
     (Op::Read, "pub/in_abs", Ok(())),
     (Op::Read, "pub/in_ro", Ok(())),
     // Outside: `..`, absolute, the prefix-sharing sibling, symlinks out.
-    (Op::Read, "../cc-task-abc-evil/secret.txt", Err(ErrorKind::OutsideReadBounds)),
-    (Op::Read, "$OUTSIDE/secret.txt", Err(ErrorKind::OutsideReadBounds)),
+    (
+        Op::Read,
+        "../cc-task-abc-evil/secret.txt",
+        Err(ErrorKind::OutsideReadBounds),
+    ),
+    (
+        Op::Read,
+        "$OUTSIDE/secret.txt",
+        Err(ErrorKind::OutsideReadBounds),
+    ),
     (Op::Read, "/etc/passwd", Err(ErrorKind::OutsideReadBounds)),
     (Op::Read, "pub/out", Err(ErrorKind::OutsideReadBounds)),
     (Op::Read, "pub/out_rel", Err(ErrorKind::OutsideReadBounds)),
-    (Op::Read, "pub/outdir/secret.txt", Err(ErrorKind::OutsideReadBounds)),
-    (Op::Read, "pub/dangle_out", Err(ErrorKind::OutsideReadBounds)),
+    (
+        Op::Read,
+        "pub/outdir/secret.txt",
+        Err(ErrorKind::OutsideReadBounds),
+    ),
+    (
+        Op::Read,
+        "pub/dangle_out",
+        Err(ErrorKind::OutsideReadBounds),
+    ),
     // Deny beats allow, directly and through symlinks planted inside the allow root.
     (Op::Read, "pub/deny/s.txt", Err(ErrorKind::Denied)),
     (Op::Read, "pub/deny/pub2/p.txt", Err(ErrorKind::Denied)),
@@ -77,14 +93,34 @@ const CASES: &[(Op, &str, Result<(), ErrorKind>)] = &[
     (Op::Write, "pub/dangle_in", Ok(())),
     (Op::Write, "ro/r.txt", Err(ErrorKind::OutsideWriteBounds)),
     (Op::Write, "ro/new.txt", Err(ErrorKind::OutsideWriteBounds)),
-    (Op::Write, "new-at-root.txt", Err(ErrorKind::OutsideWriteBounds)),
-    (Op::Write, "pub/../ro/x.txt", Err(ErrorKind::OutsideWriteBounds)),
-    (Op::Write, "$OUTSIDE/new.txt", Err(ErrorKind::OutsideWriteBounds)),
+    (
+        Op::Write,
+        "new-at-root.txt",
+        Err(ErrorKind::OutsideWriteBounds),
+    ),
+    (
+        Op::Write,
+        "pub/../ro/x.txt",
+        Err(ErrorKind::OutsideWriteBounds),
+    ),
+    (
+        Op::Write,
+        "$OUTSIDE/new.txt",
+        Err(ErrorKind::OutsideWriteBounds),
+    ),
     // Leaf symlinks cannot smuggle a write out, dangling or not.
     (Op::Write, "pub/in_ro", Err(ErrorKind::OutsideWriteBounds)),
     (Op::Write, "pub/out", Err(ErrorKind::OutsideWriteBounds)),
-    (Op::Write, "pub/dangle_out", Err(ErrorKind::OutsideWriteBounds)),
-    (Op::Write, "pub/outdir/new.txt", Err(ErrorKind::OutsideWriteBounds)),
+    (
+        Op::Write,
+        "pub/dangle_out",
+        Err(ErrorKind::OutsideWriteBounds),
+    ),
+    (
+        Op::Write,
+        "pub/outdir/new.txt",
+        Err(ErrorKind::OutsideWriteBounds),
+    ),
     (Op::Write, "pub/todeny", Err(ErrorKind::Denied)),
     (Op::Write, "pub/dangle_deny", Err(ErrorKind::Denied)),
     (Op::Write, "pub/deny/new.txt", Err(ErrorKind::Denied)),
@@ -160,14 +196,26 @@ fn jail_table_through_open() {
 fn jail_resolved_paths_follow_symlinks() {
     let (s, jail) = fixture();
     let root = s.root();
-    assert_eq!(jail.resolve_for_read("pub/in").unwrap(), root.join("pub/a.txt"));
-    assert_eq!(jail.resolve_for_read("pub/in_ro").unwrap(), root.join("ro/r.txt"));
-    assert_eq!(jail.resolve_for_write("pub/in").unwrap(), root.join("pub/a.txt"));
+    assert_eq!(
+        jail.resolve_for_read("pub/in").unwrap(),
+        root.join("pub/a.txt")
+    );
+    assert_eq!(
+        jail.resolve_for_read("pub/in_ro").unwrap(),
+        root.join("ro/r.txt")
+    );
+    assert_eq!(
+        jail.resolve_for_write("pub/in").unwrap(),
+        root.join("pub/a.txt")
+    );
     assert_eq!(
         jail.resolve_for_write("pub/dangle_in").unwrap(),
         root.join("pub/new_in.txt")
     );
-    assert_eq!(jail.resolve_for_write("pub/x.txt").unwrap(), root.join("pub/x.txt"));
+    assert_eq!(
+        jail.resolve_for_write("pub/x.txt").unwrap(),
+        root.join("pub/x.txt")
+    );
     drop(jail);
     s.close().unwrap();
 }
@@ -175,11 +223,23 @@ fn jail_resolved_paths_follow_symlinks() {
 #[test]
 fn open_for_write_through_inner_leaf_symlink_writes_the_target_and_keeps_the_link() {
     let (s, jail) = fixture();
-    jail.open_for_write("pub/in").unwrap().write_all(b"via link").unwrap();
-    assert_eq!(std::fs::read_to_string(s.root().join("pub/a.txt")).unwrap(), "via link");
+    jail.open_for_write("pub/in")
+        .unwrap()
+        .write_all(b"via link")
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(s.root().join("pub/a.txt")).unwrap(),
+        "via link"
+    );
     assert!(s.root().join("pub/in").is_symlink());
-    jail.open_for_write("pub/dangle_in").unwrap().write_all(b"new").unwrap();
-    assert_eq!(std::fs::read_to_string(s.root().join("pub/new_in.txt")).unwrap(), "new");
+    jail.open_for_write("pub/dangle_in")
+        .unwrap()
+        .write_all(b"new")
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(s.root().join("pub/new_in.txt")).unwrap(),
+        "new"
+    );
     assert!(s.root().join("pub/dangle_in").is_symlink());
     drop(jail);
     s.close().unwrap();
@@ -189,14 +249,23 @@ fn open_for_write_through_inner_leaf_symlink_writes_the_target_and_keeps_the_lin
 fn open_for_write_truncates_only_after_the_checks() {
     let (s, jail) = fixture();
     std::fs::write(s.root().join("pub/long.txt"), "a long old content").unwrap();
-    jail.open_for_write("pub/long.txt").unwrap().write_all(b"x").unwrap();
-    assert_eq!(std::fs::read_to_string(s.root().join("pub/long.txt")).unwrap(), "x");
+    jail.open_for_write("pub/long.txt")
+        .unwrap()
+        .write_all(b"x")
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(s.root().join("pub/long.txt")).unwrap(),
+        "x"
+    );
     // A refused write leaves the denied file as it was.
     assert_eq!(
         jail.open_for_write("pub/todeny").unwrap_err().kind(),
         ErrorKind::Denied
     );
-    assert_eq!(std::fs::read_to_string(s.root().join("pub/deny/s.txt")).unwrap(), "denied");
+    assert_eq!(
+        std::fs::read_to_string(s.root().join("pub/deny/s.txt")).unwrap(),
+        "denied"
+    );
     drop(jail);
     s.close().unwrap();
 }
@@ -213,11 +282,26 @@ fn open_refuses_fifos_and_directories_without_blocking() {
         0,
     )
     .unwrap();
-    assert_eq!(jail.open_for_read("pub/fifo").unwrap_err().kind(), ErrorKind::NotRegular);
-    assert_eq!(jail.open_for_write("pub/fifo").unwrap_err().kind(), ErrorKind::NotRegular);
-    assert_eq!(jail.open_for_read("pub/sub").unwrap_err().kind(), ErrorKind::NotRegular);
-    assert_eq!(jail.open_for_write("pub/sub").unwrap_err().kind(), ErrorKind::NotRegular);
-    assert_eq!(jail.open_for_write("pub").unwrap_err().kind(), ErrorKind::NotRegular);
+    assert_eq!(
+        jail.open_for_read("pub/fifo").unwrap_err().kind(),
+        ErrorKind::NotRegular
+    );
+    assert_eq!(
+        jail.open_for_write("pub/fifo").unwrap_err().kind(),
+        ErrorKind::NotRegular
+    );
+    assert_eq!(
+        jail.open_for_read("pub/sub").unwrap_err().kind(),
+        ErrorKind::NotRegular
+    );
+    assert_eq!(
+        jail.open_for_write("pub/sub").unwrap_err().kind(),
+        ErrorKind::NotRegular
+    );
+    assert_eq!(
+        jail.open_for_write("pub").unwrap_err().kind(),
+        ErrorKind::NotRegular
+    );
     // The path decisions themselves allow them: they are inside the bounds.
     assert!(jail.resolve_for_read("pub/fifo").is_ok());
     assert!(jail.resolve_for_read("pub/sub").is_ok());
@@ -229,7 +313,10 @@ fn open_refuses_fifos_and_directories_without_blocking() {
 fn open_for_read_returns_the_content() {
     let (s, jail) = fixture();
     let mut text = String::new();
-    jail.open_for_read("pub/in_abs").unwrap().read_to_string(&mut text).unwrap();
+    jail.open_for_read("pub/in_abs")
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
     assert_eq!(text, "a");
     drop(jail);
     s.close().unwrap();
@@ -246,10 +333,16 @@ fn deny_beats_allow_whatever_the_nesting() {
     };
     let jail = FileJail::new(root, policy).unwrap();
     for p in ["pub/deny/s.txt", "pub/deny/pub2/p.txt"] {
-        assert_eq!(jail.resolve_for_read(p).unwrap_err().kind(), ErrorKind::Denied);
+        assert_eq!(
+            jail.resolve_for_read(p).unwrap_err().kind(),
+            ErrorKind::Denied
+        );
         assert_eq!(jail.open_for_read(p).unwrap_err().kind(), ErrorKind::Denied);
     }
-    assert_eq!(jail.open_for_write("pub/deny/n.txt").unwrap_err().kind(), ErrorKind::Denied);
+    assert_eq!(
+        jail.open_for_write("pub/deny/n.txt").unwrap_err().kind(),
+        ErrorKind::Denied
+    );
     assert!(!root.join("pub/deny/n.txt").exists());
     drop(jail);
     s.close().unwrap();
@@ -266,10 +359,16 @@ fn deny_bound_that_is_a_file_is_denied_also_through_a_hard_link() {
         deny: vec![root.join("pub/deny/s.txt")],
     };
     let jail = FileJail::new(root, policy).unwrap();
-    assert_eq!(jail.resolve_for_read("pub/deny/s.txt").unwrap_err().kind(), ErrorKind::Denied);
+    assert_eq!(
+        jail.resolve_for_read("pub/deny/s.txt").unwrap_err().kind(),
+        ErrorKind::Denied
+    );
     // By path the hard link is allowed; the descriptor check knows the inode.
     assert!(jail.resolve_for_read("pub/hard.txt").is_ok());
-    assert_eq!(jail.open_for_read("pub/hard.txt").unwrap_err().kind(), ErrorKind::Denied);
+    assert_eq!(
+        jail.open_for_read("pub/hard.txt").unwrap_err().kind(),
+        ErrorKind::Denied
+    );
     drop(jail);
     s.close().unwrap();
 }
@@ -288,14 +387,26 @@ fn deny_directory_exchanged_into_an_allowed_name_stays_denied_on_open() {
     )
     .unwrap();
     // `pub/sub` is now the directory that was the deny bound.
-    assert_eq!(std::fs::read_to_string(root.join("pub/sub/s.txt")).unwrap(), "denied");
+    assert_eq!(
+        std::fs::read_to_string(root.join("pub/sub/s.txt")).unwrap(),
+        "denied"
+    );
     // Judged by path it is an allowed name; judged by the opened object it is the deny bound.
     assert!(jail.resolve_for_read("pub/sub/s.txt").is_ok());
-    assert_eq!(jail.open_for_read("pub/sub/s.txt").unwrap_err().kind(), ErrorKind::Denied);
-    assert_eq!(jail.open_for_write("pub/sub/n.txt").unwrap_err().kind(), ErrorKind::Denied);
+    assert_eq!(
+        jail.open_for_read("pub/sub/s.txt").unwrap_err().kind(),
+        ErrorKind::Denied
+    );
+    assert_eq!(
+        jail.open_for_write("pub/sub/n.txt").unwrap_err().kind(),
+        ErrorKind::Denied
+    );
     assert!(!root.join("pub/sub/n.txt").exists());
     // And the name of the deny bound still denies by path.
-    assert_eq!(jail.resolve_for_read("pub/deny/s.txt").unwrap_err().kind(), ErrorKind::Denied);
+    assert_eq!(
+        jail.resolve_for_read("pub/deny/s.txt").unwrap_err().kind(),
+        ErrorKind::Denied
+    );
     drop(jail);
     s.close().unwrap();
 }
@@ -311,9 +422,18 @@ fn relative_paths_and_bounds_resolve_against_cwd() {
     };
     let jail = FileJail::new(root.join("pub"), policy).unwrap();
     assert_eq!(jail.cwd(), root.join("pub"));
-    assert_eq!(jail.resolve_for_read("a.txt").unwrap(), root.join("pub/a.txt"));
-    assert_eq!(jail.resolve_for_read("../ro/r.txt").unwrap(), root.join("ro/r.txt"));
-    assert_eq!(jail.resolve_for_read("deny/s.txt").unwrap_err().kind(), ErrorKind::Denied);
+    assert_eq!(
+        jail.resolve_for_read("a.txt").unwrap(),
+        root.join("pub/a.txt")
+    );
+    assert_eq!(
+        jail.resolve_for_read("../ro/r.txt").unwrap(),
+        root.join("ro/r.txt")
+    );
+    assert_eq!(
+        jail.resolve_for_read("deny/s.txt").unwrap_err().kind(),
+        ErrorKind::Denied
+    );
     assert_eq!(
         jail.resolve_for_write("a.txt").unwrap_err().kind(),
         ErrorKind::OutsideWriteBounds
@@ -333,14 +453,26 @@ fn bounds_that_do_not_exist_stay_paths() {
         deny: vec![root.join("later/no")],
     };
     let jail = FileJail::new(root, policy).unwrap();
-    assert_eq!(jail.resolve_for_write("later/x").unwrap_err().kind(), ErrorKind::ParentNotFound);
+    assert_eq!(
+        jail.resolve_for_write("later/x").unwrap_err().kind(),
+        ErrorKind::ParentNotFound
+    );
     // Created later as a real directory: it grants, and its missing deny bound denies.
     std::fs::create_dir(root.join("later")).unwrap();
-    jail.open_for_write("later/x").unwrap().write_all(b"x").unwrap();
+    jail.open_for_write("later/x")
+        .unwrap()
+        .write_all(b"x")
+        .unwrap();
     assert!(jail.open_for_read("later/x").is_ok());
-    assert_eq!(jail.open_for_write("later/no").unwrap_err().kind(), ErrorKind::Denied);
+    assert_eq!(
+        jail.open_for_write("later/no").unwrap_err().kind(),
+        ErrorKind::Denied
+    );
     std::fs::create_dir(root.join("later/no")).unwrap();
-    assert_eq!(jail.open_for_write("later/no/y").unwrap_err().kind(), ErrorKind::Denied);
+    assert_eq!(
+        jail.open_for_write("later/no/y").unwrap_err().kind(),
+        ErrorKind::Denied
+    );
     // Replaced by a symlink elsewhere: the bound does not follow it.
     std::fs::remove_dir_all(root.join("later")).unwrap();
     std::os::unix::fs::symlink(root.join("pub"), root.join("later")).unwrap();
@@ -371,7 +503,10 @@ fn bound_that_is_a_file_allows_that_file_alone() {
         jail.open_for_read("pub/a.txt").unwrap_err().kind(),
         ErrorKind::OutsideReadBounds
     );
-    jail.open_for_write("pub/a.txt").unwrap().write_all(b"w").unwrap();
+    jail.open_for_write("pub/a.txt")
+        .unwrap()
+        .write_all(b"w")
+        .unwrap();
     assert_eq!(
         jail.open_for_write("pub/b.txt").unwrap_err().kind(),
         ErrorKind::OutsideWriteBounds
@@ -388,7 +523,10 @@ fn unresolvable_bound_fails_construction() {
         allow_read: vec![root.join("pub/loop1")],
         ..JailPolicy::default()
     };
-    assert_eq!(FileJail::new(root, policy).unwrap_err().kind(), ErrorKind::InvalidBound);
+    assert_eq!(
+        FileJail::new(root, policy).unwrap_err().kind(),
+        ErrorKind::InvalidBound
+    );
     s.close().unwrap();
 }
 
@@ -412,7 +550,10 @@ fn naive_use_of_a_decided_path_follows_a_later_symlink() {
         ErrorKind::OutsideReadBounds
     );
     let mut text = String::new();
-    jail.open_for_read("pub/sub.old/f.txt").unwrap().read_to_string(&mut text).unwrap();
+    jail.open_for_read("pub/sub.old/f.txt")
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
     assert_eq!(text, "inside");
     drop(jail);
     s.close().unwrap();

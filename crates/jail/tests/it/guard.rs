@@ -26,7 +26,10 @@ const SYMLINKS: &[(&str, &str)] = &[
     ("dangle_out_rel", "../cc-task-abc-evil/new.txt"),
     ("dangle_out_dir", "/nonexistent-confine-dir"),
     ("dangle_to_dangle_out", "dangle_out"),
-    ("dangle_via_missing", "missing_dir/../../cc-task-abc-evil/new.txt"),
+    (
+        "dangle_via_missing",
+        "missing_dir/../../cc-task-abc-evil/new.txt",
+    ),
     ("loop_a", "loop_b"),
     ("loop_b", "loop_a"),
     ("self_loop", "self_loop"),
@@ -158,14 +161,25 @@ fn guard_error_codes() {
     let s = sandbox(FILES, DIRS, SYMLINKS);
     let code = |task: &Path, p: &str| resolve_in_sandbox(task, p).error.map(|e| e.code());
     assert_eq!(code(s.root(), "../escape"), Some("PATH_OUTSIDE_SANDBOX"));
-    assert_eq!(code(s.root(), "link_etc/passwd"), Some("PATH_OUTSIDE_SANDBOX"));
+    assert_eq!(
+        code(s.root(), "link_etc/passwd"),
+        Some("PATH_OUTSIDE_SANDBOX")
+    );
     assert_eq!(code(s.root(), "loop_a"), Some("SYMLINK_LOOP"));
     assert_eq!(code(s.root(), "self_loop/x"), Some("SYMLINK_LOOP"));
     assert_eq!(code(s.root(), "a\0b"), Some("INVALID_PATH"));
-    assert_eq!(code(&s.root().join("missing"), "x"), Some("SANDBOX_ROOT_INVALID"));
-    assert_eq!(code(&s.root().join("ok.txt"), "x"), Some("SANDBOX_ROOT_INVALID"));
+    assert_eq!(
+        code(&s.root().join("missing"), "x"),
+        Some("SANDBOX_ROOT_INVALID")
+    );
+    assert_eq!(
+        code(&s.root().join("ok.txt"), "x"),
+        Some("SANDBOX_ROOT_INVALID")
+    );
     assert_eq!(code(s.root(), "ok.txt"), None);
-    let err = resolve_in_sandbox(s.root(), "../escape").into_result().unwrap_err();
+    let err = resolve_in_sandbox(s.root(), "../escape")
+        .into_result()
+        .unwrap_err();
     assert_eq!(err.kind(), jail::ErrorKind::OutsideSandbox);
     s.close().unwrap();
 }

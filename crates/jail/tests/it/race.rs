@@ -119,7 +119,9 @@ fn setup(scenario: Scenario) -> Setup {
     };
     let jail = FileJail::new(&root, policy).unwrap();
     let (a, b) = match scenario {
-        Scenario::DirToOutside | Scenario::DirToDeny => (root.join("pub/dir"), root.join("pub/swap")),
+        Scenario::DirToOutside | Scenario::DirToDeny => {
+            (root.join("pub/dir"), root.join("pub/swap"))
+        }
         Scenario::LeafToOutside | Scenario::LeafToDeny => {
             (root.join("pub/dir/f.txt"), root.join("pub/dir/swap"))
         }
@@ -201,12 +203,20 @@ fn guarded(scenario: Scenario, op: Op) {
         .unwrap();
     }
     let inside = id_of(&s.sandbox.root().join("pub/dir/f.txt"));
-    assert!(escapes.is_empty(), "{scenario:?} {op:?}: {} escapes", escapes.len());
+    assert!(
+        escapes.is_empty(),
+        "{scenario:?} {op:?}: {} escapes",
+        escapes.len()
+    );
     assert!(
         opened_ids.iter().all(|id| *id == inside),
         "{scenario:?} {op:?}: a descriptor that is not the inside file"
     );
-    assert_eq!(forbidden_state(&s), before, "{scenario:?} {op:?}: forbidden files changed");
+    assert_eq!(
+        forbidden_state(&s),
+        before,
+        "{scenario:?} {op:?}: forbidden files changed"
+    );
     assert!(swaps > 0, "{scenario:?}: the swapper never ran");
     assert!(opened > 0, "{scenario:?} {op:?}: nothing was ever opened");
     assert!(refused > 0, "{scenario:?} {op:?}: the race never showed");
@@ -231,7 +241,11 @@ fn naive(scenario: Scenario, op: Op) -> Option<usize> {
         let used = match op {
             Op::Read => std::fs::File::open(&path),
             // Open for writing without truncating, so the escape is seen by identity alone.
-            Op::Write => std::fs::OpenOptions::new().write(true).create(true).open(&path),
+            Op::Write => std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path),
         };
         if let Ok(f) = used
             && forbidden_ids.contains(&id_of_file(&f))
@@ -265,8 +279,14 @@ fn naive_resolve_then_open_twin_escapes_under_the_same_race() {
     for scenario in SCENARIOS {
         for op in [Op::Read, Op::Write] {
             let at = naive(scenario, op);
-            assert!(at.is_some(), "{scenario:?} {op:?}: the naive twin never escaped");
-            eprintln!("naive {scenario:?} {op:?}: escaped at attempt {}", at.unwrap());
+            assert!(
+                at.is_some(),
+                "{scenario:?} {op:?}: the naive twin never escaped"
+            );
+            eprintln!(
+                "naive {scenario:?} {op:?}: escaped at attempt {}",
+                at.unwrap()
+            );
         }
     }
 }
