@@ -114,8 +114,15 @@ fn build(input: &str, already_normal: bool) -> String {
         return input.to_owned();
     }
     let mut out = String::with_capacity(input.len());
-    // Separators are ASCII, so every cut falls on a character boundary.
-    for seg in input.split(['/', '\\']) {
+    let b = input.as_bytes();
+    let mut start = 0;
+    for i in 0..=b.len() {
+        if i < b.len() && !is_separator(b[i]) {
+            continue;
+        }
+        // Separators are ASCII, so every cut falls on a character boundary.
+        let seg = &input[start..i];
+        start = i + 1;
         if seg.is_empty() || seg == "." {
             continue;
         }
