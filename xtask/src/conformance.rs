@@ -72,6 +72,8 @@ fn run_file(path: &Path) -> FileReport {
     let result = match report.kind.as_str() {
         "grammar" => serde_json::from_value(doc).map(|c| run_grammar(c, &mut report)),
         "calls" => serde_json::from_value(doc).map(|c| run_calls(c, &mut report)),
+        "guard" => serde_json::from_value(doc).map(|c| run_guard(c, &mut report)),
+        "jail" => serde_json::from_value(doc).map(|c| run_jail(c, &mut report)),
         other => {
             let other = other.to_owned();
             report.check(false, || format!("unknown kind {other:?}"));
@@ -113,6 +115,48 @@ fn run_grammar(file: GrammarFile, report: &mut FileReport) {
                 case.input, got, case.expect
             )
         });
+    }
+}
+
+fn run_guard(case: jail::grading::GuardCase, report: &mut FileReport) {
+    let Some(expect) = case.expect.clone() else {
+        return report.check(false, || "a guard case file needs \"expect\"".into());
+    };
+    if expect.len() != case.paths.len() {
+        return report.check(false, || "\"expect\" and \"paths\" differ in length".into());
+    }
+    match jail::grading::run_guard_case(&case) {
+        Err(e) => report.check(false, || format!("cannot run the case: {e}")),
+        Ok(outcomes) => {
+            for (outcome, want) in outcomes.iter().zip(expect) {
+                report.check(outcome.ok == want, || {
+                    format!(
+                        "guard {:?}: ok {} ({:?}), expected {want}",
+                        outcome.path, outcome.ok, outcome.code
+                    )
+                });
+            }
+        }
+    }
+}
+
+fn run_jail(case: jail::grading::JailCase, report: &mut FileReport) {
+    if case.checks.iter().any(|c| c.ok.is_none()) {
+        return report.check(false, || "every jail check needs \"ok\"".into());
+    }
+    match jail::grading::run_jail_case(&case) {
+        Err(e) => report.check(false, || format!("cannot run the case: {e}")),
+        Ok(outcomes) => {
+            for (outcome, check) in outcomes.iter().zip(&case.checks) {
+                let want = check.ok.unwrap_or_default();
+                report.check(outcome.ok == want, || {
+                    format!(
+                        "jail {:?} {:?}: ok {} ({:?}), expected {want}",
+                        outcome.op, outcome.path, outcome.ok, outcome.code
+                    )
+                });
+            }
+        }
     }
 }
 

@@ -121,10 +121,9 @@ impl WorkspaceRoot {
         if !meta.is_dir() || FileIdentity::of_std(&meta) != self.identity {
             return Err(changed(None));
         }
-        let held = self.dir.dir_metadata().map_err(|e| changed(Some(e)))?;
-        if FileIdentity::of_cap(&held) != self.identity {
-            return Err(changed(None));
-        }
+        // The held handle needs no re-stat: an open directory descriptor keeps naming the
+        // inode it was opened on (checked equal to `identity` at capture), whatever happens to
+        // paths. So equality with `identity` above is equality with the handle.
         Ok(())
     }
 

@@ -4,13 +4,13 @@ use std::io::{self, Read};
 use std::path::Path;
 use std::sync::Arc;
 
-use cap_std::fs::{OpenOptions, OpenOptionsExt};
 use pathgrammar::RelPath;
 use rootid::{FileIdentity, WorkspaceRoot};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::beneath::{identity_now, open_read_beneath};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::open_error;
 use crate::tool::TypedTool;
@@ -65,19 +65,14 @@ impl ReadTool {
         self.root.verify()?;
         let rel = Path::new(path.as_str());
         let dir = self.root.dir();
-        let mut options = OpenOptions::new();
-        options
-            .read(true)
-            // A FIFO opens at once instead of waiting for a writer; a tty never becomes ours.
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
-        let mut file = dir
-            .open_with(rel, &options)
-            .map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
+        // Non-blocking: a FIFO opens at once instead of waiting for a writer.
+        let mut file =
+            open_read_beneath(dir, rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
         let meta = file.metadata().map_err(|_| failed(ErrorKind::ReadFailed))?;
         if !meta.is_file() {
             return Err(failed(ErrorKind::FileNotRegular));
         }
-        let opened = FileIdentity::of_cap(&meta);
+        let opened = FileIdentity::of_std(&meta);
 
         let mut buf = Vec::with_capacity((meta.len() as usize).min(MAX_READ_BYTES) + 1);
         let mut chunk = [0u8; CHUNK];
@@ -98,10 +93,8 @@ impl ReadTool {
         }
 
         // The name must still lead (beneath the root) to the object that was read.
-        let now = dir
-            .metadata(rel)
-            .map_err(|_| failed(ErrorKind::PathChangedDuringRead))?;
-        if FileIdentity::of_cap(&now) != opened {
+        let now = identity_now(dir, rel).map_err(|_| failed(ErrorKind::PathChangedDuringRead))?;
+        if now != opened {
             return Err(failed(ErrorKind::PathChangedDuringRead));
         }
         if cancel.is_cancelled() {
