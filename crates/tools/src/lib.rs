@@ -36,6 +36,7 @@
 //!
 //! Linux is tested. The grammar is the same on every OS.
 
+mod beneath;
 mod error;
 mod factory;
 mod fsmap;
@@ -50,7 +51,7 @@ pub use factory::{
     create_read_only_tools, create_read_tool, create_write_tool,
 };
 pub use node_process::{NodeProcessOptions, NodeProcessTool};
-pub use read_file::{ReadTool, MAX_READ_BYTES};
+pub use read_file::{MAX_READ_BYTES, ReadTool};
 pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolRegistry, ToolResult,
     TypedTool, execute_tool_call, parse_arguments, schema_of,
