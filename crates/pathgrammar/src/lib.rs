@@ -92,6 +92,8 @@
 //! ```text
 //! cd fuzz && cargo +nightly fuzz run normalize -- -max_total_time=60
 //! ```
+//!
+//! `fuzz/README.md` gives the equivalent build on the pinned stable toolchain.
 
 mod error;
 mod normalize;
