@@ -1,0 +1,86 @@
+//! The process-wide lock that serializes writes to one target (SPEC section 5).
+//!
+//! The key is the target's parent directory identity `(st_dev, st_ino)` and the file name, so
+//! two tool instances over one workspace (or over two captures of it, or reaching the same
+//! directory through an inside symlink) share one lock. Entries are weak: a lock lives while a
+//! writer holds or awaits it, and dead entries are pruned when a new key is inserted.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Cancelled;
+
+/// A target: its parent directory's identity and its name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct TargetKey {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) name: String,
+}
+
+type Table = Mutex<HashMap<TargetKey, Weak<AsyncMutex<()>>>>;
+
+fn table() -> &'static Table {
+    static LOCKS: OnceLock<Table> = OnceLock::new();
+    LOCKS.get_or_init(Table::default)
+}
+
+/// Wait for the target's lock; a cancellation while waiting is a rejection (nothing has been
+/// written yet).
+pub(crate) async fn lock_target(
+    key: TargetKey,
+    cancel: &CancellationToken,
+) -> Result<OwnedMutexGuard<()>, Cancelled> {
+    let lock = {
+        let mut map = table().lock().unwrap_or_else(PoisonError::into_inner);
+        match map.get(&key).and_then(Weak::upgrade) {
+            Some(lock) => lock,
+            None => {
+                map.retain(|_, w| w.strong_count() > 0);
+                let lock = Arc::new(AsyncMutex::new(()));
+                map.insert(key, Arc::downgrade(&lock));
+                lock
+            }
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(Cancelled),
+        guard = lock.lock_owned() => Ok(guard),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> TargetKey {
+        TargetKey {
+            dev: 1,
+            ino: 2,
+            name: name.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_key_is_exclusive_two_keys_are_not() {
+        let cancel = CancellationToken::new();
+        let held = lock_target(key("a"), &cancel).await.unwrap();
+        // Another key is free.
+        let other = lock_target(key("b"), &cancel).await.unwrap();
+        drop(other);
+        // The same key waits; a cancellation ends the wait as a rejection.
+        let waiting = CancellationToken::new();
+        waiting.cancel();
+        assert_eq!(
+            lock_target(key("a"), &waiting).await.unwrap_err(),
+            Cancelled
+        );
+        drop(held);
+        let again = lock_target(key("a"), &cancel).await.unwrap();
+        drop(again);
+    }
+}

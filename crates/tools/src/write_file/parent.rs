@@ -1,0 +1,189 @@
+//! Reaching a write target's parent directory beneath the root (SPEC section 5): missing
+//! directories are created one checked step at a time, and nothing is ever created or followed
+//! outside the root.
+//!
+//! Every prefix of the path is opened from the root's handle (cap-std, openat2
+//! `RESOLVE_BENEATH` on Linux), so a `..`, an absolute symlink or a symlink that leaves the
+//! root is refused (`PATH_OUTSIDE_WORKSPACE`) whatever a concurrent process swaps. A missing
+//! component is created with `mkdirat` in the already opened directory above it (which never
+//! follows a symlink at the new name) and then opened again from the root.
+//!
+//! A symlinked parent whose target stays inside the root is followed, as `read_file` follows
+//! it: the file is written in the directory the link leads to. (A relative symlink only; an
+//! absolute one is refused even when it points inside, cap-std's rule.) A dangling symlink in
+//! the way is not created through: `WRITE_PARENT_NOT_DIRECTORY`.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::path::{Component, Path, PathBuf};
+
+use cap_std::fs::Dir;
+use pathgrammar::RelPath;
+use rootid::{FileIdentity, WorkspaceRoot};
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::fsmap::is_escape;
+
+/// Deepest `..` walk before giving up on finding the root above a directory.
+const MAX_DEPTH: usize = 4096;
+
+/// The opened parent directory of a write target.
+#[derive(Debug)]
+pub(crate) struct Parent {
+    /// The directory, beneath the root.
+    pub(crate) dir: Dir,
+    /// Its identity when it was opened.
+    pub(crate) id: FileIdentity,
+    /// Its path relative to the root, as the model wrote it (empty for the root itself).
+    pub(crate) prefix: PathBuf,
+}
+
+fn failed(kind: ErrorKind) -> CallError {
+    CallError::Failed(ToolError::failed(kind))
+}
+
+/// The token for a failure to open a parent prefix beneath the root.
+fn parent_error(e: &io::Error) -> CallError {
+    if is_escape(e) {
+        return failed(ErrorKind::PathOutsideWorkspace);
+    }
+    match e.raw_os_error() {
+        Some(libc::ENOTDIR) | Some(libc::ENOENT) | Some(libc::ELOOP) => {
+            failed(ErrorKind::WriteParentNotDirectory)
+        }
+        _ => failed(ErrorKind::WriteFailed),
+    }
+}
+
+fn identity(dir: &Dir) -> Result<FileIdentity, CallError> {
+    dir.dir_metadata()
+        .map(|m| FileIdentity::of_cap(&m))
+        .map_err(|_| failed(ErrorKind::WriteFailed))
+}
+
+/// Open (creating what is missing) the parent directory of `path` beneath `root`, and return
+/// it with the file name.
+pub(crate) fn open_parent<'p>(
+    root: &WorkspaceRoot,
+    path: &'p RelPath,
+    cancel: &CancellationToken,
+) -> Result<(Parent, &'p str), CallError> {
+    let segments: Vec<&str> = path.segments().collect();
+    let (name, parents) = segments
+        .split_last()
+        .ok_or_else(|| failed(ErrorKind::WriteFailed))?;
+    let mut dir = root
+        .dir()
+        .try_clone()
+        .map_err(|_| failed(ErrorKind::WriteFailed))?;
+    let mut prefix = PathBuf::new();
+    for segment in parents {
+        prefix.push(segment);
+        dir = match root.dir().open_dir(&prefix) {
+            Ok(next) => next,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if cancel.is_cancelled() {
+                    return Err(Cancelled.into());
+                }
+                // The directory above must still be beneath the root before we create in it.
+                if !is_beneath(&dir, root.identity())? {
+                    return Err(failed(ErrorKind::PathOutsideWorkspace));
+                }
+                match rustix::fs::mkdirat(&dir, *segment, Mode::from_raw_mode(0o777)) {
+                    // EEXIST: a racing writer made it, or a dangling symlink is there.
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(Errno::NOTDIR) | Err(Errno::NOENT) => {
+                        return Err(failed(ErrorKind::WriteParentNotDirectory));
+                    }
+                    Err(_) => return Err(failed(ErrorKind::WriteFailed)),
+                }
+                root.dir().open_dir(&prefix).map_err(|e| parent_error(&e))?
+            }
+            Err(e) => return Err(parent_error(&e)),
+        };
+    }
+    let id = identity(&dir)?;
+    Ok((Parent { dir, id, prefix }, name))
+}
+
+impl Parent {
+    /// The parent path still leads, beneath the root, to the directory that was opened.
+    pub(crate) fn recheck(&self, root: &WorkspaceRoot) -> Result<(), CallError> {
+        if self.prefix.as_os_str().is_empty() {
+            return Ok(()); // the root itself, verified by `WorkspaceRoot::verify`
+        }
+        let now = root
+            .dir()
+            .open_dir(&self.prefix)
+            .map_err(|e| parent_error(&e))?;
+        if identity(&now)? != self.id {
+            return Err(failed(ErrorKind::WriteFailed));
+        }
+        Ok(())
+    }
+
+    /// The opened directory still lies beneath the root (it was not moved out).
+    pub(crate) fn still_beneath(&self, root: &WorkspaceRoot) -> Result<bool, CallError> {
+        is_beneath(&self.dir, root.identity())
+    }
+}
+
+/// Walk `..` up from `dir` until the root's identity is met (true) or the filesystem's root is
+/// reached (false). Works on descriptors, so it sees where the directory is *now*, whatever
+/// path led to it.
+fn is_beneath(dir: &Dir, root: FileIdentity) -> Result<bool, CallError> {
+    let id_of = |st: &rustix::fs::Stat| FileIdentity {
+        dev: st.st_dev,
+        ino: st.st_ino,
+    };
+    let mut current = rustix::fs::fstat(dir.as_fd())
+        .map(|st| id_of(&st))
+        .map_err(|_| failed(ErrorKind::WriteFailed))?;
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut up = rustix::fs::openat(dir, "..", flags, Mode::empty())
+        .map_err(|_| failed(ErrorKind::WriteFailed))?;
+    for _ in 0..MAX_DEPTH {
+        if current == root {
+            return Ok(true);
+        }
+        let st = rustix::fs::fstat(&up).map_err(|_| failed(ErrorKind::WriteFailed))?;
+        let parent = id_of(&st);
+        if parent == current {
+            return Ok(false); // `/`: its own parent
+        }
+        current = parent;
+        up = rustix::fs::openat(&up, "..", flags, Mode::empty())
+            .map_err(|_| failed(ErrorKind::WriteFailed))?;
+    }
+    Ok(false)
+}
+
+/// The token for a target that is a symlink: `PATH_OUTSIDE_WORKSPACE` when it leads outside
+/// the root (or is absolute and not within it), `WRITE_TARGET_SYMLINK` otherwise. Either way
+/// nothing was written.
+pub(crate) fn symlink_target_kind(root: &WorkspaceRoot, parent: &Parent, name: &str) -> ErrorKind {
+    let Ok(link) = rustix::fs::readlinkat(&parent.dir, name, Vec::new()) else {
+        return ErrorKind::WriteTargetSymlink;
+    };
+    let link = PathBuf::from(std::ffi::OsString::from(
+        <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(link.as_bytes()),
+    ));
+    let beneath = if link.is_absolute() {
+        match link.strip_prefix(root.canonical()) {
+            Ok(rest) => rest.to_path_buf(),
+            Err(_) => return ErrorKind::PathOutsideWorkspace,
+        }
+    } else {
+        parent.prefix.join(&link)
+    };
+    if beneath.components().all(|c| matches!(c, Component::CurDir)) {
+        return ErrorKind::WriteTargetSymlink; // the root itself
+    }
+    match root.dir().metadata(Path::new(&beneath)) {
+        Err(e) if is_escape(&e) => ErrorKind::PathOutsideWorkspace,
+        _ => ErrorKind::WriteTargetSymlink,
+    }
+}
