@@ -23,6 +23,7 @@
 
 mod eof;
 mod server;
+mod stdio;
 
 use std::process::ExitCode;
 
@@ -96,7 +97,7 @@ async fn serve(server: ConfineServer) -> ExitCode {
     use rmcp::ServiceExt;
 
     let shutdown = server.shutdown_token();
-    let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
+    let (stdin, stdout) = stdio::stdio();
     // End of input cancels every running call at once, instead of after rmcp's drain delay.
     let stdin = eof::CancelOnEof::new(stdin, shutdown.clone());
     let running = match server.serve((stdin, stdout)).await {
