@@ -3,12 +3,16 @@
 // client over stdio doing the equivalent call: confine's `read_file` and the reference
 // server's `read_text_file` of one 1 KiB file.
 //
-// Usage: node bench.mjs <confine binary> [calls=2000]
+// Usage: node bench.mjs <confine binary> [calls=2000] [rounds=3]
 // (build the binary with `cargo build --release` first; see docs/PERFORMANCE.md)
 //
 // For each server: a warm-up, then `calls` calls one at a time (calls/s as an agent makes
 // them), then `calls` calls with 32 in flight (throughput), then the server's peak resident
-// memory (VmHWM from /proc/<pid>/status) over the whole run. Prints JSON.
+// memory (VmHWM from /proc/<pid>/status) over the whole run, and the server's own CPU time
+// per call (utime + stime from /proc/<pid>/stat, which no client overhead inflates). The two
+// servers are measured in alternation, `rounds` times each, each round a fresh server; the
+// median round is reported, with the load average, since a busy machine skews calls/s.
+// Prints JSON.
 
 import fs from 'node:fs';
 import os from 'node:os';
@@ -19,8 +23,9 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 
 const binary = process.argv[2];
 const calls = Number(process.argv[3] ?? 2000);
-if (!binary || !Number.isInteger(calls) || calls < 1) {
-  console.error('usage: node bench.mjs <confine binary> [calls=2000]');
+const rounds = Number(process.argv[4] ?? 3);
+if (!binary || !Number.isInteger(calls) || calls < 1 || !Number.isInteger(rounds) || rounds < 1) {
+  console.error('usage: node bench.mjs <confine binary> [calls=2000] [rounds=3]');
   process.exit(2);
 }
 
@@ -95,29 +100,51 @@ async function measure(name, command, args, toolName, toolArgs, check) {
   };
 }
 
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+function summarize(runs) {
+  const out = { ...runs[0] };
+  for (const key of Object.keys(out)) {
+    if (typeof out[key] === 'number' && key !== 'calls' && key !== 'inFlight') out[key] = median(runs.map((r) => r[key]));
+  }
+  out.rounds = runs.length;
+  return out;
+}
+
 try {
-  const confine = await measure(
-    'confine mcp',
-    binary,
-    ['mcp', '--root', root],
-    'read_file',
-    { path: 'bench.txt' },
-    (r) => r.structuredContent?.content === content,
-  );
-  const reference = await measure(
-    `@modelcontextprotocol/server-filesystem ${referenceVersion}`,
-    process.execPath,
-    [referenceEntry, root],
-    'read_text_file',
-    { path: path.join(root, 'bench.txt') },
-    (r) => r.content?.[0]?.text === content,
-  );
+  const confineRuns = [];
+  const referenceRuns = [];
+  const loadBefore = os.loadavg()[0];
+  for (let round = 0; round < rounds; round++) {
+    confineRuns.push(
+      await measure(
+        'confine mcp',
+        binary,
+        ['mcp', '--root', root],
+        'read_file',
+        { path: 'bench.txt' },
+        (r) => r.structuredContent?.content === content,
+      ),
+    );
+    referenceRuns.push(
+      await measure(
+        `@modelcontextprotocol/server-filesystem ${referenceVersion}`,
+        process.execPath,
+        [referenceEntry, root],
+        'read_text_file',
+        { path: path.join(root, 'bench.txt') },
+        (r) => r.content?.[0]?.text === content,
+      ),
+    );
+  }
+  const confine = summarize(confineRuns);
+  const reference = summarize(referenceRuns);
   const ratio = (a, b) => Number((a / b).toFixed(2));
   console.log(
     JSON.stringify(
       {
         node: process.version,
         cpus: os.cpus().length,
+        loadAverage1m: [Number(loadBefore.toFixed(2)), Number(os.loadavg()[0].toFixed(2))],
         confine,
         reference,
         ratios: {
@@ -126,6 +153,7 @@ try {
           serverCpuPerCall: ratio(confine.serverCpuMicrosPerCall, reference.serverCpuMicrosPerCall),
           peakRss: ratio(confine.peakRssKiB, reference.peakRssKiB),
         },
+        runs: { confine: confineRuns, reference: referenceRuns },
       },
       null,
       2,
