@@ -1,72 +1,654 @@
-//! `node_process` (SPEC section 6). Placeholder until issue 4 lands: every call fails.
+//! `node_process`: JavaScript run by a fixed Node.js, bounded, in the workspace (SPEC section 6).
+//!
+//! Arguments are exactly `{ "source": string, "arguments"?: string[] }`. A missing `arguments`
+//! means none; `"arguments": null` is refused (`INVALID_NODE_PROCESS_INPUT`), as for any other
+//! value that is not an array of strings. Limits, all checked before any effect: the source at
+//! most [`MAX_SOURCE_BYTES`]; at most [`MAX_ARGUMENTS`] arguments, each at most
+//! [`MAX_ARGUMENT_BYTES`], together at most [`MAX_ARGUMENTS_TOTAL_BYTES`], none holding NUL;
+//! the Windows command line `"<node>" "<root>/.pify-node-<uuid>.cjs" -- <arguments…>`, quoted
+//! as `CommandLineToArgvW` parses it, at most [`MAX_WINDOWS_COMMAND_LINE_UNITS`] UTF-16 units
+//! (computed on every OS; with the byte limits above it cannot be reached by the arguments
+//! alone, a quoted byte costing at most two units, and is kept as the reference's ceiling).
+//!
+//! # How the script runs
+//!
+//! The source goes to `.pify-node-<uuid>.cjs`, created exclusively (`O_CREAT|O_EXCL`, no
+//! symlink followed) with mode 0600 beneath the root's handle, written and fsynced. It is then
+//! reopened read-only by name and that descriptor must be a regular file
+//! (`NODE_SCRIPT_NOT_REGULAR`) with the identity of the file just written
+//! (`NODE_SCRIPT_IDENTITY_CHANGED`). Node.js gets that very descriptor as fd 3, so what runs is
+//! what was checked, whatever happens to the name afterwards.
+//!
+//! Node.js is started as `node --eval <loader> -- <arguments…>`: that is what makes
+//! `process.argv` exactly `[process.execPath, ...arguments]`, as `node -e` shows them (a
+//! script path would be `argv[1]`). The loader, a fixed few lines, reads fd 3, closes it,
+//! removes the globals `-e` defines (`require`, `module`, `exports`, `__filename`,
+//! `__dirname`), empties `process.execArgv` (so `child_process.fork` starts a plain Node.js),
+//! and compiles the source as the CommonJS main module of `<root>/.pify-node-<uuid>.cjs`
+//! (`require.main === module`, `__filename`, relative `require` and a leading `#!` line work
+//! as for a file run directly).
+//!
+//! The child runs through [`nodeexec`]: no shell, the canonical root as working directory,
+//! stdin on the null device, an allowlisted environment (PATH, LANG, LC_*, TZ, plus the
+//! embedder's [`NodeProcessOptions::env`]; never `NODE_OPTIONS`), each stream capped at 32,768
+//! bytes, the time bound (500 ms unless the embedder sets another), its own process group and
+//! PID namespace (see the `nodeexec` docs for the fallback). The script is removed on every
+//! path: after the run, and by a guard when the future is dropped. It is removed only while
+//! its name still names the file this call created; a removal that fails after a successful
+//! run is `NODE_SCRIPT_CLEANUP_FAILED`.
 
-use std::path::PathBuf;
+mod winquote;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rootid::WorkspaceRoot;
+use cap_std::fs::{Dir, File, OpenOptions, OpenOptionsExt};
+use nodeexec::ErrorKind as ExecErrorKind;
+use rootid::{FileIdentity, WorkspaceRoot};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{CallError, ErrorKind, ToolError};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::TypedTool;
+pub use winquote::{quote_windows_arg, windows_command_line, windows_command_line_units};
+
+/// The most UTF-8 bytes of source.
+pub const MAX_SOURCE_BYTES: usize = 32_768;
+/// The most arguments.
+pub const MAX_ARGUMENTS: usize = 32;
+/// The most UTF-8 bytes of one argument.
+pub const MAX_ARGUMENT_BYTES: usize = 2_048;
+/// The most UTF-8 bytes of all arguments together.
+pub const MAX_ARGUMENTS_TOTAL_BYTES: usize = 8_192;
+/// The most UTF-16 units of the Windows command line.
+pub const MAX_WINDOWS_COMMAND_LINE_UNITS: usize = 30_000;
+/// The default time bound.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
+/// What each of stdout and stderr keeps.
+pub const OUTPUT_CAP: usize = 32_768;
+
+/// The descriptor number the script is passed on.
+const SCRIPT_FD: i32 = 3;
+/// Variables an embedder cannot pass either.
+const REFUSED_ENV: &[&str] = &["NODE_OPTIONS"];
 
 /// How the node_process tool is built (by the embedder; the model cannot change it).
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct NodeProcessOptions {
-    /// The Node.js executable; `None` finds `node` on PATH once and canonicalizes it.
+    /// The Node.js executable; `None` finds `node` on PATH once, when the tool is built.
+    /// Either way it is canonicalized then.
     pub node: Option<PathBuf>,
-    /// The time bound; `None` is 500 ms.
+    /// The time bound, covering exit and both pipes closing; `None` is 500 ms.
     pub timeout: Option<Duration>,
+    /// Variables to set in the child, beside PATH, LANG, LC_* and TZ taken from the host.
+    /// `NODE_OPTIONS` is dropped.
+    pub env: Vec<(String, String)>,
 }
 
 /// The arguments of `node_process`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeInput {
-    /// JavaScript (CommonJS) source.
+    /// JavaScript source, run as a CommonJS module by Node.js with the workspace root as the
+    /// working directory. At most 32,768 UTF-8 bytes. Write results to stdout
+    /// (`console.log` / `process.stdout.write`).
     pub source: String,
-    /// Arguments.
+    /// Strings passed to the script: `process.argv` is `[process.execPath, ...arguments]`.
+    /// At most 32, each at most 2,048 bytes, 8,192 bytes in all, no NUL.
     #[serde(default)]
-    pub arguments: Option<Vec<String>>,
+    pub arguments: Vec<String>,
 }
 
-/// The success record.
-#[derive(Clone, Debug, Serialize)]
+/// The success record, in this key order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeOutput {
-    /// Exit code.
+    /// The exit code, or `null` when a signal ended the process.
     pub exit_code: Option<i32>,
+    /// The signal (`"SIGKILL"`) that ended the process, or `null`.
+    pub signal: Option<String>,
+    /// stdout, at most 32,768 bytes, never splitting a character.
+    pub stdout: String,
+    /// stderr, likewise.
+    pub stderr: String,
+    /// Whether stdout was cut.
+    pub stdout_truncated: bool,
+    /// Whether stderr was cut.
+    pub stderr_truncated: bool,
+    /// Always false: a timeout is the error `NODE_PROCESS_TIMEOUT`.
+    pub timed_out: bool,
+}
+
+/// Validated arguments.
+#[derive(Clone, Debug)]
+pub struct NodeRun {
+    source: String,
+    arguments: Vec<String>,
 }
 
 /// The `node_process` tool.
 #[derive(Debug, Clone)]
 pub struct NodeProcessTool {
-    #[allow(dead_code)]
     root: Arc<WorkspaceRoot>,
+    node: PathBuf,
+    timeout: Duration,
+    env: Vec<(String, String)>,
 }
 
 impl NodeProcessTool {
-    /// A node tool over an already captured root.
-    pub fn new(root: Arc<WorkspaceRoot>, _options: NodeProcessOptions) -> Result<Self, crate::BuildError> {
-        Ok(Self { root })
+    /// A node tool over an already captured root; fixes the Node.js executable now.
+    pub fn new(
+        root: Arc<WorkspaceRoot>,
+        options: NodeProcessOptions,
+    ) -> Result<Self, crate::BuildError> {
+        let node = match options.node {
+            Some(path) => canonical_executable(&path),
+            None => find_on_path("node"),
+        }
+        .ok_or(crate::BuildError::NodeNotFound)?;
+        let env = options
+            .env
+            .into_iter()
+            .filter(|(k, _)| !REFUSED_ENV.contains(&k.as_str()))
+            .collect();
+        Ok(Self {
+            root,
+            node,
+            timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
+            env,
+        })
+    }
+
+    /// The Node.js executable this tool runs (canonical).
+    pub fn node(&self) -> &Path {
+        &self.node
+    }
+
+    /// The limits of SPEC section 6, in order: source, count, NUL, each size, total, Windows.
+    fn check_limits(&self, input: &NodeInput) -> Result<(), ToolError> {
+        let invalid = |k| Err(ToolError::invalid(k));
+        if input.source.len() > MAX_SOURCE_BYTES {
+            return invalid(ErrorKind::NodeSourceTooLarge);
+        }
+        if input.arguments.len() > MAX_ARGUMENTS {
+            return invalid(ErrorKind::TooManyNodeArguments);
+        }
+        if input.arguments.iter().any(|a| a.contains('\0')) {
+            return invalid(ErrorKind::InvalidNodeProcessInput);
+        }
+        if input.arguments.iter().any(|a| a.len() > MAX_ARGUMENT_BYTES) {
+            return invalid(ErrorKind::NodeArgumentTooLarge);
+        }
+        if input.arguments.iter().map(String::len).sum::<usize>() > MAX_ARGUMENTS_TOTAL_BYTES {
+            return invalid(ErrorKind::NodeArgumentsTooLarge);
+        }
+        if self.command_line_units(&input.arguments) > MAX_WINDOWS_COMMAND_LINE_UNITS {
+            return invalid(ErrorKind::NodeArgumentsTooLarge);
+        }
+        Ok(())
+    }
+
+    /// The UTF-16 length of `"<node>" "<root>/.pify-node-<uuid>.cjs" -- <arguments…>`.
+    fn command_line_units(&self, arguments: &[String]) -> usize {
+        let node = self.node.to_string_lossy();
+        let script = self
+            .root
+            .canonical()
+            .join(format!(".pify-node-{}.cjs", uuid::Uuid::nil()))
+            .to_string_lossy()
+            .into_owned();
+        let head = [node.as_ref(), script.as_str(), "--"];
+        windows_command_line_units(head.into_iter().chain(arguments.iter().map(String::as_str)))
+    }
+
+    /// The process to start for `script` (already checked) and `arguments`. A sandbox adds its
+    /// pre-exec steps here.
+    fn command(
+        &self,
+        script: &Script<'_>,
+        readable: &File,
+        arguments: &[String],
+    ) -> Result<nodeexec::Command, CallError> {
+        let mut cmd = nodeexec::Command::new(&self.node);
+        cmd.arg("--eval")
+            .arg(loader(&script.name))
+            .arg("--")
+            .args(arguments)
+            .current_dir(self.root.canonical())
+            .timeout(self.timeout)
+            .output_cap(OUTPUT_CAP);
+        for (name, value) in &self.env {
+            cmd.env(name, value);
+        }
+        cmd.pass_fd(readable, SCRIPT_FD)
+            .map_err(|_| failed(ErrorKind::NodeProcessStartFailed))?;
+        Ok(cmd)
+    }
+
+    /// Run validated arguments.
+    pub async fn execute_run(
+        &self,
+        run: NodeRun,
+        cancel: &CancellationToken,
+    ) -> Result<NodeOutput, CallError> {
+        if cancel.is_cancelled() {
+            return Err(Cancelled.into());
+        }
+        self.root.verify()?;
+        let mut script = Script::create(self.root.dir(), &run.source)?;
+        let readable = script.open_checked()?;
+        self.root.verify()?;
+        let cmd = self.command(&script, &readable, &run.arguments)?;
+        drop(readable);
+
+        let result = cmd.run(cancel).await;
+        let cleanup = script.remove();
+        let outcome = result.map_err(|e| match e.kind() {
+            ExecErrorKind::Cancelled => CallError::Cancelled(Cancelled),
+            ExecErrorKind::TimedOut => failed(ErrorKind::NodeProcessTimeout),
+            ExecErrorKind::StartFailed => failed(ErrorKind::NodeProcessStartFailed),
+            ExecErrorKind::OutputFailed => failed(ErrorKind::NodeProcessOutputFailed),
+            _ => failed(ErrorKind::NodeProcessFailed),
+        })?;
+        cleanup?;
+        Ok(NodeOutput {
+            exit_code: outcome.exit_code,
+            signal: outcome.signal_name(),
+            stdout: outcome.stdout.text,
+            stderr: outcome.stderr.text,
+            stdout_truncated: outcome.stdout.truncated,
+            stderr_truncated: outcome.stderr.truncated,
+            timed_out: false,
+        })
     }
 }
 
 impl TypedTool for NodeProcessTool {
     type Input = NodeInput;
-    type Valid = NodeInput;
+    type Valid = NodeRun;
     type Output = NodeOutput;
     const NAME: &'static str = "node_process";
-    const DESCRIPTION: &'static str = "Run JavaScript with Node.js inside the workspace.";
+    const DESCRIPTION: &'static str = "Run JavaScript (CommonJS) with Node.js, with the workspace \
+        root as working directory. `source` is the script (at most 32,768 bytes); `arguments` \
+        (optional, at most 32 strings) appear as process.argv.slice(1). stdin is empty. The run \
+        has a short time limit (500 ms by default); it and every process it starts are killed \
+        when it ends. Returns {exitCode, signal, stdout, stderr, stdoutTruncated, \
+        stderrTruncated, timedOut}; each stream keeps at most 32,768 bytes. A nonzero exit is \
+        a result, not an error; running out of time is the error NODE_PROCESS_TIMEOUT.";
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidNodeProcessInput;
 
-    fn check(&self, input: NodeInput) -> Result<NodeInput, ToolError> {
-        Ok(input)
+    fn check(&self, input: NodeInput) -> Result<NodeRun, ToolError> {
+        self.check_limits(&input)?;
+        Ok(NodeRun {
+            source: input.source,
+            arguments: input.arguments,
+        })
     }
 
-    async fn run(&self, _valid: NodeInput, _cancel: &CancellationToken) -> Result<NodeOutput, CallError> {
-        Err(ToolError::failed(ErrorKind::NodeProcessFailed).into())
+    async fn run(
+        &self,
+        valid: NodeRun,
+        cancel: &CancellationToken,
+    ) -> Result<NodeOutput, CallError> {
+        self.execute_run(valid, cancel).await
+    }
+}
+
+fn failed(kind: ErrorKind) -> CallError {
+    CallError::Failed(ToolError::failed(kind))
+}
+
+/// The `--eval` program: run the source on fd 3 as the CommonJS main module `name`.
+fn loader(name: &str) -> String {
+    format!(
+        "(() => {{\
+         const fs = require('fs'), path = require('path'), Module = require('module');\
+         let source;\
+         try {{ source = fs.readFileSync({SCRIPT_FD}, 'utf8'); }} finally {{ fs.closeSync({SCRIPT_FD}); }}\
+         if (source.charCodeAt(0) === 0xFEFF) source = source.slice(1);\
+         for (const g of ['require', 'module', 'exports', '__filename', '__dirname']) delete globalThis[g];\
+         process.execArgv.length = 0;\
+         const filename = path.join(process.cwd(), '{name}');\
+         const m = new Module(filename, null);\
+         m.filename = filename; m.id = '.';\
+         m.paths = Module._nodeModulePaths(path.dirname(filename));\
+         process.mainModule = m; Module._cache[filename] = m;\
+         m._compile(source, filename);\
+         m.loaded = true;\
+         }})()"
+    )
+}
+
+/// An explicit Node.js path, canonicalized, if it is an executable regular file.
+fn canonical_executable(path: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let canonical = std::fs::canonicalize(path).ok()?;
+    let meta = std::fs::metadata(&canonical).ok()?;
+    (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(canonical)
+}
+
+/// The first executable `name` on PATH, canonicalized.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .find_map(|dir| canonical_executable(&dir.join(name)))
+}
+
+/// The temporary script of one call; removed when dropped, unless already removed.
+struct Script<'a> {
+    dir: &'a Dir,
+    name: String,
+    identity: FileIdentity,
+    removed: bool,
+}
+
+impl<'a> Script<'a> {
+    /// Create `.pify-node-<uuid>.cjs` exclusively, mode 0600, write `source`, fsync.
+    fn create(dir: &'a Dir, source: &str) -> Result<Self, CallError> {
+        let name = format!(".pify-node-{}.cjs", uuid::Uuid::new_v4());
+        let mut options = OpenOptions::new();
+        options
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+        let mut file = dir
+            .open_with(&name, &options)
+            .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
+        let identity = match file.metadata() {
+            Ok(meta) => FileIdentity::of_cap(&meta),
+            Err(_) => {
+                // Nothing is known to be ours by identity: remove by name what we just created.
+                let _ = dir.remove_file(&name);
+                return Err(failed(ErrorKind::NodeProcessFailed));
+            }
+        };
+        // From here on the guard removes the script on every path.
+        let script = Script {
+            dir,
+            name,
+            identity,
+            removed: false,
+        };
+        file.write_all(source.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
+        Ok(script)
+    }
+
+    /// Reopen the script read-only by name and check it is the file this call wrote.
+    fn open_checked(&self) -> Result<File, CallError> {
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY);
+        let meta = self
+            .dir
+            .symlink_metadata(&self.name)
+            .map_err(|_| failed(ErrorKind::NodeScriptIdentityChanged))?;
+        if !meta.is_file() {
+            return Err(failed(ErrorKind::NodeScriptNotRegular));
+        }
+        let file = self.dir.open_with(&self.name, &options).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                failed(ErrorKind::NodeScriptNotRegular)
+            } else {
+                failed(ErrorKind::NodeScriptIdentityChanged)
+            }
+        })?;
+        let opened = file
+            .metadata()
+            .map_err(|_| failed(ErrorKind::NodeScriptIdentityChanged))?;
+        if !opened.is_file() {
+            return Err(failed(ErrorKind::NodeScriptNotRegular));
+        }
+        if FileIdentity::of_cap(&opened) != self.identity
+            || FileIdentity::of_cap(&meta) != self.identity
+        {
+            return Err(failed(ErrorKind::NodeScriptIdentityChanged));
+        }
+        Ok(file)
+    }
+
+    /// Remove the script if its name still names this call's file. A name that is gone (the
+    /// script removed itself) or names something else (not ours to remove) is fine.
+    fn remove(&mut self) -> Result<(), CallError> {
+        if self.removed {
+            return Ok(());
+        }
+        self.removed = true;
+        match self.dir.symlink_metadata(&self.name) {
+            Ok(meta) if FileIdentity::of_cap(&meta) == self.identity => self
+                .dir
+                .remove_file(&self.name)
+                .map_err(|_| failed(ErrorKind::NodeScriptCleanupFailed)),
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(_) => Err(failed(ErrorKind::NodeScriptCleanupFailed)),
+        }
+    }
+}
+
+impl Drop for Script<'_> {
+    fn drop(&mut self) {
+        let _ = self.remove();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::parse_arguments;
+
+    fn tool() -> (tempfile::TempDir, NodeProcessTool) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Arc::new(WorkspaceRoot::capture(tmp.path()).unwrap());
+        (
+            tmp,
+            NodeProcessTool::new(root, NodeProcessOptions::default()).unwrap(),
+        )
+    }
+
+    fn check(tool: &NodeProcessTool, json: serde_json::Value) -> Result<NodeRun, ToolError> {
+        let raw = serde_json::value::to_raw_value(&json).unwrap();
+        let input = parse_arguments::<NodeInput>(&raw, ErrorKind::InvalidNodeProcessInput)?;
+        tool.check(input)
+    }
+
+    fn token(r: Result<NodeRun, ToolError>) -> &'static str {
+        match r {
+            Ok(_) => "OK",
+            Err(e) => e.kind().map_or("?", ErrorKind::code),
+        }
+    }
+
+    #[test]
+    fn check_shapes() {
+        let (_t, tool) = tool();
+        let cases = [
+            (serde_json::json!({"source": ""}), "OK"),
+            (serde_json::json!({"source": "", "arguments": []}), "OK"),
+            (
+                serde_json::json!({"source": "", "arguments": null}),
+                "INVALID_NODE_PROCESS_INPUT",
+            ),
+            (
+                serde_json::json!({"source": null}),
+                "INVALID_NODE_PROCESS_INPUT",
+            ),
+            (serde_json::json!({}), "INVALID_NODE_PROCESS_INPUT"),
+            (
+                serde_json::json!({"source": "", "extra": 1}),
+                "INVALID_NODE_PROCESS_INPUT",
+            ),
+            (
+                serde_json::json!({"source": "", "arguments": [1]}),
+                "INVALID_NODE_PROCESS_INPUT",
+            ),
+            (
+                serde_json::json!({"source": "", "arguments": "a"}),
+                "INVALID_NODE_PROCESS_INPUT",
+            ),
+            (
+                serde_json::json!({"source": "", "arguments": ["a\u{0}b"]}),
+                "INVALID_NODE_PROCESS_INPUT",
+            ),
+            (serde_json::json!(["source"]), "INVALID_NODE_PROCESS_INPUT"),
+        ];
+        for (json, want) in cases {
+            assert_eq!(token(check(&tool, json.clone())), want, "{json}");
+        }
+        let raw = serde_json::value::RawValue::from_string(r#"{"source":"","source":""}"#.into())
+            .unwrap();
+        assert!(parse_arguments::<NodeInput>(&raw, ErrorKind::InvalidNodeProcessInput).is_err());
+    }
+
+    #[test]
+    fn check_limits_at_n_and_n_plus_one() {
+        let (_t, tool) = tool();
+        let src = |n: usize| serde_json::json!({"source": "x".repeat(n)});
+        assert_eq!(token(check(&tool, src(MAX_SOURCE_BYTES))), "OK");
+        assert_eq!(
+            token(check(&tool, src(MAX_SOURCE_BYTES + 1))),
+            "NODE_SOURCE_TOO_LARGE"
+        );
+        let args = |v: Vec<String>| serde_json::json!({"source": "", "arguments": v});
+        assert_eq!(token(check(&tool, args(vec!["a".into(); 32]))), "OK");
+        assert_eq!(
+            token(check(&tool, args(vec!["a".into(); 33]))),
+            "TOO_MANY_NODE_ARGUMENTS"
+        );
+        assert_eq!(token(check(&tool, args(vec!["\\\"".repeat(1024)]))), "OK");
+        assert_eq!(token(check(&tool, args(vec!["é".repeat(1024)]))), "OK");
+        assert_eq!(
+            token(check(&tool, args(vec!["a".repeat(2049)]))),
+            "NODE_ARGUMENT_TOO_LARGE"
+        );
+        assert_eq!(token(check(&tool, args(vec!["a".repeat(2048); 4]))), "OK");
+        let mut over = vec!["a".repeat(2048); 4];
+        over.push("b".into());
+        assert_eq!(token(check(&tool, args(over))), "NODE_ARGUMENTS_TOO_LARGE");
+    }
+
+    #[test]
+    fn command_line_ceiling_is_unreachable_within_byte_limits() {
+        let (_t, tool) = tool();
+        // The costliest arguments the byte limits allow: backslash-quote pairs.
+        let worst = vec!["\\\"".repeat(1024); 4];
+        let units = tool.command_line_units(&worst);
+        assert!(units < MAX_WINDOWS_COMMAND_LINE_UNITS, "{units}");
+        // The count itself: 4 quoted arguments of 1024 pairs, each pair `\\\"` (4 units).
+        let head = tool.command_line_units(&[]);
+        assert_eq!(units, head + 4 * (1 + 2 + 4 * 1024));
+    }
+
+    #[test]
+    fn options_refuse_node_options_and_missing_node() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Arc::new(WorkspaceRoot::capture(tmp.path()).unwrap());
+        let options = NodeProcessOptions {
+            env: vec![
+                ("NODE_OPTIONS".into(), "--require x".into()),
+                ("A".into(), "1".into()),
+            ],
+            ..NodeProcessOptions::default()
+        };
+        let tool = NodeProcessTool::new(root.clone(), options).unwrap();
+        assert_eq!(tool.env, vec![("A".to_owned(), "1".to_owned())]);
+        assert!(tool.node().is_absolute());
+        let options = NodeProcessOptions {
+            node: Some(tmp.path().join("no-node")),
+            ..NodeProcessOptions::default()
+        };
+        assert!(matches!(
+            NodeProcessTool::new(root, options),
+            Err(crate::BuildError::NodeNotFound)
+        ));
+    }
+
+    fn script_in(tmp: &tempfile::TempDir) -> (Dir, PathBuf) {
+        let dir = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+        (dir, tmp.path().to_owned())
+    }
+
+    #[test]
+    fn script_is_exclusive_private_and_checked() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, path) = script_in(&tmp);
+        let mut script = Script::create(&dir, "console.log(1)").unwrap();
+        assert!(script.name.starts_with(".pify-node-") && script.name.ends_with(".cjs"));
+        let meta = std::fs::metadata(path.join(&script.name)).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read_to_string(path.join(&script.name)).unwrap(),
+            "console.log(1)"
+        );
+        script.open_checked().unwrap();
+        script.remove().unwrap();
+        assert_eq!(std::fs::read_dir(&path).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn script_replaced_by_file_is_identity_changed_and_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, path) = script_in(&tmp);
+        let script = Script::create(&dir, "1").unwrap();
+        let name = script.name.clone();
+        std::fs::write(path.join("other"), "evil").unwrap();
+        std::fs::rename(path.join("other"), path.join(&name)).unwrap();
+        let err = script.open_checked().unwrap_err();
+        assert_eq!(err, failed(ErrorKind::NodeScriptIdentityChanged));
+        drop(script);
+        // Not ours: the guard leaves the replacement alone.
+        assert_eq!(std::fs::read_to_string(path.join(&name)).unwrap(), "evil");
+    }
+
+    #[test]
+    fn script_replaced_by_symlink_or_directory_is_not_regular() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, path) = script_in(&tmp);
+        let script = Script::create(&dir, "1").unwrap();
+        std::fs::write(path.join("target"), "x").unwrap();
+        std::fs::remove_file(path.join(&script.name)).unwrap();
+        std::os::unix::fs::symlink(path.join("target"), path.join(&script.name)).unwrap();
+        assert_eq!(
+            script.open_checked().unwrap_err(),
+            failed(ErrorKind::NodeScriptNotRegular)
+        );
+        std::fs::remove_file(path.join(&script.name)).unwrap();
+        std::fs::create_dir(path.join(&script.name)).unwrap();
+        assert_eq!(
+            script.open_checked().unwrap_err(),
+            failed(ErrorKind::NodeScriptNotRegular)
+        );
+        let name = script.name.clone();
+        drop(script);
+        assert!(
+            path.join(&name).is_dir(),
+            "an attacker's directory is never removed"
+        );
+    }
+
+    #[test]
+    fn output_record_keys_in_contract_order() {
+        let out = NodeOutput {
+            exit_code: Some(0),
+            signal: None,
+            stdout: "o".into(),
+            stderr: "e".into(),
+            stdout_truncated: false,
+            stderr_truncated: true,
+            timed_out: false,
+        };
+        assert_eq!(
+            serde_json::to_value(&out).unwrap().to_string(),
+            r#"{"exitCode":0,"signal":null,"stdout":"o","stderr":"e","stdoutTruncated":false,"stderrTruncated":true,"timedOut":false}"#
+        );
     }
 }

@@ -1,0 +1,597 @@
+//! `node_process` across crates (`tools` over `nodeexec` and `rootid`) and through the built
+//! `confine call` binary, with a real Node.js (SPEC sections 6 and 8).
+//!
+//! Descendants are found by a census of `/proc`: each carries a unique marker argument, and a
+//! process counts as alive when its command line holds the marker and it is not a zombie
+//! (pids printed by a script are PID-namespace pids, meaningless outside).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tools::{NodeProcessOptions, ToolCall, ToolRegistry, execute_tool_call};
+
+fn registry(root: &Path, timeout: Option<Duration>) -> ToolRegistry {
+    let mut options = NodeProcessOptions::default();
+    options.timeout = timeout;
+    tools::create_coding_tools(root, options).expect("tools over a fresh directory")
+}
+
+async fn call(registry: &ToolRegistry, arguments: Value) -> (bool, Value) {
+    let call = ToolCall::new("t", "node_process", &arguments);
+    let result = execute_tool_call(registry, &call, &CancellationToken::new())
+        .await
+        .expect("not cancelled");
+    (result.is_error, result.record())
+}
+
+fn timeout_record() -> Value {
+    json!({"error": {"code": "TOOL_EXECUTION_FAILED", "message": "NODE_PROCESS_TIMEOUT"}})
+}
+
+fn invalid(token: &str) -> Value {
+    json!({"error": {"code": "TOOL_ARGUMENTS_INVALID", "message": token}})
+}
+
+/// No `.pify-` temporary left in `root` (or beneath it).
+fn assert_no_pify(root: &Path) {
+    fn walk(dir: &Path, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.contains(".pify-") {
+                found.push(name.clone());
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&entry.path(), found);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(root, &mut found);
+    assert!(found.is_empty(), "left behind: {found:?}");
+}
+
+fn marker() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "confine-np-{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Pids of live (non-zombie) processes whose command line holds `marker`.
+fn alive(marker: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if !String::from_utf8_lossy(&cmdline).contains(marker) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
+        if !matches!(state, Some('Z') | Some('X') | None) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn wait_alive_blocking(marker: &str, count: usize) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while alive(marker).len() < count {
+        assert!(
+            Instant::now() < until,
+            "descendants of {marker} never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+async fn wait_alive(marker: &str, count: usize) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while alive(marker).len() < count {
+        assert!(
+            Instant::now() < until,
+            "descendants of {marker} never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Source starting one descendant in the process group and one in its own session
+/// (`detached: true`), neither holding the pipes, then running `tail`.
+fn with_descendants(marker: &str, tail: &str) -> String {
+    format!(
+        "const {{ spawn }} = require('child_process');
+         const keep = ['-e', 'setInterval(() => {{}}, 1000)'];
+         spawn(process.execPath, [...keep, '{marker}-group'], {{ stdio: 'ignore' }}).unref();
+         spawn(process.execPath, [...keep, '{marker}-session'], {{ stdio: 'ignore', detached: true }}).unref();
+         {tail}"
+    )
+}
+
+#[tokio::test]
+async fn node_process_execution_context() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The root is given through a symlink: the child's cwd must be the canonical directory.
+    let real = tmp.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let reg = registry(&link, None);
+    let source = [
+        "process.stdout.write(JSON.stringify({",
+        "  execPath: process.execPath,",
+        "  args: process.argv.slice(1),",
+        "  cwd: process.cwd(),",
+        "}));",
+        "process.stderr.write('diagnostic');",
+    ]
+    .join("\n");
+    let call = ToolCall::new(
+        "c",
+        "node_process",
+        &json!({"source": source, "arguments": ["alpha", "two words"]}),
+    );
+    let result = execute_tool_call(&reg, &call, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(!result.is_error, "{}", result.content);
+    let record = result.record();
+    let node = std::fs::canonicalize(which_node()).unwrap();
+    let stdout: Value = serde_json::from_str(record["stdout"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        stdout,
+        json!({"execPath": node, "args": ["alpha", "two words"], "cwd": std::fs::canonicalize(&real).unwrap()})
+    );
+    // The whole record, keys in the contract's order.
+    let expected = json!({
+        "exitCode": 0, "signal": null, "stdout": record["stdout"], "stderr": "diagnostic",
+        "stdoutTruncated": false, "stderrTruncated": false, "timedOut": false,
+    });
+    assert_eq!(result.content, expected.to_string());
+    assert_no_pify(&real);
+}
+
+fn which_node() -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("node"))
+                .find(|p| p.is_file())
+        })
+        .expect("Node.js on PATH")
+}
+
+#[tokio::test]
+async fn node_process_source_boundary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
+    // 32,768 bytes exactly, multi-byte characters included, and it runs.
+    let head = "process.stdout.write('ok') // é€😀\n";
+    let pad = 32_768 - head.len() - 2;
+    let source = format!("{head}/*{}", "x".repeat(pad - 2)) + "*/";
+    assert_eq!(source.len(), 32_768);
+    let (is_error, record) = call(&reg, json!({"source": source})).await;
+    assert!(!is_error, "{record}");
+    assert_eq!(record["stdout"], "ok");
+    let (is_error, record) = call(&reg, json!({"source": format!("{source} ")})).await;
+    assert!(is_error);
+    assert_eq!(record, invalid("NODE_SOURCE_TOO_LARGE"));
+    // A multi-byte character that crosses the limit counts in bytes.
+    let (_, record) = call(&reg, json!({"source": format!("{}é", "x".repeat(32_767))})).await;
+    assert_eq!(record, invalid("NODE_SOURCE_TOO_LARGE"));
+    assert_no_pify(tmp.path());
+}
+
+#[tokio::test]
+async fn node_process_argument_boundaries_with_quotes_and_backslashes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
+    let echo = "process.stdout.write(JSON.stringify(process.argv.slice(1)))";
+    let tricky: Vec<String> = [
+        "",
+        " ",
+        "\"",
+        "\\",
+        "\\\"",
+        "a\\\\\"b",
+        "end\\\\",
+        "two words",
+        "--",
+        "-e",
+        "--inspect",
+        "tab\there",
+        "new\nline",
+        "üñí \"çødé\" 😀",
+        "$HOME `id` $(id) ; | &",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (is_error, record) = call(&reg, json!({"source": echo, "arguments": tricky})).await;
+    assert!(!is_error, "{record}");
+    assert_eq!(
+        serde_json::from_str::<Value>(record["stdout"].as_str().unwrap()).unwrap(),
+        json!(tricky)
+    );
+
+    // Each argument at 2,048 bytes (quotes and backslashes), four of them: 8,192 in all.
+    let full: Vec<String> = [
+        "\\\"".repeat(1024),
+        "\\".repeat(2048),
+        "\"".repeat(2048),
+        "é".repeat(1024),
+    ]
+    .to_vec();
+    let (is_error, record) = call(&reg, json!({"source": echo, "arguments": full})).await;
+    assert!(!is_error, "{record}");
+    assert_eq!(
+        serde_json::from_str::<Value>(record["stdout"].as_str().unwrap()).unwrap(),
+        json!(full)
+    );
+
+    let cases = [
+        (json!(vec!["a"; 32]), None),
+        (json!(vec!["a"; 33]), Some("TOO_MANY_NODE_ARGUMENTS")),
+        (json!(["x".repeat(2049)]), Some("NODE_ARGUMENT_TOO_LARGE")),
+        (
+            json!(["é".repeat(1024) + "x"]),
+            Some("NODE_ARGUMENT_TOO_LARGE"),
+        ),
+        (
+            json!([
+                full[0].clone(),
+                full[1].clone(),
+                full[2].clone(),
+                full[3].clone(),
+                "x"
+            ]),
+            Some("NODE_ARGUMENTS_TOO_LARGE"),
+        ),
+        (json!(["a\u{0}b"]), Some("INVALID_NODE_PROCESS_INPUT")),
+        (json!(null), Some("INVALID_NODE_PROCESS_INPUT")),
+        (json!([1]), Some("INVALID_NODE_PROCESS_INPUT")),
+    ];
+    for (arguments, want) in cases {
+        let (is_error, record) = call(&reg, json!({"source": "", "arguments": arguments})).await;
+        match want {
+            None => assert!(!is_error, "{record}"),
+            Some(token) => assert_eq!(record, invalid(token), "{arguments}"),
+        }
+    }
+    let (is_error, record) = call(&reg, json!({"source": "", "argument": []})).await;
+    assert!(is_error);
+    assert_eq!(record, invalid("INVALID_NODE_PROCESS_INPUT"));
+    assert_no_pify(tmp.path());
+}
+
+#[tokio::test]
+async fn node_process_caps_both_streams_on_character_boundaries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
+    let (is_error, record) = call(
+        &reg,
+        json!({"source": "process.stdout.write('é'.repeat(20000)); process.stderr.write('x' + '€'.repeat(20000))"}),
+    )
+    .await;
+    assert!(!is_error, "{record}");
+    let stdout = record["stdout"].as_str().unwrap();
+    let stderr = record["stderr"].as_str().unwrap();
+    assert_eq!(stdout.len(), 32_768);
+    assert!(stdout.chars().all(|c| c == 'é'));
+    // 1 + 3n ≤ 32,768: n = 10,922, 32,767 bytes.
+    assert_eq!(stderr.len(), 32_767);
+    assert!(stderr.starts_with('x') && stderr[1..].chars().all(|c| c == '€'));
+    assert_eq!(record["stdoutTruncated"], true);
+    assert_eq!(record["stderrTruncated"], true);
+    let (_, record) = call(
+        &reg,
+        json!({"source": "process.stdout.write('a'.repeat(32768))"}),
+    )
+    .await;
+    assert_eq!(
+        (
+            record["stdout"].as_str().unwrap().len(),
+            &record["stdoutTruncated"]
+        ),
+        (32_768, &json!(false))
+    );
+    assert_no_pify(tmp.path());
+}
+
+#[tokio::test]
+async fn node_process_nonzero_exit_and_signal_are_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
+    let (is_error, record) = call(
+        &reg,
+        json!({"source": "console.log('x'); process.exitCode = 7"}),
+    )
+    .await;
+    assert!(!is_error);
+    assert_eq!(
+        record,
+        json!({"exitCode": 7, "signal": null, "stdout": "x\n", "stderr": "", "stdoutTruncated": false, "stderrTruncated": false, "timedOut": false})
+    );
+    let (is_error, record) = call(&reg, json!({"source": "throw new Error('boom')"})).await;
+    assert!(!is_error);
+    assert_eq!(record["exitCode"], 1);
+    assert!(record["stderr"].as_str().unwrap().contains("boom"));
+    let (is_error, record) = call(
+        &reg,
+        json!({"source": "process.kill(process.pid, 'SIGKILL')"}),
+    )
+    .await;
+    assert!(!is_error);
+    assert_eq!(
+        (&record["exitCode"], &record["signal"]),
+        (&Value::Null, &json!("SIGKILL"))
+    );
+    assert_no_pify(tmp.path());
+}
+
+#[tokio::test]
+async fn node_process_busy_loop_times_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry(tmp.path(), None);
+    let start = Instant::now();
+    let (is_error, record) = call(&reg, json!({"source": "for (;;) {}"})).await;
+    let took = start.elapsed();
+    assert!(is_error);
+    assert_eq!(record, timeout_record());
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_millis(1000),
+        "{took:?}"
+    );
+    assert_no_pify(tmp.path());
+}
+
+#[tokio::test]
+async fn node_process_descendant_holding_stdout_settles_as_timeout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bound = Duration::from_millis(1500);
+    let reg = registry(tmp.path(), Some(bound));
+    let m = marker();
+    let source = format!(
+        "require('child_process').spawn(process.execPath, ['-e', 'setInterval(() => {{}}, 1000)', '{m}'],
+           {{ stdio: ['ignore', 'inherit', 'inherit'], detached: true }}).unref();
+         console.log('parent exits now')"
+    );
+    let start = Instant::now();
+    let (_, record) = call(&reg, json!({"source": source})).await;
+    let took = start.elapsed();
+    assert_eq!(record, timeout_record());
+    assert!(
+        took >= bound && took < bound + Duration::from_millis(500),
+        "{took:?}"
+    );
+    assert!(alive(&m).is_empty(), "{:?} outlived the call", alive(&m));
+    assert_no_pify(tmp.path());
+}
+
+#[tokio::test]
+async fn node_process_descendants_dead_after_exit_and_timeout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry(tmp.path(), Some(Duration::from_secs(3)));
+    let m = marker();
+    let (is_error, record) = call(
+        &reg,
+        json!({"source": with_descendants(&m, "console.log('bye')")}),
+    )
+    .await;
+    assert!(!is_error, "{record}");
+    assert_eq!(record["stdout"], "bye\n");
+    assert!(
+        alive(&m).is_empty(),
+        "after exit: {:?} outlived the call",
+        alive(&m)
+    );
+
+    let m = marker();
+    let probe = m.clone();
+    let seen = tokio::spawn(async move { wait_alive(&probe, 2).await });
+    let (_, record) = call(
+        &reg,
+        json!({"source": with_descendants(&m, "setInterval(() => {}, 1000)")}),
+    )
+    .await;
+    seen.await.unwrap();
+    assert_eq!(record, timeout_record());
+    assert!(
+        alive(&m).is_empty(),
+        "after timeout: {:?} outlived the call",
+        alive(&m)
+    );
+    assert_no_pify(tmp.path());
+}
+
+#[tokio::test]
+async fn node_process_cancellation_kills_before_returning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry(tmp.path(), Some(Duration::from_secs(10)));
+    let m = marker();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let probe = m.clone();
+    tokio::spawn(async move {
+        wait_alive(&probe, 2).await;
+        trigger.cancel();
+    });
+    let call = ToolCall::new(
+        "c",
+        "node_process",
+        &json!({"source": with_descendants(&m, "setInterval(() => {}, 1000)")}),
+    );
+    let result = execute_tool_call(&reg, &call, &cancel).await;
+    assert_eq!(result, Err(tools::Cancelled));
+    assert!(
+        alive(&m).is_empty(),
+        "{:?} outlived the cancelled call",
+        alive(&m)
+    );
+    assert_no_pify(tmp.path());
+}
+
+#[tokio::test]
+async fn node_process_dropped_future_kills_and_removes_the_script() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry(tmp.path(), Some(Duration::from_secs(10)));
+    let m = marker();
+    let call = ToolCall::new(
+        "c",
+        "node_process",
+        &json!({"source": with_descendants(&m, "setInterval(() => {}, 1000)")}),
+    );
+    let cancel = CancellationToken::new();
+    let mut fut = Box::pin(execute_tool_call(&reg, &call, &cancel));
+    tokio::select! {
+        _ = &mut fut => panic!("the call ended by itself"),
+        () = wait_alive(&m, 2) => {}
+    }
+    drop(fut);
+    assert!(
+        alive(&m).is_empty(),
+        "{:?} outlived the dropped call",
+        alive(&m)
+    );
+    assert_no_pify(tmp.path());
+}
+
+#[tokio::test]
+async fn node_process_replaced_root_is_workspace_root_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("ws");
+    std::fs::create_dir(&root).unwrap();
+    let reg = registry(&root, None);
+    std::fs::rename(&root, tmp.path().join("moved")).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    let (is_error, record) = call(
+        &reg,
+        json!({"source": "require('fs').writeFileSync('x', 'y')"}),
+    )
+    .await;
+    assert!(is_error);
+    assert_eq!(
+        record,
+        json!({"error": {"code": "TOOL_EXECUTION_FAILED", "message": "WORKSPACE_ROOT_CHANGED"}})
+    );
+    assert!(
+        std::fs::read_dir(&root).unwrap().next().is_none(),
+        "nothing ran in the replacement"
+    );
+    assert_no_pify(tmp.path());
+}
+
+#[tokio::test]
+async fn node_process_script_may_remove_itself() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
+    let (is_error, record) = call(
+        &reg,
+        json!({"source": "const fs = require('fs'); fs.unlinkSync(__filename); console.log(fs.statSync(__dirname).isDirectory())"}),
+    )
+    .await;
+    assert!(!is_error, "{record}");
+    assert_eq!(record["stdout"], "true\n");
+    assert_no_pify(tmp.path());
+}
+
+/// The `confine call` binary with `env` added to (not replacing) this process's environment.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "drives the built binary under test, not a tool child"
+)]
+fn confine_call(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_confine"));
+    cmd.arg("call").arg("--root").arg(root).args(extra);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("confine runs")
+}
+
+#[test]
+fn confine_call_hides_host_secrets_and_node_options() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = [
+        ("CONFINE_TEST_SECRET", "sk-live-123"),
+        ("OPENAI_API_KEY", "sk-other"),
+        ("NODE_OPTIONS", "--require /nonexistent/preload.js"),
+        ("LC_CTYPE", "C.UTF-8"),
+    ];
+    let mut child = confine_call(tmp.path(), &[], &env);
+    let lines = [
+        json!({"id": 1, "name": "node_process", "arguments": {"source": "process.stdout.write(JSON.stringify(process.env))"}}),
+        json!({"id": 2, "name": "node_process", "arguments": {"source": "for (;;) {}"}}),
+        json!({"id": "x", "name": "node_process", "arguments": {"source": "process.exitCode = 3"}}),
+    ];
+    let mut stdin = child.stdin.take().unwrap();
+    for line in &lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let answers: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 3);
+    assert_eq!(answers[0]["isError"], false, "{}", answers[0]);
+    let env: Value =
+        serde_json::from_str(answers[0]["content"]["stdout"].as_str().unwrap()).unwrap();
+    let env = env.as_object().unwrap();
+    for name in env.keys() {
+        let allowed = ["PATH", "LANG", "TZ"].contains(&name.as_str()) || name.starts_with("LC_");
+        assert!(allowed, "{name} leaked into the child");
+    }
+    assert_eq!(env.get("LC_CTYPE"), Some(&json!("C.UTF-8")));
+    assert!(!env.contains_key("NODE_OPTIONS") && !env.contains_key("CONFINE_TEST_SECRET"));
+    assert_eq!(
+        answers[1],
+        json!({"id": 2, "isError": true, "content": timeout_record()})
+    );
+    assert_eq!(answers[2]["id"], "x");
+    assert_eq!(answers[2]["content"]["exitCode"], 3);
+    assert_no_pify(tmp.path());
+}
+
+#[test]
+fn confine_call_sigterm_kills_the_running_call() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = marker();
+    let mut child = confine_call(tmp.path(), &["--timeout-ms", "20000"], &[]);
+    let line = json!({"id": 1, "name": "node_process", "arguments": {"source": with_descendants(&m, "setInterval(() => {}, 1000)")}});
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    wait_alive_blocking(&m, 2);
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = child.wait().unwrap();
+    drop(stdin);
+    assert_eq!(status.code(), Some(130));
+    assert!(alive(&m).is_empty(), "{:?} outlived confine", alive(&m));
+    let stdout = BufReader::new(child.stdout.take().unwrap()).lines().count();
+    assert_eq!(stdout, 0, "a cancelled call answers nothing");
+    assert_no_pify(tmp.path());
+}
