@@ -30,6 +30,10 @@ pub enum ErrorKind {
     /// The cancellation token fired. Everything the child started was killed and reaped
     /// before this was returned.
     Cancelled,
+    /// A [`Sandbox`](crate::Sandbox) was requested and this kernel cannot enforce it in full
+    /// (no Landlock, or a Landlock ABI older than the sandbox requires). Nothing was started:
+    /// the program never runs unconfined in its place.
+    SandboxUnavailable,
 }
 
 impl ErrorKind {
@@ -40,6 +44,7 @@ impl ErrorKind {
             Self::OutputFailed => "PROCESS_OUTPUT_FAILED",
             Self::TimedOut => "PROCESS_TIMEOUT",
             Self::Cancelled => "PROCESS_CANCELLED",
+            Self::SandboxUnavailable => "SANDBOX_UNAVAILABLE",
         }
     }
 }
@@ -71,6 +76,7 @@ mod tests {
             ErrorKind::OutputFailed,
             ErrorKind::TimedOut,
             ErrorKind::Cancelled,
+            ErrorKind::SandboxUnavailable,
         ]
         .map(ErrorKind::code);
         assert_eq!(
@@ -79,7 +85,8 @@ mod tests {
                 "PROCESS_START_FAILED",
                 "PROCESS_OUTPUT_FAILED",
                 "PROCESS_TIMEOUT",
-                "PROCESS_CANCELLED"
+                "PROCESS_CANCELLED",
+                "SANDBOX_UNAVAILABLE",
             ]
         );
         let e = Error::new(ErrorKind::TimedOut, None);

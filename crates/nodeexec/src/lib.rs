@@ -71,15 +71,69 @@
 //! about to become the program, after the group, the namespace and the passed descriptors are
 //! in place and just before `exec`; a sandbox (Landlock, `setrlimit`) plugs in there.
 //!
+//! # Sandbox
+//!
+//! Opt-in, Linux Landlock: [`Sandbox`] is the policy, [`Sandbox::build`] makes the Landlock
+//! ruleset in the calling process with the write root, and [`Command::sandbox`] adds the
+//! pre-exec step that applies it (only raw system calls after `fork`: `PR_SET_NO_NEW_PRIVS`,
+//! `setrlimit`, the capabilities dropped, `landlock_restrict_self`). The program and every
+//! descendant then:
+//!
+//! * may read and execute anything the user can, everywhere;
+//! * may write, create, rename, remove and link only beneath the write root (no device
+//!   nodes there), plus `/dev/null` and what [`Sandbox::allow_write`] adds: anything else
+//!   fails with `EACCES`, `/tmp` included;
+//! * may not `bind` or `connect` a TCP socket (ABI 4), nor, from ABI 6, signal a process
+//!   outside the sandbox or connect to an abstract Unix socket made outside it;
+//! * runs with [`DEFAULT_ADDRESS_SPACE`] (4 GiB) of address space and
+//!   [`DEFAULT_OPEN_FILES`] (1024) descriptors, no capabilities and no way to gain any.
+//!
+//! It does **not** stop UDP, pathname Unix sockets (a daemon's socket elsewhere on disk is
+//! reachable), reading secrets elsewhere on the disk, `chmod`/`utimes` of files the user owns,
+//! or exhausting the CPU, the disk beneath the root or the number of processes within the time
+//! bound. `docs/SECURITY.md` says more, and compares it with other agents' sandboxes.
+//!
+//! Enforcement is all or nothing: where the kernel lacks Landlock, or has an ABI older than
+//! [`Sandbox::min_abi`] (default 4), [`Sandbox::build`] fails with
+//! [`ErrorKind::SandboxUnavailable`] and nothing runs. [`LandlockSupport::probe`] says what
+//! the kernel offers.
+//!
+//! ```
+//! use nodeexec::{Command, ErrorKind, LandlockSupport, Sandbox};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let workspace = tempfile::tempdir()?;
+//! let mut sandbox = Sandbox::new();
+//! sandbox.open_files(Some(256));
+//! let rules = match sandbox.build(std::fs::File::open(workspace.path())?) {
+//!     Ok(rules) => rules,
+//!     // An old kernel: refuse to run rather than run unconfined.
+//!     Err(e) if e.kind() == ErrorKind::SandboxUnavailable => return Ok(()),
+//!     Err(e) => return Err(e.into()),
+//! };
+//! assert!(LandlockSupport::probe().abi().is_some_and(|abi| abi >= rules.abi()));
+//!
+//! let mut cmd = Command::new("/bin/sh");
+//! cmd.arg("-c")
+//!     .arg("echo inside > inside.txt && echo outside > /tmp/outside.txt")
+//!     .current_dir(workspace.path())
+//!     .sandbox(&rules);
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! let outcome = rt.block_on(cmd.run(&CancellationToken::new()))?;
+//! assert_ne!(outcome.exit_code, Some(0)); // the write to /tmp was refused
+//! assert!(workspace.path().join("inside.txt").exists());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Threat model
 //!
 //! The program and everything it starts are the adversary: they may fork, set up their own
 //! sessions, fill their pipes, hold a pipe open after exiting, spin forever or ignore signals.
 //! None of that makes a run outlast its bound (plus the kill) or leave a process behind, in a
-//! namespace. The crate does **not** isolate the program from the system: it runs with the
-//! embedder's user and can read and write what that user can, and use the network (see the
-//! opt-in sandbox). It does not bound memory or CPU beyond the time limit. In the process-group
-//! fallback, a descendant that leaves the group escapes the kill.
+//! namespace. Without the opt-in [sandbox](#sandbox) the crate does **not** isolate the
+//! program from the system: it runs with the embedder's user and can read and write what that
+//! user can, and use the network; nothing bounds its memory, or its CPU beyond the time limit.
+//! In the process-group fallback, a descendant that leaves the group escapes the kill.
 //!
 //! # Platform support
 //!
@@ -96,10 +150,15 @@ mod command;
 mod contain;
 mod error;
 mod run;
+mod sandbox;
 mod signal;
 
 pub use capture::{Captured, DEFAULT_OUTPUT_CAP};
 pub use command::{Command, DEFAULT_INHERITED_ENV, DEFAULT_TIMEOUT};
 pub use error::{Error, ErrorKind};
 pub use run::{Containment, Outcome};
+pub use sandbox::{
+    DEFAULT_ADDRESS_SPACE, DEFAULT_MIN_ABI, DEFAULT_OPEN_FILES, LandlockSupport, MAX_TESTED_ABI,
+    Sandbox, SandboxRules,
+};
 pub use signal::signal_name;

@@ -1,0 +1,435 @@
+//! The opt-in kernel sandbox ([`nodeexec::Sandbox`]) with a real Node.js: every probe runs
+//! twice, confined and not, and the unconfined twin shows the same probe succeeds without the
+//! sandbox, so each refusal is the sandbox's doing.
+//!
+//! Every probe is a Node.js script that prints one JSON line (compared as text): `"ok"` for
+//! an operation that worked, or the error's `code` (`"EACCES"`, `"EPERM"`, …).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use nodeexec::{Command, ErrorKind, LandlockSupport, Outcome, Sandbox};
+use tokio_util::sync::CancellationToken;
+
+fn node() -> PathBuf {
+    let fixed = PathBuf::from("/usr/bin/node");
+    if fixed.exists() {
+        return fixed;
+    }
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("node"))
+                .find(|p| p.exists())
+        })
+        .expect("Node.js on PATH")
+}
+
+fn kernel_abi() -> u32 {
+    LandlockSupport::probe()
+        .abi()
+        .expect("these tests need a kernel with Landlock")
+}
+
+/// A unique name, for files outside the workspace.
+fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Whether the tests run as root (some twins need a capability).
+fn root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// A workspace and a second directory beside it, "outside".
+struct Dirs {
+    workspace: tempfile::TempDir,
+    outside: tempfile::TempDir,
+}
+
+impl Dirs {
+    fn new() -> Self {
+        Self {
+            workspace: tempfile::tempdir().unwrap(),
+            outside: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn ws(&self) -> &Path {
+        self.workspace.path()
+    }
+
+    fn out(&self) -> &Path {
+        self.outside.path()
+    }
+}
+
+const HELPERS: &str = "const fs = require('fs'), cp = require('child_process'), net = require('net');\
+    const code = (f) => { try { f(); return 'ok'; } catch (e) { return e.code || String(e); } };\
+    const say = (v) => console.log(JSON.stringify(v));";
+
+/// Run `source` (after the helpers) with `args` in `dirs.ws()`, sandboxed by `sandbox` or not.
+fn run(dirs: &Dirs, sandbox: Option<&Sandbox>, source: &str, args: &[&str]) -> Outcome {
+    let mut cmd = Command::new(node());
+    cmd.arg("-e")
+        .arg(format!("{HELPERS}\n{source}"))
+        .arg("--")
+        .args(args)
+        .current_dir(dirs.ws())
+        .timeout(Duration::from_secs(20));
+    if let Some(sandbox) = sandbox {
+        let dir = std::fs::File::open(dirs.ws()).unwrap();
+        let rules = sandbox.build(&dir).expect("sandbox builds on this kernel");
+        cmd.sandbox(&rules);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(cmd.run(&CancellationToken::new()))
+        .expect("the run completes")
+}
+
+/// The JSON text the script printed (its last stdout line).
+fn said(outcome: &Outcome) -> String {
+    let line = outcome.stdout.text.lines().last().unwrap_or_else(|| {
+        panic!(
+            "no output; exit {:?} signal {:?}; stderr: {}",
+            outcome.exit_code, outcome.signal, outcome.stderr.text
+        )
+    });
+    line.to_owned()
+}
+
+/// Run the probe confined and unconfined; returns (sandboxed, unsandboxed) answers.
+fn twin(dirs: &Dirs, source: &str, args: &[&str]) -> (String, String) {
+    let confined = said(&run(dirs, Some(&Sandbox::new()), source, args));
+    let open = said(&run(dirs, None, source, args));
+    (confined, open)
+}
+
+#[test]
+fn sandbox_refuses_writing_outside_the_workspace() {
+    let dirs = Dirs::new();
+    let target = dirs.out().join("x.txt");
+    let probe = "say(code(() => fs.writeFileSync(process.argv[1], 'x')))";
+    let (confined, open) = twin(&dirs, probe, &[target.to_str().unwrap()]);
+    assert_eq!(confined, r#""EACCES""#);
+    assert_eq!(open, r#""ok""#);
+    assert_eq!(std::fs::read(&target).unwrap(), b"x");
+}
+
+#[test]
+fn sandbox_refuses_changing_existing_files_outside() {
+    let dirs = Dirs::new();
+    let target = dirs.out().join("keep.txt");
+    let probe = "say([\
+        code(() => fs.appendFileSync(process.argv[1], 'more')),\
+        code(() => fs.truncateSync(process.argv[1], 0)),\
+        code(() => fs.renameSync(process.argv[1], process.argv[1] + '.moved')),\
+        code(() => fs.unlinkSync(process.argv[1])),\
+        code(() => fs.mkdirSync(process.argv[1] + '.d')),\
+        code(() => fs.symlinkSync('/etc/passwd', process.argv[1] + '.l')),\
+    ])";
+    std::fs::write(&target, "keep").unwrap();
+    let confined = said(&run(
+        &dirs,
+        Some(&Sandbox::new()),
+        probe,
+        &[target.to_str().unwrap()],
+    ));
+    assert_eq!(
+        confined,
+        r#"["EACCES","EACCES","EACCES","EACCES","EACCES","EACCES"]"#
+    );
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    let open = said(&run(&dirs, None, probe, &[target.to_str().unwrap()]));
+    // The rename moved it away, so the unlink found nothing; the rest worked.
+    assert_eq!(open, r#"["ok","ok","ok","ENOENT","ok","ok"]"#);
+}
+
+#[test]
+fn sandbox_refuses_creating_in_tmp() {
+    let dirs = Dirs::new();
+    let target = Path::new("/tmp").join(unique("confine-sandbox-tmp"));
+    let probe = "say(code(() => fs.writeFileSync(process.argv[1], 'x')))";
+    let (confined, open) = twin(&dirs, probe, &[target.to_str().unwrap()]);
+    assert_eq!(confined, r#""EACCES""#);
+    assert_eq!(open, r#""ok""#);
+    std::fs::remove_file(&target).unwrap();
+}
+
+#[test]
+fn sandbox_binds_grandchildren() {
+    let dirs = Dirs::new();
+    let target = dirs.out().join("grandchild.txt");
+    // The grandchild is a second Node.js started by the script; it exits 3 on a refusal.
+    let probe = "const r = cp.spawnSync(process.execPath, ['-e', \
+        \"try { require('fs').writeFileSync(process.argv[1], 'x') } \
+          catch (e) { console.log(e.code); process.exit(3) }\", '--', process.argv[1]]);\
+        say({ status: r.status, out: String(r.stdout).trim() })";
+    let (confined, open) = twin(&dirs, probe, &[target.to_str().unwrap()]);
+    assert_eq!(confined, r#"{"status":3,"out":"EACCES"}"#);
+    assert_eq!(open, r#"{"status":0,"out":""}"#);
+    assert!(target.exists());
+}
+
+/// Connect to `port` on 127.0.0.1; answers "ok" on connect or the error code.
+const CONNECT: &str = "const s = net.connect({ host: '127.0.0.1', port: Number(process.argv[1]) });\
+    s.on('connect', () => { say('ok'); s.destroy(); });\
+    s.on('error', (e) => say(e.code));";
+
+#[test]
+fn sandbox_refuses_tcp_connect() {
+    let dirs = Dirs::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let (confined, open) = twin(&dirs, CONNECT, &[&port]);
+    assert_eq!(confined, r#""EACCES""#);
+    assert_eq!(open, r#""ok""#);
+    // The unconfined twin's connection reached the listener.
+    listener.set_nonblocking(true).unwrap();
+    assert!(listener.accept().is_ok());
+}
+
+#[test]
+fn sandbox_refuses_tcp_listen() {
+    let dirs = Dirs::new();
+    let probe = "const srv = net.createServer();\
+        srv.on('error', (e) => say(e.code));\
+        srv.listen(0, '127.0.0.1', () => { say('ok'); srv.close(); });";
+    let (confined, open) = twin(&dirs, probe, &[]);
+    assert_eq!(confined, r#""EACCES""#);
+    assert_eq!(open, r#""ok""#);
+}
+
+#[test]
+fn sandbox_allows_writing_inside_and_reading_the_system() {
+    let dirs = Dirs::new();
+    let probe = "say([\
+        code(() => fs.mkdirSync('sub/deeper', { recursive: true })),\
+        code(() => fs.writeFileSync('sub/deeper/a.txt', 'a')),\
+        code(() => fs.renameSync('sub/deeper/a.txt', 'b.txt')),\
+        code(() => fs.truncateSync('b.txt', 0)),\
+        code(() => fs.symlinkSync('b.txt', 'link')),\
+        code(() => fs.readFileSync('/etc/passwd')),\
+        code(() => fs.readdirSync('/usr')),\
+        code(() => fs.writeFileSync('/dev/null', 'discarded')),\
+        code(() => cp.execFileSync(process.execPath, ['--version'])),\
+    ])";
+    let (confined, open) = twin(&dirs, probe, &[]);
+    let all_ok = r#"["ok","ok","ok","ok","ok","ok","ok","ok","ok"]"#;
+    assert_eq!(confined, all_ok);
+    // The unconfined twin, in the same workspace, finds the directories there already.
+    assert_eq!(
+        open,
+        r#"["ok","ok","ok","ok","EEXIST","ok","ok","ok","ok"]"#
+    );
+    // What the confined run did is there: the file moved up, then truncated; the link.
+    assert_eq!(std::fs::read(dirs.ws().join("b.txt")).unwrap(), b"");
+    assert!(dirs.ws().join("sub/deeper").is_dir());
+    assert!(dirs.ws().join("link").is_symlink());
+}
+
+#[test]
+fn sandbox_unavailable_when_the_abi_is_too_old() {
+    let dirs = Dirs::new();
+    let dir = std::fs::File::open(dirs.ws()).unwrap();
+    let abi = kernel_abi();
+    // Requiring one ABI more than the kernel has: as on an older kernel.
+    let mut sandbox = Sandbox::new();
+    sandbox.min_abi(abi + 1);
+    let err = sandbox.build(&dir).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::SandboxUnavailable);
+    assert_eq!(err.kind().code(), "SANDBOX_UNAVAILABLE");
+    // The twin: requiring exactly the kernel's ABI builds, and the program runs confined.
+    sandbox.min_abi(abi);
+    let rules = sandbox.build(&dir).unwrap();
+    assert_eq!(rules.abi(), abi.min(nodeexec::MAX_TESTED_ABI));
+    let outcome = run(
+        &dirs,
+        Some(&sandbox),
+        "say(code(() => fs.writeFileSync('/tmp/x', '')))",
+        &[],
+    );
+    assert_eq!(said(&outcome), r#""EACCES""#);
+}
+
+/// Six untouched 1 GiB buffers: 6 GiB of address space, next to no memory.
+const ALLOCATE: &str = "const held = [];\
+    try { for (let i = 0; i < 6; i++) held.push(new ArrayBuffer(2 ** 30)); say('ok'); }\
+    catch (e) { say(e.constructor.name); }";
+
+#[test]
+fn sandbox_bounds_the_address_space() {
+    let dirs = Dirs::new();
+    let (confined, open) = twin(&dirs, ALLOCATE, &[]);
+    assert_eq!(confined, r#""RangeError""#);
+    assert_eq!(open, r#""ok""#);
+    // With the limit lifted, the sandboxed run allocates too.
+    let mut unlimited = Sandbox::new();
+    unlimited.address_space(None);
+    assert_eq!(
+        said(&run(&dirs, Some(&unlimited), ALLOCATE, &[])),
+        r#""ok""#
+    );
+}
+
+#[test]
+fn sandbox_bounds_open_files_at_n_and_n_plus_one() {
+    let dirs = Dirs::new();
+    // Node itself holds some descriptors; open /dev/null until refused, count what we got.
+    let probe = "const fds = []; let err = 'none';\
+        try { for (let i = 0; i < 5000; i++) fds.push(fs.openSync('/dev/null', 'r')); }\
+        catch (e) { err = e.code; }\
+        say([err, Math.max(...fds)]);";
+    let (confined, open) = twin(&dirs, probe, &[]);
+    // Descriptors are numbered from 0: the highest usable one is the limit minus one.
+    assert_eq!(confined, r#"["EMFILE",1023]"#);
+    assert!(open.starts_with(r#"["none","#), "{open}");
+}
+
+#[test]
+fn sandbox_drops_capabilities() {
+    let dirs = Dirs::new();
+    let probe = "const status = fs.readFileSync('/proc/self/status', 'utf8');\
+        fs.writeFileSync('owned.txt', 'x');\
+        say([/CapEff:\\s*(\\w+)/.exec(status)[1],\
+             code(() => fs.chownSync('owned.txt', 4321, 4321))])";
+    let (confined, open) = twin(&dirs, probe, &[]);
+    assert_eq!(confined, r#"["0000000000000000","EPERM"]"#);
+    if root() {
+        assert!(open.ends_with(r#","ok"]"#), "{open}");
+        assert!(!open.starts_with(r#"["0000000000000000""#), "{open}");
+    }
+}
+
+#[test]
+fn sandbox_refuses_signals_outside_it() {
+    let dirs = Dirs::new();
+    // Signal 0 checks that a signal could be sent to the test process (no PID namespace, so
+    // the test's pid means the test).
+    let probe = "say(code(() => process.kill(Number(process.argv[1]), 0)))";
+    let pid = std::process::id().to_string();
+    let cmd_run = |sandbox: Option<&Sandbox>| {
+        let mut cmd = Command::new(node());
+        cmd.arg("-e")
+            .arg(format!("{HELPERS}\n{probe}"))
+            .arg("--")
+            .arg(&pid)
+            .current_dir(dirs.ws())
+            .pid_namespace(false)
+            .timeout(Duration::from_secs(20));
+        if let Some(sandbox) = sandbox {
+            let dir = std::fs::File::open(dirs.ws()).unwrap();
+            cmd.sandbox(&sandbox.build(&dir).unwrap());
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        said(&rt.block_on(cmd.run(&CancellationToken::new())).unwrap())
+    };
+    if kernel_abi() >= 6 {
+        assert_eq!(cmd_run(Some(&Sandbox::new())), r#""EPERM""#);
+    }
+    assert_eq!(cmd_run(None), r#""ok""#);
+}
+
+#[test]
+fn sandbox_refuses_abstract_unix_sockets_outside_it() {
+    use std::os::linux::net::SocketAddrExt;
+    let dirs = Dirs::new();
+    let name = unique("confine-sandbox-abstract");
+    // Node.js (libuv) connects with the whole 108-byte `sun_path`: the name NUL-padded.
+    let mut padded = name.clone().into_bytes();
+    padded.resize(107, 0);
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(&padded).unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    let probe = "const s = net.connect({ path: '\\0' + process.argv[1] });\
+        s.on('connect', () => { say('ok'); s.destroy(); });\
+        s.on('error', (e) => say(e.code));";
+    let (confined, open) = twin(&dirs, probe, &[&name]);
+    if kernel_abi() >= 6 {
+        assert_eq!(confined, r#""EPERM""#);
+    }
+    assert_eq!(open, r#""ok""#);
+}
+
+// What the sandbox does not block, pinned so that docs/SECURITY.md stays true.
+
+#[test]
+fn sandbox_does_not_block_pathname_unix_sockets() {
+    let dirs = Dirs::new();
+    let path = dirs.out().join("s.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let probe = "const s = net.connect({ path: process.argv[1] });\
+        s.on('connect', () => { say('ok'); s.destroy(); });\
+        s.on('error', (e) => say(e.code));";
+    let (confined, open) = twin(&dirs, probe, &[path.to_str().unwrap()]);
+    assert_eq!(
+        confined, r#""ok""#,
+        "Landlock ABI 9 would refuse this; docs/SECURITY.md must change"
+    );
+    assert_eq!(open, r#""ok""#);
+}
+
+#[test]
+fn sandbox_does_not_block_udp() {
+    let dirs = Dirs::new();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let port = socket.local_addr().unwrap().port().to_string();
+    let probe = "const s = require('dgram').createSocket('udp4');\
+        s.send('hello', Number(process.argv[1]), '127.0.0.1', (e) => { say(e ? e.code : 'ok'); s.close(); });";
+    let confined = said(&run(&dirs, Some(&Sandbox::new()), probe, &[&port]));
+    assert_eq!(confined, r#""ok""#);
+    let mut buf = [0u8; 16];
+    let (n, _) = socket.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"hello");
+}
+
+#[test]
+fn sandbox_does_not_hide_readable_files() {
+    let dirs = Dirs::new();
+    let secret = dirs.out().join("secret.txt");
+    std::fs::write(&secret, "s3cret").unwrap();
+    let probe = "say(fs.readFileSync(process.argv[1], 'utf8'))";
+    let (confined, open) = twin(&dirs, probe, &[secret.to_str().unwrap()]);
+    assert_eq!(confined, r#""s3cret""#);
+    assert_eq!(open, r#""s3cret""#);
+}
+
+#[test]
+fn sandbox_does_not_block_metadata_changes_outside() {
+    let dirs = Dirs::new();
+    let target = dirs.out().join("mode.txt");
+    std::fs::write(&target, "x").unwrap();
+    // Landlock has no right for chmod, utimes or xattrs: a file the user owns stays open to
+    // them (its contents do not).
+    let probe = "say([\
+        code(() => fs.chmodSync(process.argv[1], 0o604)),\
+        code(() => fs.utimesSync(process.argv[1], 0, 0)),\
+        code(() => fs.appendFileSync(process.argv[1], 'y')),\
+    ])";
+    let confined = said(&run(
+        &dirs,
+        Some(&Sandbox::new()),
+        probe,
+        &[target.to_str().unwrap()],
+    ));
+    assert_eq!(confined, r#"["ok","ok","EACCES"]"#);
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(&target).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o604);
+    let open = said(&run(&dirs, None, probe, &[target.to_str().unwrap()]));
+    assert_eq!(open, r#"["ok","ok","ok"]"#);
+}
