@@ -75,7 +75,7 @@ fn is_error(result: &CallToolResult) -> bool {
 }
 
 /// Processes whose working directory is `root` (a node_process child runs there; the server
-/// itself does not), with their command names.
+/// itself does not), with their command lines (arguments joined by spaces).
 fn processes_in(root: &Path) -> Vec<(u32, String)> {
     let root = root.canonicalize().expect("root exists");
     let mut found = Vec::new();
@@ -88,8 +88,9 @@ fn processes_in(root: &Path) -> Vec<(u32, String)> {
             continue;
         };
         if std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd == root) {
-            let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
-            found.push((pid, comm.trim().to_owned()));
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            found.push((pid, cmdline.trim().to_owned()));
         }
     }
     found
@@ -413,8 +414,9 @@ async fn mcp_cancel_kills_the_running_node_process_and_spares_the_others() {
     let client = connect(root.path(), &["--timeout-ms", "20000"]).await;
     require_node_process(&client).await;
 
+    // The marker arguments tell the two node processes apart in /proc.
     let spin = CallToolRequestParams::new("node_process").with_arguments(args(json!({
-        "source": "while (true) {}"
+        "source": "while (true) {}", "arguments": ["spin-marker"]
     })));
     let handle = client
         .peer()
@@ -428,18 +430,21 @@ async fn mcp_cancel_kills_the_running_node_process_and_spares_the_others() {
     let peer = client.peer().clone();
     let sibling = tokio::spawn(async move {
         let params = CallToolRequestParams::new("node_process").with_arguments(args(json!({
-            "source": "setTimeout(() => console.log('sibling done'), 1500)"
+            "source": "setTimeout(() => console.log('sibling done'), 3000)",
+            "arguments": ["sibling-marker"]
         })));
         peer.call_tool(params).await
     });
 
     let root_path = root.path().to_path_buf();
-    let appeared = wait_until(Duration::from_secs(10), || {
+    let pid_of = |marker: &str| {
         processes_in(&root_path)
-            .iter()
-            .filter(|(_, comm)| comm == "node")
-            .count()
-            >= 2
+            .into_iter()
+            .find(|(_, cmdline)| cmdline.contains(marker))
+            .map(|(pid, _)| pid)
+    };
+    let appeared = wait_until(Duration::from_secs(10), || {
+        pid_of("spin-marker").is_some() && pid_of("sibling-marker").is_some()
     })
     .await;
     assert!(
@@ -447,6 +452,8 @@ async fn mcp_cancel_kills_the_running_node_process_and_spares_the_others() {
         "both node processes start: {:?}",
         processes_in(root.path())
     );
+    let spin_pid = pid_of("spin-marker").expect("spinning process");
+    let sibling_pid = pid_of("sibling-marker").expect("sibling process");
 
     // Concurrent requests are served while the node processes run.
     let read = call(&client, "read_file", json!({"path": "a.txt"}))
@@ -454,31 +461,29 @@ async fn mcp_cancel_kills_the_running_node_process_and_spares_the_others() {
         .expect("read");
     assert_eq!(record(&read)["content"], "still here");
 
-    let before: Vec<u32> = processes_in(root.path())
-        .iter()
-        .map(|(pid, _)| *pid)
-        .collect();
     handle
         .cancel(Some("test".into()))
         .await
         .expect("send notifications/cancelled");
-    // Exactly one node process goes away, promptly; the sibling's stays until it finishes.
-    let gone = wait_until(Duration::from_secs(2), || {
-        processes_in(&root_path).len() == before.len() - 1
-    })
-    .await;
+    let alive = |pid: u32| processes_in(&root_path).iter().any(|(p, _)| *p == pid);
+    let gone = wait_until(Duration::from_secs(2), || !alive(spin_pid)).await;
     let gone = gone
         .unwrap_or_else(|| panic!("the cancelled process dies: {:?}", processes_in(&root_path)));
     assert!(
         gone < Duration::from_millis(1000),
         "killed within a fraction of a second: {gone:?}"
     );
+    assert!(
+        alive(sibling_pid),
+        "the sibling still runs: {:?}",
+        processes_in(&root_path)
+    );
 
     let sibling = sibling
         .await
         .expect("join")
         .expect("the sibling call completes");
-    assert!(!is_error(&sibling));
+    assert!(!is_error(&sibling), "{sibling:?}");
     assert_eq!(record(&sibling)["stdout"], "sibling done\n");
 
     let cleaned = wait_until(Duration::from_secs(2), || {
