@@ -8,7 +8,9 @@ use crate::bound::{AllowBound, DenyBound, Id};
 use crate::error::{Error, ErrorKind};
 use crate::walk::{Walked, check_path_text, lexical_absolute, walk, within};
 
-/// The bounds of a [`FileJail`]. Relative entries resolve against the jail's cwd.
+/// The bounds of a [`FileJail`]. Relative entries resolve against the jail's cwd. An empty
+/// allow list allows nothing (the jail fails closed); reads need a read bound and writes a
+/// write bound, neither implying the other.
 #[derive(Clone, Debug, Default)]
 pub struct JailPolicy {
     /// Directories (or single files) beneath which reads are allowed.
