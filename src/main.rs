@@ -25,6 +25,9 @@ enum Command {
     Guard(cli::guard::Args),
     /// Grade FileJail against a case file; prints [{"op", "path", "ok"}, …].
     Jail(cli::jail::Args),
+    /// Report what this machine gives the tools: Landlock and its ABI, the sandbox, the
+    /// process containment, the Node.js found.
+    Doctor(cli::doctor::Args),
 }
 
 fn main() -> ExitCode {
@@ -41,5 +44,6 @@ fn main() -> ExitCode {
         Command::Call(args) => cli::call::run(args),
         Command::Guard(args) => cli::guard::run(args),
         Command::Jail(args) => cli::jail::run(args),
+        Command::Doctor(args) => cli::doctor::run(args),
     }
 }

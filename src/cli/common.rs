@@ -18,9 +18,15 @@ pub struct ToolArgs {
     /// The node_process time bound in milliseconds (default 500).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub timeout_ms: Option<u64>,
-    /// Confine node_process children with the Linux kernel sandbox (Landlock).
+    /// Confine node_process children with the Linux kernel sandbox (Landlock): write only
+    /// beneath the root, no TCP, 4 GiB of address space, 1024 open files. A call fails with
+    /// NODE_SANDBOX_UNAVAILABLE where the kernel cannot enforce it.
     #[arg(long)]
     pub sandbox: bool,
+    /// With --sandbox: the oldest Landlock ABI accepted (default 4; 6 also insists on the
+    /// signal and abstract-socket scopes).
+    #[arg(long, value_name = "N", requires = "sandbox", value_parser = clap::value_parser!(u32).range(4..))]
+    pub sandbox_min_abi: Option<u32>,
 }
 
 impl ToolArgs {
@@ -29,6 +35,13 @@ impl ToolArgs {
         let mut options = NodeProcessOptions::default();
         options.node = self.node.clone();
         options.timeout = self.timeout_ms.map(Duration::from_millis);
+        options.sandbox = self.sandbox.then(|| {
+            let mut sandbox = nodeexec::Sandbox::new();
+            if let Some(abi) = self.sandbox_min_abi {
+                sandbox.min_abi(abi);
+            }
+            sandbox
+        });
         options
     }
 }

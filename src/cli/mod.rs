@@ -2,6 +2,7 @@
 
 pub mod call;
 pub mod common;
+pub mod doctor;
 pub mod guard;
 pub mod jail;
 pub mod mcp;

@@ -87,6 +87,11 @@ pub struct NodeProcessOptions {
     /// Variables to set in the child, beside PATH, LANG, LC_* and TZ taken from the host.
     /// `NODE_OPTIONS` is dropped.
     pub env: Vec<(String, String)>,
+    /// The opt-in kernel sandbox (Linux Landlock and resource limits, see
+    /// [`nodeexec::Sandbox`]), with the workspace root as the one writable tree; `None` runs
+    /// Node.js unconfined. Where the kernel cannot enforce it a call fails with
+    /// `NODE_SANDBOX_UNAVAILABLE` and nothing runs.
+    pub sandbox: Option<nodeexec::Sandbox>,
 }
 
 /// The arguments of `node_process`.
@@ -137,6 +142,7 @@ pub struct NodeProcessTool {
     node: PathBuf,
     timeout: Duration,
     env: Vec<(String, String)>,
+    sandbox: Option<nodeexec::Sandbox>,
 }
 
 impl NodeProcessTool {
@@ -160,6 +166,7 @@ impl NodeProcessTool {
             node,
             timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
             env,
+            sandbox: options.sandbox,
         })
     }
 
@@ -226,6 +233,15 @@ impl NodeProcessTool {
         }
         cmd.pass_fd(readable, SCRIPT_FD)
             .map_err(|_| failed(ErrorKind::NodeProcessStartFailed))?;
+        if let Some(sandbox) = &self.sandbox {
+            // Built per call, beneath the root's handle: the rules follow the directory the
+            // tool captured, whatever its path names now.
+            let rules = sandbox.build(self.root.dir()).map_err(|e| match e.kind() {
+                ExecErrorKind::SandboxUnavailable => failed(ErrorKind::NodeSandboxUnavailable),
+                _ => failed(ErrorKind::NodeProcessStartFailed),
+            })?;
+            cmd.sandbox(&rules);
+        }
         Ok(cmd)
     }
 

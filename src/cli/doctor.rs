@@ -1,0 +1,257 @@
+//! `confine doctor`: what this machine gives the tools, checked rather than assumed.
+//!
+//! * Landlock: available or not (not built in, not enabled at boot) and the kernel's ABI;
+//! * the sandbox `--sandbox` would apply: usable or not, the ABI its rules use, and an end-to-end
+//!   check through `node_process` in a scratch workspace (a write inside must succeed, a write to
+//!   `/tmp` must be refused with `EACCES`);
+//! * the containment `nodeexec` gets for a run (a PID namespace, or the process-group fallback);
+//! * the Node.js found (`--node`, else `node` on PATH) and its version.
+//!
+//! Text by default, one JSON object with `--json`. The exit status is 0 whenever the report was
+//! made, whatever it says: a machine without Landlock is a fact to report, not a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use nodeexec::{Containment, LandlockSupport, Sandbox, SandboxRules};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tools::{NodeProcessOptions, ToolCall, execute_tool_call};
+
+/// Arguments of `confine doctor`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The Node.js executable (default: `node` found on PATH, canonicalized).
+    #[arg(long, value_name = "PATH")]
+    pub node: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How long each probe run may take (a cold Node.js on a loaded machine is slow).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The end-to-end sandbox probe: a write inside and a write to `/tmp`, as error codes.
+const SANDBOX_PROBE: &str = "const fs = require('fs');\
+    const code = (f) => { try { f(); return 'ok'; } catch (e) { return e.code || String(e); } };\
+    const outside = '/tmp/.confine-doctor-' + process.argv[1];\
+    const r = { inside: code(() => fs.writeFileSync('inside.txt', 'x')),\
+                outside: code(() => fs.writeFileSync(outside, 'x')) };\
+    if (r.outside === 'ok') fs.unlinkSync(outside);\
+    console.log(JSON.stringify(r));";
+
+/// The report, built once and printed as text or JSON.
+struct Report {
+    landlock: LandlockSupport,
+    rules: Result<SandboxRules, nodeexec::ErrorKind>,
+    check: Value,
+    containment: Option<Containment>,
+    node: Option<(PathBuf, Option<String>)>,
+}
+
+/// Run the subcommand.
+pub fn run(args: Args) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(_) => return super::common::usage("cannot start the async runtime"),
+    };
+    let scratch = match tempfile::tempdir() {
+        Ok(dir) => dir,
+        Err(_) => return super::common::usage("cannot make a scratch directory"),
+    };
+    let report = runtime.block_on(examine(&args, scratch.path()));
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_text());
+    }
+    ExitCode::SUCCESS
+}
+
+async fn examine(args: &Args, scratch: &Path) -> Report {
+    let landlock = LandlockSupport::probe();
+    let rules = std::fs::File::open(scratch)
+        .map_err(|_| nodeexec::ErrorKind::StartFailed)
+        .and_then(|dir| Sandbox::new().build(&dir).map_err(|e| e.kind()));
+
+    let mut options = NodeProcessOptions::default();
+    options.node = args.node.clone();
+    options.timeout = Some(PROBE_TIMEOUT);
+    let node = tools::create_node_process_tool(scratch, options.clone())
+        .ok()
+        .map(|tool| tool.node().to_owned());
+
+    // The containment a run gets: run Node.js (or, without one, this binary) once.
+    let probe_program = node
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("/bin/true"));
+    let mut cmd = nodeexec::Command::new(&probe_program);
+    cmd.arg("--version")
+        .current_dir(scratch)
+        .timeout(PROBE_TIMEOUT);
+    let outcome = cmd.run(&CancellationToken::new()).await.ok();
+    let containment = outcome.as_ref().map(|o| o.containment);
+    let node = node.map(|path| {
+        let version = outcome
+            .as_ref()
+            .filter(|o| o.exit_code == Some(0))
+            .map(|o| o.stdout.text.trim().to_owned());
+        (path, version)
+    });
+
+    let check = if node.is_none() {
+        json!({"ran": false, "reason": "no Node.js"})
+    } else {
+        options.sandbox = Some(Sandbox::new());
+        sandbox_check(scratch, options).await
+    };
+    Report {
+        landlock,
+        rules,
+        check,
+        containment,
+        node,
+    }
+}
+
+/// Run [`SANDBOX_PROBE`] through `node_process` with `--sandbox`'s options.
+async fn sandbox_check(scratch: &Path, options: NodeProcessOptions) -> Value {
+    let Ok(registry) = tools::create_coding_tools(scratch, options) else {
+        return json!({"ran": false, "reason": "the tools could not be built"});
+    };
+    let tag = format!("{}", std::process::id());
+    let arguments = json!({"source": SANDBOX_PROBE, "arguments": [tag]});
+    let call = ToolCall::new("doctor", "node_process", &arguments);
+    let Ok(result) = execute_tool_call(&registry, &call, &CancellationToken::new()).await else {
+        return json!({"ran": false, "reason": "cancelled"});
+    };
+    let record = result.record();
+    if result.is_error {
+        let token = record["error"]["message"].clone();
+        return json!({"ran": false, "reason": token});
+    }
+    let said: Value = record["stdout"]
+        .as_str()
+        .and_then(|s| serde_json::from_str(s.trim()).ok())
+        .unwrap_or(Value::Null);
+    let passed = said["inside"] == "ok" && said["outside"] == "EACCES";
+    json!({
+        "ran": true,
+        "passed": passed,
+        "writeInside": said["inside"],
+        "writeTmp": said["outside"],
+    })
+}
+
+impl Report {
+    fn to_json(&self) -> Value {
+        let landlock = match self.landlock {
+            LandlockSupport::Available { abi } => json!({"available": true, "abi": abi}),
+            LandlockSupport::NotEnabled => {
+                json!({"available": false, "abi": null, "reason": "not enabled at boot"})
+            }
+            _ => json!({"available": false, "abi": null, "reason": "not in this kernel"}),
+        };
+        let sandbox = match &self.rules {
+            Ok(rules) => json!({
+                "usable": true,
+                "abi": rules.abi(),
+                "refusesTcp": rules.refuses_tcp(),
+                "scoped": rules.scoped(),
+                "minAbi": nodeexec::DEFAULT_MIN_ABI,
+                "addressSpaceBytes": nodeexec::DEFAULT_ADDRESS_SPACE,
+                "openFiles": nodeexec::DEFAULT_OPEN_FILES,
+                "check": self.check,
+            }),
+            Err(kind) => json!({
+                "usable": false,
+                "error": kind.code(),
+                "minAbi": nodeexec::DEFAULT_MIN_ABI,
+                "check": self.check,
+            }),
+        };
+        let containment = match self.containment {
+            Some(Containment::PidNamespace) => json!("pid-namespace"),
+            Some(_) => json!("process-group"),
+            None => Value::Null,
+        };
+        let node = match &self.node {
+            Some((path, version)) => json!({"path": path, "version": version}),
+            None => Value::Null,
+        };
+        json!({
+            "landlock": landlock,
+            "sandbox": sandbox,
+            "containment": containment,
+            "node": node,
+        })
+    }
+
+    fn to_text(&self) -> String {
+        let landlock = match self.landlock {
+            LandlockSupport::Available { abi } => format!("available, ABI {abi}"),
+            LandlockSupport::NotEnabled => "built in but not enabled at boot".to_owned(),
+            _ => "not in this kernel".to_owned(),
+        };
+        let sandbox = match &self.rules {
+            Ok(rules) => format!(
+                "usable: rules of Landlock ABI {}; writes only beneath the root and /dev/null, \
+                 no TCP bind or connect{}; {} GiB of address space, {} open files, \
+                 no capabilities",
+                rules.abi(),
+                if rules.scoped() {
+                    ", no signals or abstract-socket connections out of the sandbox"
+                } else {
+                    ""
+                },
+                nodeexec::DEFAULT_ADDRESS_SPACE >> 30,
+                nodeexec::DEFAULT_OPEN_FILES,
+            ),
+            Err(kind) => format!(
+                "unusable ({}): --sandbox calls fail with NODE_SANDBOX_UNAVAILABLE \
+                 (it needs Landlock ABI {} or newer)",
+                kind.code(),
+                nodeexec::DEFAULT_MIN_ABI
+            ),
+        };
+        let check = if self.check["ran"] == true {
+            format!(
+                "{}: a write inside: {}; a write to /tmp: {}",
+                if self.check["passed"] == true {
+                    "passed"
+                } else {
+                    "FAILED"
+                },
+                self.check["writeInside"],
+                self.check["writeTmp"]
+            )
+        } else {
+            format!("not run ({})", self.check["reason"])
+        };
+        let containment = match self.containment {
+            Some(Containment::PidNamespace) => {
+                "PID namespace (every process a call starts dies with the call)"
+            }
+            Some(_) => "process group only (a descendant that leaves the group outlives the call)",
+            None => "unknown (the probe run failed)",
+        };
+        let node = match &self.node {
+            Some((path, Some(version))) => format!("{} ({version})", path.display()),
+            Some((path, None)) => format!("{} (version unknown)", path.display()),
+            None => "not found (node_process is unavailable)".to_owned(),
+        };
+        format!(
+            "landlock:      {landlock}\n\
+             sandbox:       {sandbox}\n\
+             sandbox check: {check}\n\
+             containment:   {containment}\n\
+             node:          {node}\n"
+        )
+    }
+}
