@@ -187,3 +187,54 @@ pub(crate) fn symlink_target_kind(root: &WorkspaceRoot, parent: &Parent, name: &
         _ => ErrorKind::WriteTargetSymlink,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, std::path::PathBuf, WorkspaceRoot) {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().canonicalize().unwrap().join("ws");
+        std::fs::create_dir_all(ws.join("a/b")).unwrap();
+        let root = WorkspaceRoot::capture(&ws).unwrap();
+        (tmp, ws, root)
+    }
+
+    #[test]
+    fn parent_moved_out_of_the_root_is_detected() {
+        let (tmp, ws, root) = setup();
+        let path = pathgrammar::normalize("a/b/f.txt").unwrap();
+        let (parent, name) = open_parent(&root, &path, &CancellationToken::new()).unwrap();
+        assert_eq!(name, "f.txt");
+        assert!(parent.still_beneath(&root).unwrap());
+        parent.recheck(&root).unwrap();
+        // A concurrent process moves the opened directory out of the workspace.
+        std::fs::rename(ws.join("a"), tmp.path().join("elsewhere")).unwrap();
+        assert!(!parent.still_beneath(&root).unwrap());
+        assert!(parent.recheck(&root).is_err());
+    }
+
+    #[test]
+    fn parent_replaced_at_its_path_fails_recheck() {
+        let (tmp, ws, root) = setup();
+        let path = pathgrammar::normalize("a/b/f.txt").unwrap();
+        let (parent, _) = open_parent(&root, &path, &CancellationToken::new()).unwrap();
+        std::fs::rename(ws.join("a/b"), tmp.path().join("old-b")).unwrap();
+        std::fs::create_dir(ws.join("a/b")).unwrap();
+        assert_eq!(
+            parent.recheck(&root).unwrap_err(),
+            failed(ErrorKind::WriteFailed)
+        );
+    }
+
+    #[test]
+    fn cancelled_before_creating_a_directory() {
+        let (_tmp, ws, root) = setup();
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let path = pathgrammar::normalize("new/f.txt").unwrap();
+        let err = open_parent(&root, &path, &cancel).unwrap_err();
+        assert_eq!(err, CallError::Cancelled(Cancelled));
+        assert!(!ws.join("new").exists());
+    }
+}
