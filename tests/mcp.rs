@@ -605,3 +605,39 @@ async fn mcp_unusable_root_exits_2_with_the_token() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("WORKSPACE_ROOT_NOT_FOUND"), "{err}");
 }
+
+/// Needs `node_process` with the kernel sandbox: `--sandbox` reaches the tool, so JavaScript
+/// can write inside the workspace and not outside it (or, where the kernel cannot enforce
+/// that, the call is refused with NODE_SANDBOX_UNAVAILABLE rather than run unconfined).
+#[tokio::test]
+async fn mcp_sandbox_flag_confines_node_writes_to_the_root() {
+    let root = temp_root();
+    let outside = temp_root();
+    let target = outside.path().join("escaped.txt");
+    let client = connect(root.path(), &["--sandbox", "--timeout-ms", "5000"]).await;
+    let source = format!(
+        "const fs = require('fs');\
+         try {{ fs.writeFileSync({target:?}, 'x'); console.log('escaped'); }}\
+         catch (e) {{ console.log('refused'); }}\
+         fs.writeFileSync('inside.txt', 'y'); console.log('inside');",
+        target = target.display().to_string()
+    );
+    let result = call(&client, "node_process", json!({"source": source}))
+        .await
+        .expect("node_process");
+    let rec = record(&result);
+    if is_error(&result) {
+        assert_eq!(
+            rec,
+            json!({"error": {"code": "TOOL_EXECUTION_FAILED", "message": "NODE_SANDBOX_UNAVAILABLE"}})
+        );
+    } else {
+        assert_eq!(rec["stdout"], "refused\ninside\n", "{rec}");
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("inside.txt")).unwrap(),
+            "y"
+        );
+    }
+    assert!(!target.exists(), "nothing written outside the workspace");
+    client.cancel().await.expect("close");
+}
