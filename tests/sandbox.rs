@@ -1,0 +1,366 @@
+//! The opt-in kernel sandbox of `node_process`, end to end with a real Node.js: through the
+//! tool (`NodeProcessOptions::sandbox`) and through the built `confine call --sandbox`. Every
+//! probe runs confined and unconfined on both paths; the unconfined twin shows the probe
+//! succeeds without the option, so each refusal is the sandbox's doing (SPEC section 8).
+//!
+//! A probe prints one JSON line (compared as text): `"ok"`, or the error's `code`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use nodeexec::{LandlockSupport, Sandbox};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tools::{NodeProcessOptions, ToolCall, execute_tool_call};
+
+/// Generous: a cold Node.js starting a second one on a loaded machine.
+const TIMEOUT_MS: u64 = 20_000;
+
+const HELPERS: &str = "const fs = require('fs'), cp = require('child_process'), net = require('net');\
+    const code = (f) => { try { f(); return 'ok'; } catch (e) { return e.code || String(e); } };\
+    const say = (v) => console.log(JSON.stringify(v));\n";
+
+fn kernel_abi() -> u32 {
+    LandlockSupport::probe()
+        .abi()
+        .expect("these tests need a kernel with Landlock")
+}
+
+fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// How node_process is reached.
+#[derive(Clone, Copy, Debug)]
+enum Route {
+    /// `tools::create_coding_tools` with `NodeProcessOptions::sandbox`.
+    Tool,
+    /// The built binary: `confine call [--sandbox]`.
+    Binary,
+}
+
+/// The sandbox option: off, on (defaults), or on requiring Landlock ABI `n`.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Open,
+    Sandboxed,
+    RequireAbi(u32),
+}
+
+fn options(mode: Mode) -> NodeProcessOptions {
+    let mut options = NodeProcessOptions::default();
+    options.timeout = Some(Duration::from_millis(TIMEOUT_MS));
+    options.sandbox = match mode {
+        Mode::Open => None,
+        Mode::Sandboxed => Some(Sandbox::new()),
+        Mode::RequireAbi(abi) => {
+            let mut sandbox = Sandbox::new();
+            sandbox.min_abi(abi);
+            Some(sandbox)
+        }
+    };
+    options
+}
+
+/// Run each `(source, arguments)` through `path` in `mode`; the record of each call, in order.
+fn run_all(route: Route, mode: Mode, root: &Path, probes: &[(String, Vec<String>)]) -> Vec<Value> {
+    let arguments = |(source, args): &(String, Vec<String>)| json!({"source": format!("{HELPERS}{source}"), "arguments": args});
+    match route {
+        Route::Tool => {
+            let registry = tools::create_coding_tools(root, options(mode)).unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            probes
+                .iter()
+                .map(|probe| {
+                    let call = ToolCall::new("t", "node_process", &arguments(probe));
+                    let result = rt
+                        .block_on(execute_tool_call(
+                            &registry,
+                            &call,
+                            &CancellationToken::new(),
+                        ))
+                        .unwrap();
+                    result.record()
+                })
+                .collect()
+        }
+        Route::Binary => {
+            let mut flags: Vec<String> = vec!["--timeout-ms".into(), TIMEOUT_MS.to_string()];
+            match mode {
+                Mode::Open => {}
+                Mode::Sandboxed => flags.push("--sandbox".into()),
+                Mode::RequireAbi(abi) => flags.extend([
+                    "--sandbox".into(),
+                    "--sandbox-min-abi".into(),
+                    abi.to_string(),
+                ]),
+            }
+            let input: String = probes
+                .iter()
+                .enumerate()
+                .map(|(i, probe)| {
+                    let line =
+                        json!({"id": i, "name": "node_process", "arguments": arguments(probe)});
+                    format!("{line}\n")
+                })
+                .collect();
+            let out = call_binary(root, &flags, &input);
+            out.lines()
+                .map(|l| {
+                    let v: Value = serde_json::from_str(l).unwrap();
+                    v["content"].clone()
+                })
+                .collect()
+        }
+    }
+}
+
+/// `confine call --root <root> <flags>` with `input` on stdin; its stdout.
+fn call_binary(root: &Path, flags: &[String], input: &str) -> String {
+    // The test drives the binary under test; it is not a tool's child process.
+    #[allow(clippy::disallowed_methods)]
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_confine"))
+        .arg("call")
+        .arg("--root")
+        .arg(root)
+        .args(flags)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// What a successful record's script printed last (its JSON line, as text).
+fn said(record: &Value) -> String {
+    let stdout = record["stdout"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a success record: {record}"));
+    stdout
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("no output: {record}"))
+        .to_owned()
+}
+
+/// One probe: its source and arguments, what it says confined and what it says unconfined.
+struct Probe {
+    name: &'static str,
+    source: String,
+    args: Vec<String>,
+    confined: String,
+    open: String,
+}
+
+fn probe(name: &'static str, source: &str, args: &[&str], confined: &str, open: &str) -> Probe {
+    Probe {
+        name,
+        source: source.to_owned(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        confined: confined.to_owned(),
+        open: open.to_owned(),
+    }
+}
+
+/// The table of issue 7, run through the tool and the binary, confined then unconfined.
+#[test]
+fn sandbox_probes_through_the_tool_and_the_binary() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    for route in [Route::Tool, Route::Binary] {
+        let workspace = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let out_file = outside.path().join("x.txt");
+        let grandchild_file = outside.path().join("grandchild.txt");
+        let tmp_file = PathBuf::from("/tmp").join(unique("confine-sandbox-probe"));
+        let s = |p: &Path| p.to_str().unwrap().to_owned();
+        let (out_file_s, grandchild_s, tmp_s) = (s(&out_file), s(&grandchild_file), s(&tmp_file));
+        let probes = [
+            probe(
+                "write outside the workspace",
+                "say(code(() => fs.writeFileSync(process.argv[1], 'x')))",
+                &[&out_file_s],
+                r#""EACCES""#,
+                r#""ok""#,
+            ),
+            probe(
+                "create in /tmp",
+                "say(code(() => fs.writeFileSync(process.argv[1], 'x')))",
+                &[&tmp_s],
+                r#""EACCES""#,
+                r#""ok""#,
+            ),
+            probe(
+                "a grandchild writes outside",
+                "const r = cp.spawnSync(process.execPath, ['-e', \
+                 \"try { require('fs').writeFileSync(process.argv[1], 'x') } \
+                   catch (e) { console.log(e.code); process.exit(3) }\", '--', process.argv[1]]);\
+                 say({ status: r.status, out: String(r.stdout).trim() })",
+                &[&grandchild_s],
+                r#"{"status":3,"out":"EACCES"}"#,
+                r#"{"status":0,"out":""}"#,
+            ),
+            probe(
+                "TCP connect to 127.0.0.1",
+                "const c = net.connect({ host: '127.0.0.1', port: Number(process.argv[1]) });\
+                 c.on('connect', () => { say('ok'); c.destroy(); });\
+                 c.on('error', (e) => say(e.code));",
+                &[&port],
+                r#""EACCES""#,
+                r#""ok""#,
+            ),
+            probe(
+                "write inside, read system files",
+                "say([code(() => fs.mkdirSync('d', { recursive: true })),\
+                      code(() => fs.writeFileSync('d/inside.txt', 'x')),\
+                      code(() => fs.readFileSync('/etc/passwd')),\
+                      code(() => fs.readdirSync('/usr/lib'))])",
+                &[],
+                r#"["ok","ok","ok","ok"]"#,
+                r#"["ok","ok","ok","ok"]"#,
+            ),
+            probe(
+                "memory beyond the address-space limit",
+                "const held = [];\
+                 try { for (let i = 0; i < 6; i++) held.push(new ArrayBuffer(2 ** 30)); say('ok'); }\
+                 catch (e) { say(e.constructor.name); }",
+                &[],
+                r#""RangeError""#,
+                r#""ok""#,
+            ),
+        ];
+        let table: Vec<(String, Vec<String>)> = probes
+            .iter()
+            .map(|p| (p.source.clone(), p.args.clone()))
+            .collect();
+
+        let confined = run_all(route, Mode::Sandboxed, workspace.path(), &table);
+        for (p, record) in probes.iter().zip(&confined) {
+            assert_eq!(said(record), p.confined, "{route:?} confined: {}", p.name);
+        }
+        assert!(!out_file.exists() && !grandchild_file.exists() && !tmp_file.exists());
+
+        let open = run_all(route, Mode::Open, workspace.path(), &table);
+        for (p, record) in probes.iter().zip(&open) {
+            assert_eq!(said(record), p.open, "{route:?} unconfined: {}", p.name);
+        }
+        assert!(out_file.exists() && grandchild_file.exists());
+        std::fs::remove_file(&tmp_file).unwrap();
+        assert!(workspace.path().join("d/inside.txt").exists());
+        // The unconfined connections reached the listener.
+        listener.set_nonblocking(true).unwrap();
+        assert!(listener.accept().is_ok());
+        while listener.accept().is_ok() {}
+        assert_no_pify(workspace.path());
+    }
+}
+
+#[test]
+fn sandbox_unavailable_is_the_failure_token() {
+    let abi = kernel_abi();
+    let probe = vec![(
+        "say(code(() => fs.writeFileSync('/tmp/x', '')))".to_owned(),
+        vec![],
+    )];
+    for route in [Route::Tool, Route::Binary] {
+        let workspace = tempfile::tempdir().unwrap();
+        // One ABI more than this kernel has: as on an older kernel. Nothing runs.
+        let refused = run_all(route, Mode::RequireAbi(abi + 1), workspace.path(), &probe);
+        assert_eq!(
+            refused[0],
+            json!({"error": {"code": "TOOL_EXECUTION_FAILED", "message": "NODE_SANDBOX_UNAVAILABLE"}}),
+            "{route:?}"
+        );
+        // The twin: the kernel's own ABI is enough, and the script runs, confined.
+        let ran = run_all(route, Mode::RequireAbi(abi), workspace.path(), &probe);
+        assert_eq!(said(&ran[0]), r#""EACCES""#, "{route:?}");
+        assert_no_pify(workspace.path());
+    }
+}
+
+#[test]
+fn sandbox_option_leaves_other_results_unchanged() {
+    // Exit codes, signals and stderr are data under the sandbox as without it.
+    let table = vec![(
+        "process.stderr.write('e'); process.exitCode = 7;".to_owned(),
+        vec![],
+    )];
+    let workspace = tempfile::tempdir().unwrap();
+    let confined = run_all(Route::Tool, Mode::Sandboxed, workspace.path(), &table);
+    let open = run_all(Route::Tool, Mode::Open, workspace.path(), &table);
+    assert_eq!(confined, open);
+    assert_eq!(confined[0]["exitCode"], 7);
+    assert_eq!(confined[0]["stderr"], "e");
+}
+
+/// `confine doctor` reports this kernel's Landlock ABI and a passing end-to-end check.
+#[test]
+fn doctor_reports_landlock_and_the_sandbox_check() {
+    let abi = kernel_abi();
+    #[allow(clippy::disallowed_methods)]
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_confine"))
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["landlock"], json!({"available": true, "abi": abi}));
+    assert_eq!(report["sandbox"]["usable"], true);
+    assert_eq!(report["sandbox"]["abi"], abi.min(nodeexec::MAX_TESTED_ABI));
+    assert_eq!(
+        report["sandbox"]["check"],
+        json!({"ran": true, "passed": true, "writeInside": "ok", "writeTmp": "EACCES"})
+    );
+    assert!(report["node"]["version"].as_str().unwrap().starts_with('v'));
+    assert!(matches!(
+        report["containment"].as_str(),
+        Some("pid-namespace" | "process-group")
+    ));
+
+    #[allow(clippy::disallowed_methods)]
+    let text = std::process::Command::new(env!("CARGO_BIN_EXE_confine"))
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains(&format!("landlock:      available, ABI {abi}")),
+        "{text}"
+    );
+    assert!(text.contains("sandbox check: passed"), "{text}");
+}
+
+/// No `.pify-` temporary left beneath `root`.
+fn assert_no_pify(root: &Path) {
+    let left: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".pify-"))
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
