@@ -1,0 +1,133 @@
+//! The opt-in kernel sandbox's cost per call: an empty `node_process` call through the tool
+//! with `NodeProcessOptions::sandbox` beside `_baseline`, the same call without it. Two more
+//! pairs isolate the parts: `node -e ""` through `nodeexec` with and without the sandbox's
+//! pre-exec step (no-new-privs, rlimits, capabilities, `landlock_restrict_self`, and whatever
+//! Node.js pays at startup under them), and `build_rules` alone, the parent-side work each
+//! sandboxed call repeats (opening `/` and `/dev/null`, creating and filling the ruleset).
+//!
+//! Criterion measures one line after the other, so on a shared, loaded machine the load can
+//! change between a line and its baseline. Before criterion, `alternating` therefore runs the
+//! two empty calls in alternating rounds (the order swapped every round) and prints the
+//! medians and the median of the per-round differences, which such drift does not bias.
+
+use std::time::Duration;
+
+use confine::nodeexec::{Command, Sandbox};
+use confine::tools::{NodeProcessOptions, ToolCall, create_coding_tools, execute_tool_call};
+use criterion::{Criterion, criterion_group};
+use tokio_util::sync::CancellationToken;
+
+fn node() -> std::path::PathBuf {
+    let path = std::env::var_os("PATH").expect("PATH");
+    let found = std::env::split_paths(&path)
+        .map(|d| d.join("node"))
+        .find(|p| p.is_file())
+        .expect("Node.js on PATH");
+    std::fs::canonicalize(found).unwrap()
+}
+
+fn bench(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().unwrap();
+    let node = node();
+    let cancel = CancellationToken::new();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let call = ToolCall::new("b", "node_process", &serde_json::json!({"source": ""}));
+
+    let mut group = c.benchmark_group("sandbox_empty_call");
+    group.sample_size(40);
+    for (name, sandbox) in [
+        ("node_process_baseline", None),
+        ("node_process_sandboxed", Some(Sandbox::new())),
+    ] {
+        let mut options = NodeProcessOptions::default();
+        options.node = Some(node.clone());
+        options.timeout = Some(Duration::from_secs(10));
+        options.sandbox = sandbox;
+        let registry = create_coding_tools(tmp.path(), options).unwrap();
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let r = rt
+                    .block_on(execute_tool_call(&registry, &call, &cancel))
+                    .unwrap();
+                assert!(!r.is_error, "{}", r.content);
+            })
+        });
+    }
+    let dir = std::fs::File::open(tmp.path()).unwrap();
+    let rules = Sandbox::new().build(&dir).unwrap();
+    for (name, sandboxed) in [("nodeexec_baseline", false), ("nodeexec_sandboxed", true)] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut cmd = Command::new(&node);
+                cmd.args(["-e", ""])
+                    .current_dir(tmp.path())
+                    .timeout(Duration::from_secs(10));
+                if sandboxed {
+                    cmd.sandbox(&rules);
+                }
+                let o = rt.block_on(cmd.run(&cancel)).unwrap();
+                assert_eq!(o.exit_code, Some(0));
+            })
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("sandbox_rules");
+    group.bench_function("build_rules", |b| {
+        b.iter(|| Sandbox::new().build(&dir).unwrap())
+    });
+    group.finish();
+}
+
+/// Alternating rounds of the unsandboxed and the sandboxed empty call; prints medians (ms).
+fn alternating() {
+    const ROUNDS: usize = 60;
+    let tmp = tempfile::tempdir().unwrap();
+    let cancel = CancellationToken::new();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let call = ToolCall::new("b", "node_process", &serde_json::json!({"source": ""}));
+    let registries = [None, Some(Sandbox::new())].map(|sandbox| {
+        let mut options = NodeProcessOptions::default();
+        options.node = Some(node());
+        options.timeout = Some(Duration::from_secs(10));
+        options.sandbox = sandbox;
+        create_coding_tools(tmp.path(), options).unwrap()
+    });
+    let mut times = [Vec::new(), Vec::new()];
+    for round in 0..ROUNDS {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let start = std::time::Instant::now();
+            let r = rt
+                .block_on(execute_tool_call(&registries[i], &call, &cancel))
+                .unwrap();
+            times[i].push(start.elapsed().as_secs_f64() * 1e3);
+            assert!(!r.is_error, "{}", r.content);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut diffs: Vec<f64> = times[1].iter().zip(&times[0]).map(|(s, b)| s - b).collect();
+    let diff = median(&mut diffs);
+    let (base, sandboxed) = (median(&mut times[0]), median(&mut times[1]));
+    println!(
+        "alternating {ROUNDS} rounds: node_process_baseline {base:.2} ms, \
+         node_process_sandboxed {sandboxed:.2} ms, median difference {diff:+.2} ms"
+    );
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    alternating();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
