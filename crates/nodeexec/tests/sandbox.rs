@@ -433,3 +433,17 @@ fn sandbox_does_not_block_metadata_changes_outside() {
     let open = said(&run(&dirs, None, probe, &[target.to_str().unwrap()]));
     assert_eq!(open, r#"["ok","ok","ok"]"#);
 }
+
+#[test]
+fn sandbox_refuses_reading_other_processes_memory_and_environment() {
+    let dirs = Dirs::new();
+    // /proc is the host's: the test process is visible, but Landlock treats reading its
+    // environment or memory map as ptrace access to a process outside the sandbox.
+    let probe = "const p = '/proc/' + process.argv[1];\
+        say([code(() => fs.readFileSync(p + '/environ')), code(() => fs.readFileSync(p + '/maps')),\
+             code(() => fs.readFileSync(p + '/status'))])";
+    let pid = std::process::id().to_string();
+    let (confined, open) = twin(&dirs, probe, &[&pid]);
+    assert_eq!(confined, r#"["EACCES","EACCES","ok"]"#);
+    assert_eq!(open, r#"["ok","ok","ok"]"#);
+}
