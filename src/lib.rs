@@ -13,3 +13,8 @@ pub use nodeexec;
 pub use pathgrammar;
 pub use rootid;
 pub use tools;
+
+/// The README's Rust examples, compiled as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
