@@ -18,9 +18,10 @@ pub struct ToolArgs {
     /// The node_process time bound in milliseconds (default 500).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub timeout_ms: Option<u64>,
-    /// Confine node_process children with the Linux kernel sandbox (Landlock): write only
-    /// beneath the root, no TCP, 4 GiB of address space, 1024 open files. A call fails with
-    /// NODE_SANDBOX_UNAVAILABLE where the kernel cannot enforce it.
+    /// Confine node_process children with the Linux kernel sandbox (Landlock and seccomp):
+    /// write only beneath the root, no network sockets (Unix ones excepted), 4 GiB of address
+    /// space, 1024 open files. A call fails with NODE_SANDBOX_UNAVAILABLE where the kernel
+    /// cannot enforce it.
     #[arg(long)]
     pub sandbox: bool,
     /// With --sandbox: the oldest Landlock ABI accepted (default 4; 6 also insists on the

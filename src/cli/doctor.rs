@@ -163,6 +163,7 @@ impl Report {
                 "usable": true,
                 "abi": rules.abi(),
                 "refusesTcp": rules.refuses_tcp(),
+                "refusesIpSockets": rules.refuses_ip_sockets(),
                 "scoped": rules.scoped(),
                 "minAbi": nodeexec::DEFAULT_MIN_ABI,
                 "addressSpaceBytes": nodeexec::DEFAULT_ADDRESS_SPACE,
@@ -178,7 +179,9 @@ impl Report {
         };
         let containment = match self.containment {
             Some(Containment::PidNamespace) => json!("pid-namespace"),
-            Some(_) => json!("process-group"),
+            Some(Containment::ProcessGroup) => json!("process-group"),
+            // A kind this report does not know yet: its Rust name.
+            Some(other) => json!(format!("{other:?}")),
             None => Value::Null,
         };
         let node = match &self.node {
@@ -202,9 +205,14 @@ impl Report {
         let sandbox = match &self.rules {
             Ok(rules) => format!(
                 "usable: rules of Landlock ABI {}; writes only beneath the root and /dev/null, \
-                 no TCP bind or connect{}; {} GiB of address space, {} open files, \
+                 no TCP bind or connect{}{}; {} GiB of address space, {} open files, \
                  no capabilities",
                 rules.abi(),
+                if rules.refuses_ip_sockets() {
+                    ", no socket but Unix ones (no UDP)"
+                } else {
+                    ""
+                },
                 if rules.scoped() {
                     ", no signals or abstract-socket connections out of the sandbox"
                 } else {
@@ -236,10 +244,14 @@ impl Report {
         };
         let containment = match self.containment {
             Some(Containment::PidNamespace) => {
-                "PID namespace (every process a call starts dies with the call)"
+                "PID namespace (every process a call starts dies with the call)".to_owned()
             }
-            Some(_) => "process group only (a descendant that leaves the group outlives the call)",
-            None => "unknown (the probe run failed)",
+            Some(Containment::ProcessGroup) => {
+                "process group only (a descendant that leaves the group outlives the call)"
+                    .to_owned()
+            }
+            Some(other) => format!("{other:?}"),
+            None => "unknown (the probe run failed)".to_owned(),
         };
         let node = match &self.node {
             Some((path, Some(version))) => format!("{} ({version})", path.display()),

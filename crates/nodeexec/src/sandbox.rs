@@ -17,15 +17,21 @@
 //!    `CAP_SYS_MODULE`, … (Landlock alone does not stop a root process from loading a kernel
 //!    module from a file it can read, or sending raw packets);
 //! 4. `landlock_restrict_self` with the ruleset's descriptor (close-on-exec, so the program
-//!    does not keep it).
+//!    does not keep it);
+//! 5. a seccomp filter (unless [`Sandbox::socket_filter`] turned it off): `socket(2)` of any
+//!    family but `AF_UNIX` fails with `EACCES`, which closes what Landlock's TCP rules leave
+//!    open (UDP, so DNS exfiltration, and every other family); `io_uring_setup` fails with
+//!    `ENOSYS` (io_uring could create sockets past the filter; libuv falls back to its thread
+//!    pool); a system call of another ABI (32-bit `int 0x80`, x32) fails with `EPERM`.
 //!
 //! The rules: every file system access right of the ABI in use is *handled* (denied unless a
 //! rule allows it); `/` gets the read rights (read files, list directories, execute); the write
 //! root gets every right but creating character and block devices; `/dev/null` gets read,
 //! write and truncate; the embedder's [`Sandbox::allow_write`] paths get what the write root
-//! gets. TCP bind and connect are handled with no rule, so both are always refused (ABI 4).
-//! From ABI 6, signals to processes outside the sandbox and connections to abstract Unix
-//! sockets created outside it are refused as well (Landlock scopes).
+//! gets. TCP bind and connect are handled with no rule, so both are always refused (ABI 4;
+//! with the seccomp filter an IP socket cannot even be made). From ABI 6, signals to processes
+//! outside the sandbox and connections to abstract Unix sockets created outside it are refused
+//! as well (Landlock scopes).
 //!
 //! # Which ABI
 //!
@@ -79,6 +85,7 @@ pub struct Sandbox {
     open_files: Option<u64>,
     data: Option<u64>,
     drop_capabilities: bool,
+    socket_filter: bool,
 }
 
 impl Default for Sandbox {
@@ -89,8 +96,8 @@ impl Default for Sandbox {
 
 impl Sandbox {
     /// The default policy: Landlock ABI 4 or newer required, 4 GiB of address space, 1024
-    /// open files, no data-segment limit, capabilities dropped, nothing writable but the write
-    /// root and `/dev/null`.
+    /// open files, no data-segment limit, capabilities dropped, sockets other than Unix ones
+    /// refused, nothing writable but the write root and `/dev/null`.
     pub fn new() -> Self {
         Self {
             min_abi: DEFAULT_MIN_ABI,
@@ -99,6 +106,7 @@ impl Sandbox {
             open_files: Some(DEFAULT_OPEN_FILES),
             data: None,
             drop_capabilities: true,
+            socket_filter: true,
         }
     }
 
@@ -144,6 +152,14 @@ impl Sandbox {
         self
     }
 
+    /// Whether to install the seccomp filter that refuses every socket but Unix-domain ones
+    /// (default `true`; see the module docs). Without it the network rules are Landlock's
+    /// alone: TCP bind and connect refused, UDP and the rest allowed.
+    pub fn socket_filter(&mut self, filter: bool) -> &mut Self {
+        self.socket_filter = filter;
+        self
+    }
+
     /// Build the Landlock ruleset now, in the calling process, with `write_root` (a directory
     /// descriptor) as the one tree the program may write. Fails with
     /// [`ErrorKind::SandboxUnavailable`] when the kernel cannot enforce it in full, and with
@@ -154,6 +170,10 @@ impl Sandbox {
             LandlockSupport::Available { abi } if abi >= self.min_abi => abi,
             _ => return Err(Error::new(ErrorKind::SandboxUnavailable, None)),
         };
+        if self.socket_filter && SOCKET_FILTER.is_empty() {
+            // No filter for this architecture: the policy cannot be enforced in full.
+            return Err(Error::new(ErrorKind::SandboxUnavailable, None));
+        }
         let abi = kernel.min(MAX_TESTED_ABI).max(self.min_abi);
         let ruleset = self
             .ruleset(abi, write_root.as_fd())
@@ -168,6 +188,7 @@ impl Sandbox {
                 limit(libc::RLIMIT_DATA, self.data),
             ],
             drop_capabilities: self.drop_capabilities,
+            socket_filter: self.socket_filter,
         })
     }
 
@@ -246,6 +267,7 @@ pub struct SandboxRules {
     abi: u32,
     limits: [Option<(Resource, u64)>; 3],
     drop_capabilities: bool,
+    socket_filter: bool,
 }
 
 impl SandboxRules {
@@ -265,11 +287,18 @@ impl SandboxRules {
         self.abi >= 6
     }
 
+    /// Whether sockets other than Unix-domain ones are refused (the seccomp filter): no UDP,
+    /// no other address family.
+    pub fn refuses_ip_sockets(&self) -> bool {
+        self.socket_filter
+    }
+
     /// The pre-exec step: only raw, async-signal-safe system calls on captured plain data.
     fn step(&self) -> impl FnMut() -> io::Result<()> + Send + Sync + 'static {
         let ruleset = Arc::clone(&self.ruleset);
         let limits = self.limits;
         let drop_capabilities = self.drop_capabilities;
+        let socket_filter = self.socket_filter;
         move || {
             let fd: RawFd = ruleset.as_raw_fd();
             // SAFETY (whole block): raw system calls on this process, its limits and its own
@@ -286,6 +315,16 @@ impl SandboxRules {
                 }
                 if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
                     return Err(io::Error::last_os_error());
+                }
+                if socket_filter {
+                    let program = libc::sock_fprog {
+                        len: SOCKET_FILTER.len() as u16,
+                        filter: SOCKET_FILTER.as_ptr().cast_mut(),
+                    };
+                    let program: *const libc::sock_fprog = &program;
+                    if libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, program) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
                 }
             }
             Ok(())
@@ -306,6 +345,66 @@ impl Command {
         unsafe { self.pre_exec(step) }
     }
 }
+
+/// `AUDIT_ARCH_*` of the native system-call ABI, checked first by the filter.
+#[cfg(target_arch = "x86_64")]
+const NATIVE_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const NATIVE_ARCH: u32 = 0xC000_00B7;
+/// x86_64's x32 system calls carry this bit in their number.
+#[cfg(target_arch = "x86_64")]
+const X32_BIT: u32 = 0x4000_0000;
+/// aarch64 has no x32: a bit no system call number reaches.
+#[cfg(target_arch = "aarch64")]
+const X32_BIT: u32 = 0x8000_0000;
+
+const fn stmt(code: u32, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+const fn jump(op: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter {
+        code: (libc::BPF_JMP | op | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+const LOAD: u32 = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+const RETURN: u32 = libc::BPF_RET | libc::BPF_K;
+/// `struct seccomp_data`: `nr` at 0, `arch` at 4, `args[0]` at 16 (its low half on these
+/// little-endian targets).
+const NR: u32 = 0;
+const ARCH: u32 = 4;
+const ARG0: u32 = 16;
+
+/// The seccomp program (classic BPF; jump offsets count from the next instruction).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+static SOCKET_FILTER: [libc::sock_filter; 13] = [
+    stmt(LOAD, ARCH),
+    jump(libc::BPF_JEQ, NATIVE_ARCH, 1, 0),
+    stmt(RETURN, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+    stmt(LOAD, NR),
+    jump(libc::BPF_JGE, X32_BIT, 0, 1),
+    stmt(RETURN, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+    jump(libc::BPF_JEQ, libc::SYS_io_uring_setup as u32, 0, 1),
+    stmt(RETURN, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+    jump(libc::BPF_JEQ, libc::SYS_socket as u32, 0, 3),
+    stmt(LOAD, ARG0),
+    jump(libc::BPF_JEQ, libc::AF_UNIX as u32, 1, 0),
+    stmt(RETURN, libc::SECCOMP_RET_ERRNO | libc::EACCES as u32),
+    stmt(RETURN, libc::SECCOMP_RET_ALLOW),
+];
+
+/// No filter written for this architecture: a sandbox that asks for one is unavailable.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+static SOCKET_FILTER: [libc::sock_filter; 0] = [];
 
 /// Set both the soft and the hard limit of `resource` to `value`, or to the current hard
 /// limit if that is lower (raising a hard limit would need `CAP_SYS_RESOURCE`).

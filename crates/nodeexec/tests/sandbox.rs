@@ -107,6 +107,13 @@ fn said(outcome: &Outcome) -> String {
     line.to_owned()
 }
 
+/// The sandbox without its seccomp socket filter: Landlock's network rules alone.
+fn landlock_only() -> Sandbox {
+    let mut sandbox = Sandbox::new();
+    sandbox.socket_filter(false);
+    sandbox
+}
+
 /// Run the probe confined and unconfined; returns (sandboxed, unsandboxed) answers.
 fn twin(dirs: &Dirs, source: &str, args: &[&str]) -> (String, String) {
     let confined = said(&run(dirs, Some(&Sandbox::new()), source, args));
@@ -193,6 +200,11 @@ fn sandbox_refuses_tcp_connect() {
     let (confined, open) = twin(&dirs, CONNECT, &[&port]);
     assert_eq!(confined, r#""EACCES""#);
     assert_eq!(open, r#""ok""#);
+    // Landlock's own TCP rule, without the seccomp filter that refuses the socket first.
+    assert_eq!(
+        said(&run(&dirs, Some(&landlock_only()), CONNECT, &[&port])),
+        r#""EACCES""#
+    );
     // The unconfined twin's connection reached the listener.
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_ok());
@@ -207,6 +219,10 @@ fn sandbox_refuses_tcp_listen() {
     let (confined, open) = twin(&dirs, probe, &[]);
     assert_eq!(confined, r#""EACCES""#);
     assert_eq!(open, r#""ok""#);
+    assert_eq!(
+        said(&run(&dirs, Some(&landlock_only()), probe, &[])),
+        r#""EACCES""#
+    );
 }
 
 #[test]
@@ -380,19 +396,31 @@ fn sandbox_does_not_block_pathname_unix_sockets() {
     assert_eq!(open, r#""ok""#);
 }
 
+/// Send one datagram to a Rust UDP socket; answers "ok" or the error code.
+const UDP_SEND: &str = "let s; try { s = require('dgram').createSocket('udp4'); } catch (e) { say(e.code); return; }\
+    s.on('error', (e) => { say(e.code); s.close(); });\
+    s.send('hello', Number(process.argv[1]), '127.0.0.1', (e) => { if (!e) say('ok'); s.close(); });";
+
 #[test]
-fn sandbox_does_not_block_udp() {
+fn sandbox_refuses_udp_and_other_ip_sockets() {
     let dirs = Dirs::new();
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let port = socket.local_addr().unwrap().port().to_string();
-    let probe = "const s = require('dgram').createSocket('udp4');\
-        s.send('hello', Number(process.argv[1]), '127.0.0.1', (e) => { say(e ? e.code : 'ok'); s.close(); });";
-    let confined = said(&run(&dirs, Some(&Sandbox::new()), probe, &[&port]));
-    assert_eq!(confined, r#""ok""#);
+    let source = format!("(() => {{ {UDP_SEND} }})()");
+    let (confined, open) = twin(&dirs, &source, &[&port]);
+    assert_eq!(confined, r#""EACCES""#);
+    assert_eq!(open, r#""ok""#);
     let mut buf = [0u8; 16];
+    let (n, _) = socket.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"hello");
+    // Without the seccomp filter, Landlock alone lets UDP through (it has no UDP rule at ABI 7).
+    assert_eq!(
+        said(&run(&dirs, Some(&landlock_only()), &source, &[&port])),
+        r#""ok""#
+    );
     let (n, _) = socket.recv_from(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"hello");
 }
