@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::capture::DEFAULT_OUTPUT_CAP;
 use crate::contain::Hook;
+use crate::run::Containment;
 
 /// The default time bound: 500 ms.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -25,8 +26,8 @@ const NEVER_INHERITED: &[&str] = &["NODE_OPTIONS"];
 ///
 /// The child runs with no shell (the program is executed directly), in `current_dir`, with
 /// stdin on the null device, stdout and stderr piped and capped, in its own process group and
-/// (where the kernel allows) its own PID namespace, with an environment built from an
-/// allowlist rather than inherited.
+/// (where the kernel allows) a cgroup of its own, else a PID namespace of its own (see
+/// [`Containment`]), with an environment built from an allowlist rather than inherited.
 pub struct Command {
     pub(crate) program: PathBuf,
     pub(crate) args: Vec<OsString>,
@@ -36,7 +37,7 @@ pub struct Command {
     pub(crate) stdout_cap: usize,
     pub(crate) stderr_cap: usize,
     pub(crate) timeout: Duration,
-    pub(crate) namespace: bool,
+    pub(crate) containment: Containment,
     pub(crate) fds: Vec<(OwnedFd, i32)>,
     pub(crate) hooks: Vec<Hook>,
 }
@@ -52,7 +53,7 @@ impl std::fmt::Debug for Command {
             .field("stdout_cap", &self.stdout_cap)
             .field("stderr_cap", &self.stderr_cap)
             .field("timeout", &self.timeout)
-            .field("namespace", &self.namespace)
+            .field("containment", &self.containment)
             .field("fds", &self.fds.len())
             .field("hooks", &self.hooks.len())
             .finish()
@@ -62,7 +63,8 @@ impl std::fmt::Debug for Command {
 impl Command {
     /// A run of `program` (a path; no PATH search is wanted, give it absolute), with the
     /// defaults: no arguments, the embedding process's directory, PATH/LANG/LC_*/TZ from the
-    /// host, 32,768 bytes per stream, 500 ms, a PID namespace where possible.
+    /// host, 32,768 bytes per stream, 500 ms, the strongest containment the system allows
+    /// (a cgroup, else a PID namespace, else the process group).
     pub fn new(program: impl AsRef<Path>) -> Self {
         Self {
             program: program.as_ref().to_owned(),
@@ -73,7 +75,7 @@ impl Command {
             stdout_cap: DEFAULT_OUTPUT_CAP,
             stderr_cap: DEFAULT_OUTPUT_CAP,
             timeout: DEFAULT_TIMEOUT,
-            namespace: true,
+            containment: Containment::Cgroup,
             fds: Vec::new(),
             hooks: Vec::new(),
         }
@@ -147,13 +149,27 @@ impl Command {
         self
     }
 
-    /// Whether to try a PID namespace (default `true`). With `false`, or where the kernel
-    /// refuses one, containment is the process group alone (see [`Containment`]).
+    /// The strongest containment to try (default [`Containment::Cgroup`]): the run uses the
+    /// first of cgroup, PID namespace, process group, in that order, that is no stronger
+    /// than `strongest` and that the system allows. [`Outcome::containment`] says which it
+    /// got. `Containment::PidNamespace` forces the namespace (where the kernel allows one),
+    /// `Containment::ProcessGroup` the group alone; tests use this to exercise every mode.
     ///
-    /// [`Containment`]: crate::Containment
-    pub fn pid_namespace(&mut self, enabled: bool) -> &mut Self {
-        self.namespace = enabled;
+    /// [`Outcome::containment`]: crate::Outcome::containment
+    pub fn containment(&mut self, strongest: Containment) -> &mut Self {
+        self.containment = strongest;
         self
+    }
+
+    /// Shorthand kept for earlier callers: `true` is
+    /// [`containment(Containment::PidNamespace)`](Command::containment) (no cgroup), `false`
+    /// is `containment(Containment::ProcessGroup)`.
+    pub fn pid_namespace(&mut self, enabled: bool) -> &mut Self {
+        self.containment(if enabled {
+            Containment::PidNamespace
+        } else {
+            Containment::ProcessGroup
+        })
     }
 
     /// Give the child `fd` as descriptor number `target` (3 or more). The descriptor is
@@ -169,7 +185,7 @@ impl Command {
     }
 
     /// Add a step to run in the child just before `exec`, after containment is set up (the
-    /// process group, the PID namespace) and the [`pass_fd`](Command::pass_fd) descriptors are
+    /// process group, and the cgroup joined or the PID namespace made) and the [`pass_fd`](Command::pass_fd) descriptors are
     /// in place, in the process that becomes the program. Steps run in the order added; an
     /// error stops the start and is returned as [`ErrorKind::StartFailed`] with that OS error.
     /// This is where a sandbox (Landlock `restrict_self`, `setrlimit`) plugs in.

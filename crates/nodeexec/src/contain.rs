@@ -25,12 +25,19 @@
 //! * Where `unshare` fails (no `CAP_SYS_ADMIN`, a seccomp filter), C forks N directly: the run
 //!   is contained by the process group only, and C reports that (`MSG_GROUP`).
 //!
+//! In cgroup mode (the preferred one, see `cgroup.rs`) there is no chain: the child std forked
+//! *is* N. It arms `PDEATHSIG`, writes `0` to the run's `cgroup.procs` (so it and everything
+//! it will start are born in the cgroup), places the descriptors and runs the hooks, in that
+//! order: the cgroup write comes before any hook, a sandbox's Landlock restriction included
+//! (which would refuse it).
+//!
 //! Every step here is a raw system call or a pure function: the child of a multi-threaded
 //! process may only call async-signal-safe functions (no allocation, no locks).
 
 // Every unsafe block here is a system call between fork and exec; see the SAFETY notes.
 #![allow(unsafe_code)]
 
+use std::ffi::CString;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -54,6 +61,8 @@ pub(crate) struct ChildPlan {
     pub report: RawFd,
     /// Try a PID namespace first.
     pub namespace: bool,
+    /// cgroup mode: the run's `cgroup.procs`, to join before `exec`; no waiter chain.
+    pub cgroup: Option<CString>,
     /// Descriptors to place in the program: (source, at least 3 and close-on-exec; target).
     pub fds: Vec<(RawFd, RawFd)>,
     /// The embedder's pre-exec steps, in order, run in N.
@@ -84,6 +93,10 @@ impl ChildPlan {
             if libc::getppid() != self.parent {
                 // P died between fork and prctl: PDEATHSIG would never fire.
                 libc::_exit(127);
+            }
+            if let Some(procs) = &self.cgroup {
+                join_cgroup(procs)?;
+                return self.program();
             }
             reset_signal_handlers();
             let waited = waiter_signals();
@@ -176,6 +189,30 @@ impl ChildPlan {
             }
             Ok(())
         }
+    }
+}
+
+/// Move the calling process into the cgroup whose `cgroup.procs` is `procs` (`0` means "the
+/// writer"): open, write, close, nothing else, so it is safe between fork and exec.
+pub(crate) fn join_cgroup(procs: &CString) -> io::Result<()> {
+    // SAFETY: open/write/close on a NUL-terminated path prepared before the fork and a byte
+    // on the stack.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let result = loop {
+            if libc::write(fd, b"0".as_ptr().cast(), 1) == 1 {
+                break Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                break Err(e);
+            }
+        };
+        libc::close(fd);
+        result
     }
 }
 

@@ -14,6 +14,7 @@ use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::{Captured, read_capped};
+use crate::cgroup::RunCgroup;
 use crate::command::Command;
 use crate::contain::{ChildPlan, Message, parse_messages};
 use crate::error::{Error, ErrorKind};
@@ -22,12 +23,20 @@ use crate::signal::signal_name;
 /// How long the end of a run may take before the last resort (SIGKILL to the whole group).
 const GRACE: Duration = Duration::from_secs(2);
 
-/// How a run kept its processes from outliving it.
+/// How a run kept its processes from outliving it, strongest first (the crate docs, *No
+/// process outlives a run*, say why in this order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Containment {
+    /// A cgroup v2 of the run's own, which the program joined before `exec`: at the end the
+    /// kernel kills the whole cgroup at once (`cgroup.kill`, forks in flight included), so
+    /// every process the program started dies, including those that left the process group
+    /// or called `setsid`; the run reaps its child and waits until the cgroup is empty.
+    /// Every pid the program sees is a host pid.
+    Cgroup,
     /// A PID namespace whose init the run owns: at the end every process the program started
     /// is killed and reaped, including those that left the process group or called `setsid`.
+    /// The pids the program sees are the namespace's, not the host's.
     PidNamespace,
     /// The process group alone (the kernel refused a PID namespace, or it was turned off): at
     /// the end the group is killed; a descendant that left the group (`setsid`,
@@ -79,11 +88,21 @@ impl Command {
         let (stdout_cap, stderr_cap) = (running.stdout_cap, running.stderr_cap);
         let report = running.report.take();
         let early = std::mem::take(&mut running.early);
+        let cgroup_mode = running.cgroup.is_some();
+        let child = running.child.inner_mut();
+        let status = async move {
+            if cgroup_mode {
+                // No waiter: the program is our child; its status is the run's.
+                child.wait().await.map(Some)
+            } else {
+                read_status(report, early).await
+            }
+        };
         let collect = async move {
             tokio::try_join!(
                 read_pipe(stdout, stdout_cap),
                 read_pipe(stderr, stderr_cap),
-                read_status(report, early),
+                status,
             )
         };
 
@@ -113,16 +132,30 @@ impl Command {
     fn spawn(self) -> Result<Running, Error> {
         let env = self.child_env();
         let start_failed = |e: io::Error| Error::new(ErrorKind::StartFailed, Some(e));
-        let (report_r, report_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| start_failed(e.into()))?;
-        // At least 3, so std's stdio setup in the child cannot clobber it.
-        let report_w =
-            rustix::io::fcntl_dupfd_cloexec(&report_w, 3).map_err(|e| start_failed(e.into()))?;
+        // The strongest containment allowed and available: a cgroup, else (in the child) a
+        // PID namespace, else the group.
+        let cgroup = match self.containment {
+            Containment::Cgroup => RunCgroup::create(),
+            _ => None,
+        };
+        let report = match cgroup {
+            Some(_) => None,
+            None => {
+                let (report_r, report_w) =
+                    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                        .map_err(|e| start_failed(e.into()))?;
+                // At least 3, so std's stdio setup in the child cannot clobber it.
+                let report_w = rustix::io::fcntl_dupfd_cloexec(&report_w, 3)
+                    .map_err(|e| start_failed(e.into()))?;
+                Some((report_r, report_w))
+            }
+        };
 
         let plan = ChildPlan {
             parent: std::process::id() as libc::pid_t,
-            report: report_w.as_raw_fd(),
-            namespace: self.namespace,
+            report: report.as_ref().map_or(-1, |(_, w)| w.as_raw_fd()),
+            namespace: self.containment != Containment::ProcessGroup,
+            cgroup: cgroup.as_ref().map(RunCgroup::procs),
             fds: self
                 .fds
                 .iter()
@@ -150,9 +183,11 @@ impl Command {
             }
         });
         wrap.wrap(ProcessGroup::leader());
+        // On failure the cgroup (empty: nothing joined it, or what did is dead) is removed
+        // as it drops.
         let child = wrap.spawn().map_err(start_failed)?;
         // Our copies: the child has its own; the passed descriptors were duplicated into it.
-        drop(report_w);
+        let report_r = report.map(|(r, _w)| r);
         drop(self.fds);
 
         let pid = child.id().unwrap_or(0) as libc::pid_t;
@@ -160,12 +195,18 @@ impl Command {
             child,
             pid,
             containment: Containment::ProcessGroup,
+            cgroup,
             report: None,
             early: Vec::new(),
             stdout_cap: self.stdout_cap,
             stderr_cap: self.stderr_cap,
             timeout: self.timeout,
             reaped: false,
+        };
+        let Some(report_r) = report_r else {
+            // The child joined the cgroup before `exec` (or the spawn failed above).
+            running.containment = Containment::Cgroup;
+            return Ok(running);
         };
         // std's spawn returned only once every holder of its error pipe closed it: the waiter
         // had written which containment it made before that, so the first bytes are there.
@@ -230,9 +271,12 @@ async fn read_status(report: Option<OwnedFd>, early: Vec<u8>) -> io::Result<Opti
 /// A started run: ends it on every path, the drop of a future included.
 struct Running {
     child: Box<dyn ChildWrapper>,
-    /// The waiter's pid, which is also the process group id; valid until we reap it.
+    /// The waiter's pid (in cgroup mode, the program's), which is also the process group id;
+    /// valid until we reap it.
     pid: libc::pid_t,
     containment: Containment,
+    /// The run's cgroup, in cgroup mode.
+    cgroup: Option<RunCgroup>,
     report: Option<OwnedFd>,
     early: Vec<u8>,
     stdout_cap: usize,
@@ -242,9 +286,19 @@ struct Running {
 }
 
 impl Running {
-    /// Ask for the end: in a namespace, SIGTERM to the waiter (which SIGKILLs the init, whose
-    /// exit kills and reaps the namespace); otherwise SIGKILL to the whole group.
+    /// Ask for the end: in a cgroup, `cgroup.kill`; in a namespace, SIGTERM to the waiter
+    /// (which SIGKILLs the init, whose exit kills and reaps the namespace); otherwise SIGKILL
+    /// to the whole group.
     fn kill_now(&mut self) {
+        if let Some(cgroup) = &self.cgroup {
+            if cgroup.kill().is_ok() {
+                return;
+            }
+            // The cgroup vanished under us (removed from outside): the group is what is left.
+            if !matches!(self.child.inner_mut().try_wait(), Ok(None)) {
+                return;
+            }
+        }
         if self.reaped || self.pid <= 0 {
             return;
         }
@@ -253,7 +307,7 @@ impl Running {
         unsafe {
             match self.containment {
                 Containment::PidNamespace => libc::kill(self.pid, libc::SIGTERM),
-                Containment::ProcessGroup => libc::kill(-self.pid, libc::SIGKILL),
+                _ => libc::kill(-self.pid, libc::SIGKILL),
             };
         }
     }
@@ -266,7 +320,8 @@ impl Running {
         }
     }
 
-    /// End the run and reap the waiter; returns the waiter's status.
+    /// End the run and reap the waiter (in cgroup mode, the program, then wait for the cgroup
+    /// to empty and remove it); returns the waiter's status.
     async fn end(&mut self) -> ExitStatus {
         self.kill_now();
         let inner = self.child.inner_mut();
@@ -282,6 +337,9 @@ impl Running {
             }
         };
         self.reaped = true;
+        if let Some(cgroup) = &mut self.cgroup {
+            cgroup.settle().await;
+        }
         status
     }
 
@@ -303,6 +361,9 @@ impl Running {
             poll(&mut self.child, GRACE);
         }
         self.reaped = true;
+        if let Some(cgroup) = &mut self.cgroup {
+            cgroup.settle_blocking();
+        }
     }
 }
 

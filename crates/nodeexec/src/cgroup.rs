@@ -1,0 +1,421 @@
+//! cgroup v2 containment: a fresh cgroup per run, killed whole with `cgroup.kill`.
+//!
+//! Discovery runs once per process ([`parent`]): our own cgroup from `/proc/self/cgroup`
+//! (`0::<path>`), a `cgroup2` mount from `/proc/self/mountinfo` whose root lies above it, and
+//! the directory `<mount><own path>` beneath which each run gets `confine-<pid>-<n>`. Before it
+//! is trusted, a probe cgroup is made there, checked for `cgroup.kill` (Linux 5.14) and joined
+//! by a forked child that does nothing else (so a hierarchy we may create in but not migrate
+//! into, as with an undelegated subtree, is found out now, not in a run). Stale cgroups of
+//! embedders that died without cleaning up (`confine-<pid>-*` whose pid is gone) are killed
+//! and removed then.
+//!
+//! A run ([`RunCgroup`]): `mkdir` in the parent; the child writes `0` to the new
+//! `cgroup.procs` before `exec` (see `contain.rs`), so the program and every descendant are
+//! born inside; at the end `1` goes to `cgroup.kill` (the kernel kills every member, forks in
+//! flight included), the caller reaps its child, [`RunCgroup::settle`] waits until
+//! `cgroup.events` says `populated 0` and removes the directory. The embedding process never
+//! joins the cgroup.
+
+// The probe forks a child that makes two system calls before `_exit`; see the SAFETY notes.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Every cgroup this crate makes is named `confine-<embedder pid>-<counter>`.
+const PREFIX: &str = "confine-";
+
+/// How long the end of a run waits for the killed cgroup to empty before leaving it behind
+/// (only a process stuck in an uninterruptible sleep takes that long).
+const SETTLE_LIMIT: Duration = Duration::from_secs(10);
+
+/// How often the kill is repeated while waiting (the kernel's kill is already atomic with
+/// respect to forks; this is insurance, and cheap).
+const REKILL_EVERY: Duration = Duration::from_millis(50);
+
+static PARENT: OnceLock<Option<PathBuf>> = OnceLock::new();
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The directory beneath which runs get their cgroups, when this process can use cgroup
+/// containment; discovered (and probed) once per process.
+pub(crate) fn parent() -> Option<&'static Path> {
+    PARENT.get_or_init(discover).as_deref()
+}
+
+fn discover() -> Option<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own_cgroup(&own)?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    for (root, mountpoint) in cgroup2_mounts(&mountinfo) {
+        let Some(rel) = relative(own, &root) else {
+            continue;
+        };
+        let dir = mountpoint.join(rel);
+        sweep_stale(&dir);
+        if probe(&dir) {
+            return Some(dir);
+        }
+    }
+    None
+}
+
+/// The cgroup v2 path of `/proc/self/cgroup` (the `0::` line).
+fn own_cgroup(text: &str) -> Option<&str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .filter(|p| p.starts_with('/'))
+}
+
+/// `(root, mount point)` of every `cgroup2` mount in mountinfo text.
+fn cgroup2_mounts(text: &str) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        if fields.get(dash + 1) != Some(&"cgroup2") || dash < 5 {
+            continue;
+        }
+        out.push((unescape(fields[3]), PathBuf::from(unescape(fields[4]))));
+    }
+    out
+}
+
+/// mountinfo writes space, tab, newline and backslash as `\ooo`.
+fn unescape(field: &str) -> String {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `own` relative to the mount's `root`, when `own` lies beneath it (no `..`: a cgroup
+/// outside our cgroup namespace is not ours to use).
+fn relative(own: &str, root: &str) -> Option<PathBuf> {
+    let rest = Path::new(own).strip_prefix(root).ok()?;
+    rest.components()
+        .all(|c| matches!(c, Component::Normal(_)))
+        .then(|| rest.to_owned())
+}
+
+/// Kill and remove `confine-<pid>-*` cgroups whose embedder is gone (killed before it could
+/// clean up; its descendants, if any, are still inside). A pid counts as gone when
+/// `/proc/<pid>` does not exist: embedders sharing one cgroup are assumed to share one PID
+/// namespace.
+fn sweep_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = std::process::id();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = stale_owner(&name.to_string_lossy()) else {
+            continue;
+        };
+        if pid == me || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let mut stale = RunCgroup {
+            dir: entry.path(),
+            procs: CString::default(),
+            settled: false,
+        };
+        stale.kill().ok();
+        stale.settle_blocking_for(Duration::from_millis(500));
+    }
+}
+
+/// The embedder pid in a name `confine-<pid>-<anything>`.
+fn stale_owner(name: &str) -> Option<u32> {
+    let (pid, _) = name.strip_prefix(PREFIX)?.split_once('-')?;
+    pid.parse().ok()
+}
+
+/// Whether runs can be contained beneath `dir`: a cgroup can be made there, it has
+/// `cgroup.kill`, and a forked child can join it.
+fn probe(dir: &Path) -> bool {
+    let Ok(mut cgroup) = RunCgroup::create_in(dir) else {
+        return false;
+    };
+    let joined = join_in_child(&cgroup.procs);
+    cgroup.settle_blocking_for(Duration::from_secs(1));
+    joined && cgroup.settled
+}
+
+/// Fork a child that writes `0` to `procs` and exits; whether that worked.
+fn join_in_child(procs: &CString) -> bool {
+    // SAFETY: the child makes only async-signal-safe system calls (open, write, close,
+    // _exit) on a path prepared before the fork; the parent waits for exactly that child.
+    unsafe {
+        let pid = libc::fork();
+        if pid == 0 {
+            let ok = crate::contain::join_cgroup(procs).is_ok();
+            libc::_exit(if ok { 0 } else { 1 });
+        }
+        if pid < 0 {
+            return false;
+        }
+        let mut status = 0;
+        loop {
+            let r = libc::waitpid(pid, &mut status, 0);
+            if r == pid {
+                return libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+            }
+            if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return false;
+            }
+        }
+    }
+}
+
+/// The cgroup of one run. Dropped without [`settle`](RunCgroup::settle), it kills, waits
+/// and removes synchronously.
+#[derive(Debug)]
+pub(crate) struct RunCgroup {
+    dir: PathBuf,
+    /// `<dir>/cgroup.procs`, for the child to write (it must not allocate).
+    procs: CString,
+    /// Emptied and removed (or given up on).
+    settled: bool,
+}
+
+impl RunCgroup {
+    /// A fresh cgroup for a run, or `None` where cgroup containment is unavailable.
+    pub(crate) fn create() -> Option<Self> {
+        Self::create_in(parent()?).ok()
+    }
+
+    fn create_in(parent: &Path) -> io::Result<Self> {
+        let me = std::process::id();
+        let mut tries = 0;
+        let dir = loop {
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            let dir = parent.join(format!("{PREFIX}{me}-{n}"));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => break dir,
+                // Left by an earlier process with our pid: take the next number.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
+                Err(e) => return Err(e),
+            }
+        };
+        let procs =
+            CString::new(dir.join("cgroup.procs").as_os_str().as_bytes()).map_err(io::Error::other);
+        let mut cgroup = Self {
+            dir,
+            procs: procs.unwrap_or_default(),
+            settled: false,
+        };
+        if cgroup.procs.is_empty() || !cgroup.dir.join("cgroup.kill").exists() {
+            // Before Linux 5.14 (or a path with a NUL, which cannot happen): unusable.
+            cgroup.settle_blocking_for(Duration::ZERO);
+            return Err(io::Error::from(io::ErrorKind::Unsupported));
+        }
+        Ok(cgroup)
+    }
+
+    /// `<dir>/cgroup.procs` as the child writes it.
+    pub(crate) fn procs(&self) -> CString {
+        self.procs.clone()
+    }
+
+    /// Kill every process in the cgroup (`1` to `cgroup.kill`).
+    pub(crate) fn kill(&self) -> io::Result<()> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.kill"))?
+            .write_all(b"1")
+    }
+
+    /// Whether `cgroup.events` says `populated 1`; a missing file means the cgroup is gone.
+    fn populated(&self) -> io::Result<bool> {
+        match std::fs::read_to_string(self.dir.join("cgroup.events")) {
+            Ok(events) => Ok(events.lines().any(|l| l == "populated 1")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One attempt: when the cgroup is empty, remove it. True once it is gone.
+    fn try_remove(&mut self) -> bool {
+        if self.settled {
+            return true;
+        }
+        if !matches!(self.populated(), Ok(false)) {
+            return false;
+        }
+        match std::fs::remove_dir(&self.dir) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => false,
+            _ => {
+                self.settled = true;
+                true
+            }
+        }
+    }
+
+    /// Wait (asynchronously, with short sleeps) until the cgroup is empty, then remove it.
+    /// Call after [`kill`](RunCgroup::kill) and after reaping the run's direct child.
+    pub(crate) async fn settle(&mut self) {
+        let start = Instant::now();
+        let mut last_kill = start;
+        let mut spins = 0u32;
+        while !self.try_remove() {
+            if start.elapsed() >= SETTLE_LIMIT {
+                // Left behind; a later embedder's discovery sweeps it once we are gone.
+                self.settled = true;
+                return;
+            }
+            if last_kill.elapsed() >= REKILL_EVERY {
+                self.kill().ok();
+                last_kill = Instant::now();
+            }
+            // The kill usually takes effect within microseconds: yield a few times before
+            // paying the timer's millisecond.
+            if spins < 16 {
+                spins += 1;
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+
+    /// [`settle`](RunCgroup::settle) for synchronous callers (a dropped future).
+    pub(crate) fn settle_blocking(&mut self) {
+        self.settle_blocking_for(SETTLE_LIMIT);
+    }
+
+    fn settle_blocking_for(&mut self, limit: Duration) {
+        let start = Instant::now();
+        let mut last_kill = start;
+        while !self.try_remove() {
+            if start.elapsed() >= limit {
+                self.settled = true;
+                return;
+            }
+            if last_kill.elapsed() >= REKILL_EVERY {
+                self.kill().ok();
+                last_kill = Instant::now();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+impl Drop for RunCgroup {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.kill().ok();
+            self.settle_blocking();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_cgroup_takes_the_v2_line() {
+        let text = "4:memory:/x\n0::/user.slice/a.scope\n";
+        assert_eq!(own_cgroup(text), Some("/user.slice/a.scope"));
+        assert_eq!(own_cgroup("4:memory:/x\n"), None);
+    }
+
+    #[test]
+    fn cgroup2_mounts_parse_and_unescape() {
+        let text = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+42 31 0:38 /a\\040b /mnt/my\\040cg rw shared:5 - cgroup2 cgroup2 rw
+";
+        assert_eq!(
+            cgroup2_mounts(text),
+            vec![
+                ("/".to_owned(), PathBuf::from("/sys/fs/cgroup/unified")),
+                ("/a b".to_owned(), PathBuf::from("/mnt/my cg")),
+            ]
+        );
+    }
+
+    #[test]
+    fn relative_stays_beneath_the_mount_root() {
+        assert_eq!(relative("/", "/"), Some(PathBuf::new()));
+        assert_eq!(relative("/a/b", "/"), Some(PathBuf::from("a/b")));
+        assert_eq!(relative("/a/b", "/a"), Some(PathBuf::from("b")));
+        assert_eq!(relative("/ab", "/a"), None);
+        assert_eq!(relative("/../x", "/"), None);
+    }
+
+    #[test]
+    fn stale_owner_reads_the_pid() {
+        assert_eq!(stale_owner("confine-123-4"), Some(123));
+        assert_eq!(stale_owner("confine-123-probe"), Some(123));
+        assert_eq!(stale_owner("confine-x-4"), None);
+        assert_eq!(stale_owner("other-123-4"), None);
+    }
+
+    /// A cgroup named for a pid that cannot exist (above the largest `pid_max`) is swept,
+    /// a live process inside it killed first; one named for our own pid is kept.
+    #[test]
+    fn sweep_removes_cgroups_of_dead_embedders() {
+        // This machine and CI run as root with a writable cgroup2 hierarchy.
+        let dir = parent().expect("cgroup containment on this machine");
+        let stale = dir.join(format!("{PREFIX}4194305-0"));
+        std::fs::create_dir(&stale).unwrap();
+        let procs = CString::new(stale.join("cgroup.procs").as_os_str().as_bytes()).unwrap();
+        // A child that joins the stale cgroup and sleeps, as an orphan of a killed embedder.
+        // SAFETY: only async-signal-safe calls in the child.
+        let pid = unsafe {
+            let pid = libc::fork();
+            if pid == 0 {
+                if crate::contain::join_cgroup(&procs).is_err() {
+                    libc::_exit(1);
+                }
+                libc::pause();
+                libc::_exit(0);
+            }
+            pid
+        };
+        assert!(pid > 0);
+        let until = Instant::now() + Duration::from_secs(5);
+        while !std::fs::read_to_string(stale.join("cgroup.procs"))
+            .unwrap()
+            .contains(&pid.to_string())
+        {
+            assert!(Instant::now() < until, "the child never joined");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mine = RunCgroup::create_in(dir).unwrap();
+        sweep_stale(dir);
+        assert!(!stale.exists(), "the stale cgroup was swept");
+        assert!(mine.dir.exists(), "our own cgroup was kept");
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(r, pid);
+        assert!(libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL);
+        drop(mine);
+    }
+}
