@@ -1,9 +1,12 @@
 //! `node_process` across crates (`tools` over `nodeexec` and `rootid`) and through the built
 //! `confine call` binary, with a real Node.js (SPEC sections 6 and 8).
 //!
-//! Descendants are found by a census of `/proc`: each carries a unique marker argument, and a
-//! process counts as alive when its command line holds the marker and it is not a zombie
-//! (pids printed by a script are PID-namespace pids, meaningless outside).
+//! Descendants are found two ways. By a census of `/proc`: each carries a unique marker
+//! argument, and a process counts as alive when its command line holds the marker and it is
+//! not a zombie. And, as a judge outside would, by the pids a script prints: `nodeexec` runs
+//! each call in a cgroup of its own, so they are host pids, and each must be gone after the
+//! call (`kill(pid, 0)` is `ESRCH`, allowing the host's init a bounded moment to reap
+//! orphans), as must the call's cgroup.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -122,6 +125,125 @@ fn with_descendants(marker: &str, tail: &str) -> String {
          spawn(process.execPath, [...keep, '{marker}-session'], {{ stdio: 'ignore', detached: true }}).unref();
          {tail}"
     )
+}
+
+/// Source starting one descendant in the process group and one in its own session, then
+/// printing `node=<pid> group=<pid> session=<pid> cgroup=<path>` (its own pid, theirs, and its
+/// cgroup v2 path) to stdout and to `pids.txt` in the working directory (renamed into place,
+/// for calls that end without output), then running `tail`.
+fn printing_pids(marker: &str, tail: &str) -> String {
+    format!(
+        "const fs = require('fs'), {{ spawn }} = require('child_process');
+         const keep = ['-e', 'setInterval(() => {{}}, 1000)'];
+         const g = spawn(process.execPath, [...keep, '{marker}-group'], {{ stdio: 'ignore' }});
+         const s = spawn(process.execPath, [...keep, '{marker}-session'], {{ stdio: 'ignore', detached: true }});
+         g.unref(); s.unref();
+         const cg = fs.readFileSync('/proc/self/cgroup', 'utf8').split('\\n').find((l) => l.startsWith('0::')).slice(3);
+         const line = 'node=' + process.pid + ' group=' + g.pid + ' session=' + s.pid + ' cgroup=' + cg;
+         fs.writeFileSync('pids.tmp', line); fs.renameSync('pids.tmp', 'pids.txt');
+         console.log(line);
+         {tail}"
+    )
+}
+
+/// The `(name, value)` pairs of a line printed by [`printing_pids`].
+fn printed(line: &str) -> Vec<(String, String)> {
+    line.split_whitespace()
+        .map(|f| {
+            let (k, v) = f.split_once('=').unwrap();
+            (k.to_owned(), v.to_owned())
+        })
+        .collect()
+}
+
+fn wait_printed(root: &Path) -> Vec<(String, String)> {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(root.join("pids.txt")) {
+            return printed(&text);
+        }
+        assert!(Instant::now() < until, "the script never printed its pids");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The host's command line of `pid`, as arguments (empty for a zombie or no process).
+fn cmdline(pid: i32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .split('\0')
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// While the call runs: the printed descendant pids name, on the host, exactly the processes
+/// carrying the marker.
+fn assert_printed_live(pids: &[(String, String)], marker: &str) {
+    for (name, value) in pids {
+        if name == "group" || name == "session" {
+            let pid: i32 = value.parse().unwrap();
+            assert!(
+                cmdline(pid).contains(&format!("{marker}-{name}")),
+                "pid {pid} printed as {name} is not that process on the host"
+            );
+        }
+    }
+}
+
+/// After the call: every printed pid is gone from the host (`kill(pid, 0)` fails with ESRCH,
+/// or the pid already names another live process without the marker: reused), within a
+/// bounded wait for the host's init to reap orphans; and the call's cgroup is removed.
+fn assert_printed_dead(pids: &[(String, String)], marker: &str) {
+    let until = Instant::now() + Duration::from_secs(5);
+    for (name, value) in pids {
+        if name == "cgroup" {
+            assert!(
+                value.starts_with("/confine-"),
+                "not in a run cgroup: {value}"
+            );
+            let dir = cgroup2_mount().join(value.trim_start_matches('/'));
+            assert!(!dir.exists(), "{} was left behind", dir.display());
+            continue;
+        }
+        let pid: i32 = value.parse().unwrap();
+        loop {
+            let errno = rustix::process::test_kill_process(
+                rustix::process::Pid::from_raw(pid).expect("a pid"),
+            )
+            .err();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat.rsplit(") ").next().is_some_and(|s| s.starts_with('Z'));
+            let args = cmdline(pid);
+            let reused = errno.is_none()
+                && !zombie
+                && !args.is_empty()
+                && !args.iter().any(|a| a.contains(marker));
+            if errno == Some(rustix::io::Errno::SRCH) || reused {
+                break;
+            }
+            assert!(
+                Instant::now() < until,
+                "pid {pid} ({name}) outlived the call"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// The mount point of the (first) cgroup2 hierarchy.
+fn cgroup2_mount() -> std::path::PathBuf {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    mountinfo
+        .lines()
+        .find_map(|l| {
+            let fields: Vec<&str> = l.split(' ').collect();
+            let dash = fields.iter().position(|f| *f == "-")?;
+            (fields[dash + 1] == "cgroup2").then(|| std::path::PathBuf::from(fields[4]))
+        })
+        .expect("a cgroup2 mount")
 }
 
 #[tokio::test]
@@ -507,6 +629,100 @@ async fn node_process_script_may_remove_itself() {
     .await;
     assert!(!is_error, "{record}");
     assert_eq!(record["stdout"], "true\n");
+    assert_no_pify(tmp.path());
+}
+
+/// A judge's check through the tool: the pids a script prints (its own, a descendant in the
+/// group and one in its own session) are host pids while the call runs, and all are dead after
+/// the call, whether it ended by exit, timeout or cancellation; no cgroup is left.
+#[tokio::test]
+async fn node_process_printed_pids_dead_after_exit_timeout_and_cancellation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry(tmp.path(), Some(Duration::from_secs(3)));
+    let forever = "setInterval(() => {}, 1000)";
+
+    // Exit: the pids come back on stdout.
+    let m = marker();
+    let (is_error, record) = call(&reg, json!({"source": printing_pids(&m, "")})).await;
+    assert!(!is_error, "{record}");
+    let pids = printed(record["stdout"].as_str().unwrap());
+    assert_eq!(pids.len(), 4, "{record}");
+    assert_printed_dead(&pids, &m);
+    std::fs::remove_file(tmp.path().join("pids.txt")).unwrap();
+
+    // Timeout: no output comes back; the script's file says the pids.
+    let m = marker();
+    let root = tmp.path().to_owned();
+    let probe = m.clone();
+    let during = tokio::task::spawn_blocking(move || {
+        let pids = wait_printed(&root);
+        assert_printed_live(&pids, &probe);
+        pids
+    });
+    let (_, record) = call(&reg, json!({"source": printing_pids(&m, forever)})).await;
+    assert_eq!(record, timeout_record());
+    let pids = during.await.unwrap();
+    assert_printed_dead(&pids, &m);
+    std::fs::remove_file(tmp.path().join("pids.txt")).unwrap();
+
+    // Cancellation, once both descendants are seen from the host.
+    let m = marker();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let root = tmp.path().to_owned();
+    let probe = m.clone();
+    let during = tokio::task::spawn_blocking(move || {
+        let pids = wait_printed(&root);
+        assert_printed_live(&pids, &probe);
+        trigger.cancel();
+        pids
+    });
+    let tool_call = ToolCall::new(
+        "c",
+        "node_process",
+        &json!({"source": printing_pids(&m, forever)}),
+    );
+    let result = execute_tool_call(&reg, &tool_call, &cancel).await;
+    assert_eq!(result, Err(tools::Cancelled));
+    let pids = during.await.unwrap();
+    assert_printed_dead(&pids, &m);
+    assert!(alive(&m).is_empty(), "{:?} outlived the calls", alive(&m));
+    assert_no_pify(tmp.path());
+}
+
+/// The same from outside, through `confine call`, as the grading census runs it: the pids an
+/// exited call printed, and those a timed-out call wrote down, are dead once each answer is
+/// out.
+#[test]
+fn confine_call_printed_pids_dead_after_exit_and_timeout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = confine_call(tmp.path(), &["--timeout-ms", "1500"], &[]);
+    let mut stdin = child.stdin.take().unwrap();
+    let mut answers = BufReader::new(child.stdout.take().unwrap()).lines();
+
+    let m = marker();
+    let line =
+        json!({"id": 1, "name": "node_process", "arguments": {"source": printing_pids(&m, "")}});
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    let answer: Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
+    assert_eq!(answer["isError"], false, "{answer}");
+    let pids = printed(answer["content"]["stdout"].as_str().unwrap());
+    assert_printed_dead(&pids, &m);
+    std::fs::remove_file(tmp.path().join("pids.txt")).unwrap();
+
+    let m = marker();
+    let line = json!({"id": 2, "name": "node_process", "arguments": {"source": printing_pids(&m, "setInterval(() => {}, 1000)")}});
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    let pids = wait_printed(tmp.path());
+    assert_printed_live(&pids, &m);
+    let answer: Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
+    assert_eq!(answer["content"], timeout_record());
+    assert_printed_dead(&pids, &m);
+
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
     assert_no_pify(tmp.path());
 }
 
