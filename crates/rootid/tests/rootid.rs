@@ -130,3 +130,35 @@ fn verify_detects_deleted_root() {
     std::fs::remove_dir(&ws).unwrap();
     assert_eq!(root.verify().unwrap_err().code(), "WORKSPACE_ROOT_CHANGED");
 }
+
+#[test]
+fn verify_detects_an_ancestor_replaced_by_a_symlink_to_the_same_directory() {
+    // The root is still the same inode, reached through a symlink: its path no longer
+    // canonicalizes to the captured one, so it is not adopted.
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let parent = base.join("parent");
+    std::fs::create_dir_all(parent.join("ws")).unwrap();
+    let root = WorkspaceRoot::capture(parent.join("ws")).unwrap();
+    assert_eq!(root.original(), root.canonical());
+    root.verify().unwrap();
+    std::fs::rename(&parent, base.join("moved")).unwrap();
+    symlink(base.join("moved"), &parent).unwrap();
+    assert_eq!(
+        std::fs::canonicalize(parent.join("ws")).unwrap(),
+        base.join("moved/ws")
+    );
+    assert_eq!(root.verify().unwrap_err().kind(), RootErrorKind::Changed);
+}
+
+#[test]
+fn verify_detects_the_root_itself_replaced_by_a_symlink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let ws = base.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let root = WorkspaceRoot::capture(&ws).unwrap();
+    std::fs::rename(&ws, base.join("real")).unwrap();
+    symlink(base.join("real"), &ws).unwrap();
+    assert_eq!(root.verify().unwrap_err().kind(), RootErrorKind::Changed);
+}

@@ -21,6 +21,9 @@ pub const MAX_READ_BYTES: usize = 65_536;
 /// Bytes read between two cancellation checks.
 const CHUNK: usize = 16 * 1024;
 
+/// The smallest read asked for, when the size hint says little is left.
+const MIN_READ: usize = 512;
+
 /// The arguments of `read_file`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -74,21 +77,37 @@ impl ReadTool {
         }
         let opened = FileIdentity::of_std(&meta);
 
-        let mut buf = Vec::with_capacity((meta.len() as usize).min(MAX_READ_BYTES) + 1);
-        let mut chunk = [0u8; CHUNK];
+        // The size is a hint, never trusted: reading goes on until end of file or one byte past
+        // the limit. It only lets a file of the size it claims be read in one `read`: a short
+        // read that ends exactly at the reported size is end of file for a regular file.
+        let size = meta.len();
+        if size > MAX_READ_BYTES as u64 {
+            return Err(failed(ErrorKind::FileTooLarge));
+        }
+        let size = size as usize;
+        let mut buf = Vec::with_capacity(size + 1);
         loop {
             if cancel.is_cancelled() {
                 return Err(Cancelled.into());
             }
-            let want = (MAX_READ_BYTES + 1 - buf.len()).min(CHUNK);
-            match file.read(&mut chunk[..want]) {
-                Ok(0) => break,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return Err(failed(ErrorKind::ReadFailed)),
-            }
+            let room = MAX_READ_BYTES + 1 - buf.len();
+            let expected = size.saturating_sub(buf.len()) + 1;
+            let want = room.min(CHUNK).min(expected.max(MIN_READ));
+            let start = buf.len();
+            buf.resize(start + want, 0);
+            let n = loop {
+                match file.read(&mut buf[start..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => return Err(failed(ErrorKind::ReadFailed)),
+                }
+            };
+            buf.truncate(start + n);
             if buf.len() > MAX_READ_BYTES {
                 return Err(failed(ErrorKind::FileTooLarge));
+            }
+            if n == 0 || (n < want && buf.len() == size) {
+                break;
             }
         }
 
