@@ -77,39 +77,7 @@ impl ReadTool {
         }
         let opened = FileIdentity::of_std(&meta);
 
-        // The size is a hint, never trusted: reading goes on until end of file or one byte past
-        // the limit. It only lets a file of the size it claims be read in one `read`: a short
-        // read that ends exactly at the reported size is end of file for a regular file.
-        let size = meta.len();
-        if size > MAX_READ_BYTES as u64 {
-            return Err(failed(ErrorKind::FileTooLarge));
-        }
-        let size = size as usize;
-        let mut buf = Vec::with_capacity(size + 1);
-        loop {
-            if cancel.is_cancelled() {
-                return Err(Cancelled.into());
-            }
-            let room = MAX_READ_BYTES + 1 - buf.len();
-            let expected = size.saturating_sub(buf.len()) + 1;
-            let want = room.min(CHUNK).min(expected.max(MIN_READ));
-            let start = buf.len();
-            buf.resize(start + want, 0);
-            let n = loop {
-                match file.read(&mut buf[start..]) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => return Err(failed(ErrorKind::ReadFailed)),
-                }
-            };
-            buf.truncate(start + n);
-            if buf.len() > MAX_READ_BYTES {
-                return Err(failed(ErrorKind::FileTooLarge));
-            }
-            if n == 0 || (n < want && buf.len() == size) {
-                break;
-            }
-        }
+        let buf = read_bounded(&mut file, meta.len(), cancel, || {})?;
 
         // The name must still lead (beneath the root) to the object that was read.
         let now = identity_now(dir, rel).map_err(|_| failed(ErrorKind::PathChangedDuringRead))?;
@@ -126,6 +94,50 @@ impl ReadTool {
             content,
             bytes,
         })
+    }
+}
+
+/// Read at most `MAX_READ_BYTES + 1` bytes, checking `cancel` before every read; `after_read`
+/// runs after each (a seam for tests).
+///
+/// `size` is a hint, never trusted: reading goes on until end of file or one byte past the
+/// limit. It only lets a file of the size it claims be read in one `read`: a short read that
+/// ends exactly at the reported size is end of file for a regular file.
+fn read_bounded(
+    file: &mut impl Read,
+    size: u64,
+    cancel: &CancellationToken,
+    mut after_read: impl FnMut(),
+) -> Result<Vec<u8>, CallError> {
+    if size > MAX_READ_BYTES as u64 {
+        return Err(failed(ErrorKind::FileTooLarge));
+    }
+    let size = size as usize;
+    let mut buf = Vec::with_capacity(size + 1);
+    loop {
+        if cancel.is_cancelled() {
+            return Err(Cancelled.into());
+        }
+        let room = MAX_READ_BYTES + 1 - buf.len();
+        let expected = size.saturating_sub(buf.len()) + 1;
+        let want = room.min(CHUNK).min(expected.max(MIN_READ));
+        let start = buf.len();
+        buf.resize(start + want, 0);
+        let n = loop {
+            match file.read(&mut buf[start..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Err(failed(ErrorKind::ReadFailed)),
+            }
+        };
+        buf.truncate(start + n);
+        after_read();
+        if buf.len() > MAX_READ_BYTES {
+            return Err(failed(ErrorKind::FileTooLarge));
+        }
+        if n == 0 || (n < want && buf.len() == size) {
+            return Ok(buf);
+        }
     }
 }
 
@@ -156,5 +168,52 @@ impl TypedTool for ReadTool {
         cancel: &CancellationToken,
     ) -> Result<ReadOutput, CallError> {
         self.read(&valid, cancel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_cancelled_during_the_read_stops_between_chunks() {
+        let data = vec![b'a'; MAX_READ_BYTES];
+        let cancel = CancellationToken::new();
+        let mut reads = 0;
+        let got = read_bounded(&mut &data[..], data.len() as u64, &cancel, || {
+            reads += 1;
+            cancel.cancel();
+        });
+        assert!(matches!(got, Err(CallError::Cancelled(_))));
+        assert_eq!(reads, 1, "the token is checked before the second chunk");
+    }
+
+    #[test]
+    fn read_bounded_ignores_a_size_hint_that_lies() {
+        let cancel = CancellationToken::new();
+        // Claims 0 bytes (as procfs files do) but holds more: all of it is read.
+        let data = b"more than claimed".to_vec();
+        let got = read_bounded(&mut &data[..], 0, &cancel, || {}).unwrap();
+        assert_eq!(got, data);
+        // Claims less than the limit but holds one byte more than it: refused.
+        let big = vec![b'a'; MAX_READ_BYTES + 1];
+        let got = read_bounded(&mut &big[..], 10, &cancel, || {});
+        assert!(
+            matches!(got, Err(CallError::Failed(e)) if e.kind() == Some(ErrorKind::FileTooLarge))
+        );
+        // Exactly the limit, with an honest hint and a lying one.
+        let full = vec![b'a'; MAX_READ_BYTES];
+        assert_eq!(
+            read_bounded(&mut &full[..], MAX_READ_BYTES as u64, &cancel, || {})
+                .unwrap()
+                .len(),
+            MAX_READ_BYTES
+        );
+        assert_eq!(
+            read_bounded(&mut &full[..], 1, &cancel, || {})
+                .unwrap()
+                .len(),
+            MAX_READ_BYTES
+        );
     }
 }
