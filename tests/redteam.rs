@@ -16,8 +16,9 @@
 //!   names, 4,096-byte paths, `.pify-` names chosen by the model, hard links, mode 000,
 //!   CRLF and NUL content, reserved-name case variants, and the JSON Lines framing.
 //!
-//! Tests marked `#[ignore = "bug: …"]` reproduce a bug found by this review; they fail until
-//! it is fixed.
+//! Three bugs this review found are fixed and kept here as regression tests:
+//! `read_back_a_4096_byte_path`, `non_utf8_line_is_an_invalid_call_and_the_stream_goes_on`
+//! and `numeric_ids_echoed_as_given`.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -1215,7 +1216,7 @@ fn call_stream_framing() {
 /// single `openat2` gets the whole path and the kernel's `PATH_MAX` (4,096 including the NUL)
 /// answers `ENAMETOOLONG`. The same path can be written but never read back.
 #[test]
-#[ignore = "bug: read_file of a 4,096-byte path (accepted by the grammar) fails with READ_FAILED"]
+
 fn read_back_a_4096_byte_path() {
     let b = Base::fast();
     let mut s = Session::new(&b.root);
@@ -1248,7 +1249,7 @@ fn read_back_a_4095_byte_path() {
 /// goes on". A line that is not UTF-8 instead ends `confine call` with exit status 2 ("stdin is
 /// not readable UTF-8 text"), and every later call is lost.
 #[test]
-#[ignore = "bug: a non-UTF-8 input line ends confine call instead of INVALID_TOOL_CALL"]
+
 fn non_utf8_line_is_an_invalid_call_and_the_stream_goes_on() {
     let b = Base::fast();
     std::fs::write(b.p("a"), "A").unwrap();
@@ -1265,7 +1266,7 @@ fn non_utf8_line_is_an_invalid_call_and_the_stream_goes_on() {
 /// `arbitrary_precision` parses it as an f64). A client matching answers to calls by id cannot
 /// find them. (Ids within i64/u64 are echoed exactly; see `call_stream_framing`.)
 #[test]
-#[ignore = "bug: an integer id beyond 64 bits is not echoed as given"]
+
 fn numeric_ids_echoed_as_given() {
     let b = Base::fast();
     std::fs::write(b.p("a"), "A").unwrap();

@@ -9,7 +9,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::AsyncBufReadExt;
@@ -27,13 +27,23 @@ pub struct Args {
 
 #[derive(Deserialize)]
 struct Line {
-    id: Value,
+    // Raw, so the id is echoed exactly as given (an integer beyond 64 bits included).
+    id: Box<RawValue>,
     name: String,
     arguments: Box<RawValue>,
 }
 
-/// The answer to one input line.
-pub fn answer_line(line: &str) -> Result<(Value, ToolCall), Value> {
+/// One output line: `{"id", "isError", "content"}` in that order.
+#[derive(Serialize)]
+struct Answer<'a> {
+    id: &'a RawValue,
+    #[serde(rename = "isError")]
+    is_error: bool,
+    content: Value,
+}
+
+/// The call one input line holds, or the `INVALID_TOOL_CALL` line to answer.
+fn parse_line(line: &str) -> Result<(Box<RawValue>, ToolCall), Value> {
     let invalid = || {
         serde_json::json!({
             "id": null,
@@ -46,7 +56,7 @@ pub fn answer_line(line: &str) -> Result<(Value, ToolCall), Value> {
         return Err(invalid());
     }
     let call = ToolCall {
-        id: parsed.id.to_string(),
+        id: parsed.id.get().to_owned(),
         name: parsed.name,
         arguments: parsed.arguments,
     };
@@ -82,28 +92,33 @@ async fn serve(registry: ToolRegistry) -> ExitCode {
         on_signal.cancel();
     });
 
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let mut bytes = Vec::new();
     loop {
-        let line = tokio::select! {
-            line = lines.next_line() => line,
+        bytes.clear();
+        let read = tokio::select! {
+            read = stdin.read_until(b'\n', &mut bytes) => read,
             _ = cancel.cancelled() => return ExitCode::from(130),
         };
-        let line = match line {
-            Ok(Some(line)) => line,
-            Ok(None) => return ExitCode::SUCCESS,
-            Err(_) => return super::common::usage("stdin is not readable UTF-8 text"),
-        };
+        match read {
+            Ok(0) => return ExitCode::SUCCESS,
+            Ok(_) => {}
+            Err(_) => return super::common::usage("stdin cannot be read"),
+        }
+        // A line that is not UTF-8 is not a call: it is answered, and the stream goes on.
+        let line = std::str::from_utf8(&bytes).unwrap_or("\u{0}");
         if line.trim().is_empty() {
             continue;
         }
-        let out = match answer_line(&line) {
-            Err(invalid) => invalid,
+        let out = match parse_line(line.trim_end_matches(['\n', '\r'])) {
+            Err(invalid) => invalid.to_string(),
             Ok((id, call)) => match execute_tool_call(&registry, &call, &cancel).await {
-                Ok(result) => serde_json::json!({
-                    "id": id,
-                    "isError": result.is_error,
-                    "content": result.record(),
-                }),
+                Ok(result) => serde_json::to_string(&Answer {
+                    id: &id,
+                    is_error: result.is_error,
+                    content: result.record(),
+                })
+                .expect("an answer serializes"),
                 Err(_cancelled) => return ExitCode::from(130),
             },
         };

@@ -25,6 +25,10 @@ pub(crate) fn open_read_beneath(dir: &Dir, rel: &Path) -> io::Result<File> {
         match rustix::fs::openat2(dir, rel, flags, Mode::empty(), resolve) {
             Ok(fd) => return Ok(File::from(fd)),
             Err(rustix::io::Errno::AGAIN) => continue,
+            Err(rustix::io::Errno::NAMETOOLONG) => {
+                let (parent, leaf) = split_long(dir, rel)?;
+                return open_read_beneath(&parent, leaf);
+            }
             Err(rustix::io::Errno::NOSYS) => break,
             Err(e) => return Err(e.into()),
         }
@@ -40,9 +44,28 @@ pub(crate) fn open_read_beneath(dir: &Dir, rel: &Path) -> io::Result<File> {
 /// compare with an object already opened beneath the root: the result is never returned to
 /// anyone, so a path that now leads elsewhere simply compares unequal.
 pub(crate) fn identity_now(dir: &Dir, rel: &Path) -> io::Result<rootid::FileIdentity> {
-    let st = rustix::fs::statat(dir, rel, rustix::fs::AtFlags::empty())?;
-    Ok(rootid::FileIdentity {
-        dev: st.st_dev,
-        ino: st.st_ino,
-    })
+    match rustix::fs::statat(dir, rel, rustix::fs::AtFlags::empty()) {
+        Ok(st) => Ok(rootid::FileIdentity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        }),
+        Err(rustix::io::Errno::NAMETOOLONG) => {
+            let (parent, leaf) = split_long(dir, rel)?;
+            identity_now(&parent, leaf)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A path one syscall cannot take (4,096 bytes with its NUL; the grammar accepts 4,096): open
+/// its parent beneath `dir` (cap-std, so still never leaving it) and resolve the leaf beneath
+/// that. At this one length a leaf symlink that climbs above its own directory is refused.
+fn split_long<'a>(dir: &Dir, rel: &'a Path) -> io::Result<(Dir, &'a Path)> {
+    let too_long = || io::Error::from_raw_os_error(libc::ENAMETOOLONG);
+    let parent = rel
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .ok_or_else(too_long)?;
+    let leaf = rel.file_name().map(Path::new).ok_or_else(too_long)?;
+    Ok((dir.open_dir(parent)?, leaf))
 }
