@@ -3,25 +3,24 @@
 //! Discovery runs once per process ([`parent`]): our own cgroup from `/proc/self/cgroup`
 //! (`0::<path>`), a `cgroup2` mount from `/proc/self/mountinfo` whose root lies above it, and
 //! the directory `<mount><own path>` beneath which each run gets `confine-<pid>-<n>`. Before it
-//! is trusted, a probe cgroup is made there, checked for `cgroup.kill` (Linux 5.14) and joined
-//! by a forked child that does nothing else (so a hierarchy we may create in but not migrate
-//! into, as with an undelegated subtree, is found out now, not in a run). Stale cgroups of
-//! embedders that died without cleaning up (`confine-<pid>-*` whose pid is gone) are killed
-//! and removed then.
+//! is trusted, a probe cgroup is made there, checked for `cgroup.kill` (Linux 5.14), and a
+//! child that does nothing but exit is created in it with `clone3(CLONE_INTO_CGROUP)` (so a
+//! hierarchy we may create in but not migrate into, as with an undelegated subtree, or a
+//! kernel without `clone3`, is found out now, not in a run). Stale cgroups of embedders that
+//! died without cleaning up (`confine-<pid>-*` whose pid is gone) are killed and removed then.
 //!
-//! A run ([`RunCgroup`]): `mkdir` in the parent; the child writes `0` to the new
-//! `cgroup.procs` before `exec` (see `contain.rs`), so the program and every descendant are
-//! born inside; at the end `1` goes to `cgroup.kill` (the kernel kills every member, forks in
-//! flight included), the caller reaps its child, [`RunCgroup::settle`] waits until
-//! `cgroup.events` says `populated 0` and removes the directory. The embedding process never
-//! joins the cgroup.
+//! A run ([`RunCgroup`]): `mkdir` and a directory descriptor in the parent; the waiter creates
+//! the program's process in the cgroup (see `contain.rs`), so the program and every
+//! descendant are born inside; at the end `1` goes to `cgroup.kill` (the kernel kills every
+//! member, forks in flight included), the caller reaps its waiter, [`RunCgroup::settle`]
+//! waits until `cgroup.events` says `populated 0` and removes the directory. The embedding
+//! process never joins the cgroup.
 
-// The probe forks a child that makes two system calls before `_exit`; see the SAFETY notes.
+// The probe creates a child that only exits; see the SAFETY notes.
 #![allow(unsafe_code)]
 
-use std::ffi::CString;
 use std::io::{self, Write};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -138,7 +137,7 @@ fn sweep_stale(dir: &Path) {
         }
         let mut stale = RunCgroup {
             dir: entry.path(),
-            procs: CString::default(),
+            fd: None,
             settled: false,
         };
         stale.kill().ok();
@@ -153,25 +152,23 @@ fn stale_owner(name: &str) -> Option<u32> {
 }
 
 /// Whether runs can be contained beneath `dir`: a cgroup can be made there, it has
-/// `cgroup.kill`, and a forked child can join it.
+/// `cgroup.kill`, and a child can be created in it.
 fn probe(dir: &Path) -> bool {
     let Ok(mut cgroup) = RunCgroup::create_in(dir) else {
         return false;
     };
-    let joined = join_in_child(&cgroup.procs);
+    let created = exit_in(cgroup.raw_fd());
     cgroup.settle_blocking_for(Duration::from_secs(1));
-    joined && cgroup.settled
+    created && cgroup.settled
 }
 
-/// Fork a child that writes `0` to `procs` and exits; whether that worked.
-fn join_in_child(procs: &CString) -> bool {
-    // SAFETY: the child makes only async-signal-safe system calls (open, write, close,
-    // _exit) on a path prepared before the fork; the parent waits for exactly that child.
+/// Create a child in the cgroup `fd` names that exits at once; whether that worked.
+fn exit_in(fd: RawFd) -> bool {
+    // SAFETY: the child only calls `_exit`; the parent waits for exactly that child.
     unsafe {
-        let pid = libc::fork();
+        let pid = crate::contain::clone_into_cgroup(fd);
         if pid == 0 {
-            let ok = crate::contain::join_cgroup(procs).is_ok();
-            libc::_exit(if ok { 0 } else { 1 });
+            libc::_exit(0);
         }
         if pid < 0 {
             return false;
@@ -194,8 +191,9 @@ fn join_in_child(procs: &CString) -> bool {
 #[derive(Debug)]
 pub(crate) struct RunCgroup {
     dir: PathBuf,
-    /// `<dir>/cgroup.procs`, for the child to write (it must not allocate).
-    procs: CString,
+    /// The directory, open, for `CLONE_INTO_CGROUP` (close-on-exec); `None` for a stale
+    /// cgroup being swept.
+    fd: Option<OwnedFd>,
     /// Emptied and removed (or given up on).
     settled: bool,
 }
@@ -219,24 +217,32 @@ impl RunCgroup {
                 Err(e) => return Err(e),
             }
         };
-        let procs =
-            CString::new(dir.join("cgroup.procs").as_os_str().as_bytes()).map_err(io::Error::other);
         let mut cgroup = Self {
             dir,
-            procs: procs.unwrap_or_default(),
+            fd: None,
             settled: false,
         };
-        if cgroup.procs.is_empty() || !cgroup.dir.join("cgroup.kill").exists() {
-            // Before Linux 5.14 (or a path with a NUL, which cannot happen): unusable.
-            cgroup.settle_blocking_for(Duration::ZERO);
-            return Err(io::Error::from(io::ErrorKind::Unsupported));
+        let flags = rustix::fs::OFlags::RDONLY
+            | rustix::fs::OFlags::DIRECTORY
+            | rustix::fs::OFlags::CLOEXEC;
+        match rustix::fs::open(&cgroup.dir, flags, rustix::fs::Mode::empty()) {
+            Ok(fd) if cgroup.dir.join("cgroup.kill").exists() => {
+                cgroup.fd = Some(fd);
+                Ok(cgroup)
+            }
+            // No `cgroup.kill` (before Linux 5.14), or no descriptor: unusable.
+            other => {
+                cgroup.settle_blocking_for(Duration::ZERO);
+                Err(other
+                    .err()
+                    .map_or(io::ErrorKind::Unsupported.into(), io::Error::from))
+            }
         }
-        Ok(cgroup)
     }
 
-    /// `<dir>/cgroup.procs` as the child writes it.
-    pub(crate) fn procs(&self) -> CString {
-        self.procs.clone()
+    /// The directory's descriptor, for `CLONE_INTO_CGROUP`.
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        self.fd.as_ref().map_or(-1, |fd| fd.as_raw_fd())
     }
 
     /// Kill every process in the cgroup (`1` to `cgroup.kill`).
@@ -384,20 +390,18 @@ mod tests {
         let dir = parent().expect("cgroup containment on this machine");
         let stale = dir.join(format!("{PREFIX}4194305-0"));
         std::fs::create_dir(&stale).unwrap();
-        let procs = CString::new(stale.join("cgroup.procs").as_os_str().as_bytes()).unwrap();
-        // A child that joins the stale cgroup and sleeps, as an orphan of a killed embedder.
+        let fd = std::fs::File::open(&stale).unwrap();
+        // A child in the stale cgroup that sleeps, as an orphan of a killed embedder.
         // SAFETY: only async-signal-safe calls in the child.
         let pid = unsafe {
-            let pid = libc::fork();
+            let pid = crate::contain::clone_into_cgroup(fd.as_raw_fd());
             if pid == 0 {
-                if crate::contain::join_cgroup(&procs).is_err() {
-                    libc::_exit(1);
-                }
                 libc::pause();
                 libc::_exit(0);
             }
             pid
         };
+        drop(fd);
         assert!(pid > 0);
         let until = Instant::now() + Duration::from_secs(5);
         while !std::fs::read_to_string(stale.join("cgroup.procs"))

@@ -185,8 +185,9 @@ impl Command {
     }
 
     /// Add a step to run in the child just before `exec`, after containment is set up (the
-    /// process group, and the cgroup joined or the PID namespace made) and the [`pass_fd`](Command::pass_fd) descriptors are
-    /// in place, in the process that becomes the program. Steps run in the order added; an
+    /// process group, and the cgroup or the PID namespace) and the
+    /// [`pass_fd`](Command::pass_fd) descriptors are in place, in the process that becomes the
+    /// program. Steps run in the order added; an
     /// error stops the start and is returned as [`ErrorKind::StartFailed`] with that OS error.
     /// This is where a sandbox (Landlock `restrict_self`, `setrlimit`) plugs in.
     ///

@@ -25,11 +25,15 @@
 //! * Where `unshare` fails (no `CAP_SYS_ADMIN`, a seccomp filter), C forks N directly: the run
 //!   is contained by the process group only, and C reports that (`MSG_GROUP`).
 //!
-//! In cgroup mode (the preferred one, see `cgroup.rs`) there is no chain: the child std forked
-//! *is* N. It arms `PDEATHSIG`, writes `0` to the run's `cgroup.procs` (so it and everything
-//! it will start are born in the cgroup), places the descriptors and runs the hooks, in that
-//! order: the cgroup write comes before any hook, a sandbox's Landlock restriction included
-//! (which would refuse it).
+//! In cgroup mode (the preferred one, see `cgroup.rs`) C makes no namespace: it creates N
+//! with `clone3(CLONE_INTO_CGROUP)`, so N is born in the run's cgroup (and with it everything
+//! N will start), and waits for N as in the group fallback (`MSG_CGROUP`). C itself stays
+//! outside: the parent's `cgroup.kill` kills N and every descendant, C reports N's status and
+//! exits. No pid is renumbered. (Writing `0` to `cgroup.procs` before `exec` would also put N
+//! in the cgroup, without C; but every such migration takes the kernel's
+//! `cgroup_threadgroup_rwsem` for writing, which waits for an RCU grace period, about 10 ms
+//! per run on an idle rwsem, where `CLONE_INTO_CGROUP` only reads it: see
+//! `docs/PERFORMANCE.md`.) N arms `PDEATHSIG` as well, so it dies with C.
 //!
 //! Every step here is a raw system call or a pure function: the child of a multi-threaded
 //! process may only call async-signal-safe functions (no allocation, no locks).
@@ -37,7 +41,6 @@
 // Every unsafe block here is a system call between fork and exec; see the SAFETY notes.
 #![allow(unsafe_code)]
 
-use std::ffi::CString;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -45,6 +48,8 @@ use std::os::fd::RawFd;
 pub(crate) const MSG_NAMESPACE: u8 = b'N';
 /// C: `unshare` failed; containment is the process group alone.
 pub(crate) const MSG_GROUP: u8 = b'F';
+/// C: N is being created in the run's cgroup.
+pub(crate) const MSG_CGROUP: u8 = b'C';
 /// G (or C in group mode): N was reaped; four bytes of wait status follow (native endian).
 pub(crate) const MSG_STATUS: u8 = b'S';
 /// G: forking N failed; four bytes of errno follow.
@@ -61,8 +66,9 @@ pub(crate) struct ChildPlan {
     pub report: RawFd,
     /// Try a PID namespace first.
     pub namespace: bool,
-    /// cgroup mode: the run's `cgroup.procs`, to join before `exec`; no waiter chain.
-    pub cgroup: Option<CString>,
+    /// cgroup mode: a descriptor of the run's cgroup directory (close-on-exec), to create N
+    /// in; no namespace then.
+    pub cgroup: Option<RawFd>,
     /// Descriptors to place in the program: (source, at least 3 and close-on-exec; target).
     pub fds: Vec<(RawFd, RawFd)>,
     /// The embedder's pre-exec steps, in order, run in N.
@@ -94,26 +100,41 @@ impl ChildPlan {
                 // P died between fork and prctl: PDEATHSIG would never fire.
                 libc::_exit(127);
             }
-            if let Some(procs) = &self.cgroup {
-                join_cgroup(procs)?;
-                return self.program();
-            }
             reset_signal_handlers();
             let waited = waiter_signals();
             libc::sigprocmask(libc::SIG_BLOCK, &waited, std::ptr::null_mut());
 
-            let namespace = self.namespace && libc::unshare(libc::CLONE_NEWPID) == 0;
-            report(
-                self.report,
-                &[if namespace { MSG_NAMESPACE } else { MSG_GROUP }],
-            );
-            let child = libc::fork();
+            let namespace =
+                self.cgroup.is_none() && self.namespace && libc::unshare(libc::CLONE_NEWPID) == 0;
+            let message = match (self.cgroup, namespace) {
+                (Some(_), _) => MSG_CGROUP,
+                (None, true) => MSG_NAMESPACE,
+                (None, false) => MSG_GROUP,
+            };
+            report(self.report, &[message]);
+            let waiter_pid = libc::getpid();
+            let child = match self.cgroup {
+                Some(cgroup) => clone_into_cgroup(cgroup),
+                None => libc::fork(),
+            };
             if child < 0 {
                 return Err(io::Error::last_os_error());
             }
             if child == 0 {
                 if namespace {
                     return self.init();
+                }
+                if self.cgroup.is_some() {
+                    libc::prctl(
+                        libc::PR_SET_PDEATHSIG,
+                        libc::SIGKILL as libc::c_ulong,
+                        0,
+                        0,
+                        0,
+                    );
+                    if libc::getppid() != waiter_pid {
+                        libc::_exit(127);
+                    }
                 }
                 return self.program();
             }
@@ -192,27 +213,48 @@ impl ChildPlan {
     }
 }
 
-/// Move the calling process into the cgroup whose `cgroup.procs` is `procs` (`0` means "the
-/// writer"): open, write, close, nothing else, so it is safe between fork and exec.
-pub(crate) fn join_cgroup(procs: &CString) -> io::Result<()> {
-    // SAFETY: open/write/close on a NUL-terminated path prepared before the fork and a byte
-    // on the stack.
+/// `CLONE_INTO_CGROUP` (Linux 5.7): the child starts in the cgroup given by descriptor.
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// The kernel's `struct clone_args` (version 2, with `cgroup`).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// `fork`, but the child is born in the cgroup whose directory `cgroup` names: returns as
+/// `fork` does (0 in the child, the child's pid in the parent, -1 with errno set).
+///
+/// # Safety
+///
+/// As for `fork` in a multi-threaded process: the child may only make async-signal-safe
+/// calls until it execs or exits (it has no `atfork` handlers run for it, like `_Fork`).
+pub(crate) unsafe fn clone_into_cgroup(cgroup: RawFd) -> libc::pid_t {
+    let args = CloneArgs {
+        flags: CLONE_INTO_CGROUP,
+        exit_signal: libc::SIGCHLD as u64,
+        cgroup: cgroup as u64,
+        ..CloneArgs::default()
+    };
+    // SAFETY: clone3 without CLONE_VM and with no stack duplicates this process as fork does;
+    // the arguments live on the stack for the call's duration.
     unsafe {
-        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let result = loop {
-            if libc::write(fd, b"0".as_ptr().cast(), 1) == 1 {
-                break Ok(());
-            }
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINTR) {
-                break Err(e);
-            }
-        };
-        libc::close(fd);
-        result
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        ) as libc::pid_t
     }
 }
 
@@ -349,6 +391,7 @@ fn last_errno() -> i32 {
 /// A message of the report pipe, parsed in the parent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Message {
+    Cgroup,
     Namespace,
     Group,
     Status(i32),
@@ -368,6 +411,7 @@ pub(crate) fn parse_messages(bytes: &[u8]) -> (Vec<Message>, usize) {
         let (message, len) = match tag {
             MSG_NAMESPACE => (Message::Namespace, 1),
             MSG_GROUP => (Message::Group, 1),
+            MSG_CGROUP => (Message::Cgroup, 1),
             MSG_STATUS | MSG_FORK_FAILED => match value() {
                 None => break,
                 Some(v) if tag == MSG_STATUS => (Message::Status(v), 5),

@@ -28,11 +28,11 @@ const GRACE: Duration = Duration::from_secs(2);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Containment {
-    /// A cgroup v2 of the run's own, which the program joined before `exec`: at the end the
-    /// kernel kills the whole cgroup at once (`cgroup.kill`, forks in flight included), so
-    /// every process the program started dies, including those that left the process group
-    /// or called `setsid`; the run reaps its child and waits until the cgroup is empty.
-    /// Every pid the program sees is a host pid.
+    /// A cgroup v2 of the run's own, in which the program was created (`clone3` with
+    /// `CLONE_INTO_CGROUP`): at the end the kernel kills the whole cgroup at once
+    /// (`cgroup.kill`, forks in flight included), so every process the program started dies,
+    /// including those that left the process group or called `setsid`; the run reaps its
+    /// waiter and waits until the cgroup is empty. Every pid the program sees is a host pid.
     Cgroup,
     /// A PID namespace whose init the run owns: at the end every process the program started
     /// is killed and reaped, including those that left the process group or called `setsid`.
@@ -88,21 +88,11 @@ impl Command {
         let (stdout_cap, stderr_cap) = (running.stdout_cap, running.stderr_cap);
         let report = running.report.take();
         let early = std::mem::take(&mut running.early);
-        let cgroup_mode = running.cgroup.is_some();
-        let child = running.child.inner_mut();
-        let status = async move {
-            if cgroup_mode {
-                // No waiter: the program is our child; its status is the run's.
-                child.wait().await.map(Some)
-            } else {
-                read_status(report, early).await
-            }
-        };
         let collect = async move {
             tokio::try_join!(
                 read_pipe(stdout, stdout_cap),
                 read_pipe(stderr, stderr_cap),
-                status,
+                read_status(report, early),
             )
         };
 
@@ -138,24 +128,17 @@ impl Command {
             Containment::Cgroup => RunCgroup::create(),
             _ => None,
         };
-        let report = match cgroup {
-            Some(_) => None,
-            None => {
-                let (report_r, report_w) =
-                    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-                        .map_err(|e| start_failed(e.into()))?;
-                // At least 3, so std's stdio setup in the child cannot clobber it.
-                let report_w = rustix::io::fcntl_dupfd_cloexec(&report_w, 3)
-                    .map_err(|e| start_failed(e.into()))?;
-                Some((report_r, report_w))
-            }
-        };
+        let (report_r, report_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| start_failed(e.into()))?;
+        // At least 3, so std's stdio setup in the child cannot clobber it.
+        let report_w =
+            rustix::io::fcntl_dupfd_cloexec(&report_w, 3).map_err(|e| start_failed(e.into()))?;
 
         let plan = ChildPlan {
             parent: std::process::id() as libc::pid_t,
-            report: report.as_ref().map_or(-1, |(_, w)| w.as_raw_fd()),
+            report: report_w.as_raw_fd(),
             namespace: self.containment != Containment::ProcessGroup,
-            cgroup: cgroup.as_ref().map(RunCgroup::procs),
+            cgroup: cgroup.as_ref().map(RunCgroup::raw_fd),
             fds: self
                 .fds
                 .iter()
@@ -187,7 +170,7 @@ impl Command {
         // as it drops.
         let child = wrap.spawn().map_err(start_failed)?;
         // Our copies: the child has its own; the passed descriptors were duplicated into it.
-        let report_r = report.map(|(r, _w)| r);
+        drop(report_w);
         drop(self.fds);
 
         let pid = child.id().unwrap_or(0) as libc::pid_t;
@@ -203,11 +186,6 @@ impl Command {
             timeout: self.timeout,
             reaped: false,
         };
-        let Some(report_r) = report_r else {
-            // The child joined the cgroup before `exec` (or the spawn failed above).
-            running.containment = Containment::Cgroup;
-            return Ok(running);
-        };
         // std's spawn returned only once every holder of its error pipe closed it: the waiter
         // had written which containment it made before that, so the first bytes are there.
         let mut first = [0u8; 64];
@@ -215,6 +193,7 @@ impl Command {
         let (messages, _) = parse_messages(&first[..n]);
         for m in &messages {
             match m {
+                Message::Cgroup => running.containment = Containment::Cgroup,
                 Message::Namespace => running.containment = Containment::PidNamespace,
                 Message::Group => running.containment = Containment::ProcessGroup,
                 Message::ForkFailed(errno) => {
@@ -271,8 +250,7 @@ async fn read_status(report: Option<OwnedFd>, early: Vec<u8>) -> io::Result<Opti
 /// A started run: ends it on every path, the drop of a future included.
 struct Running {
     child: Box<dyn ChildWrapper>,
-    /// The waiter's pid (in cgroup mode, the program's), which is also the process group id;
-    /// valid until we reap it.
+    /// The waiter's pid, which is also the process group id; valid until we reap it.
     pid: libc::pid_t,
     containment: Containment,
     /// The run's cgroup, in cgroup mode.
@@ -286,19 +264,16 @@ struct Running {
 }
 
 impl Running {
-    /// Ask for the end: in a cgroup, `cgroup.kill`; in a namespace, SIGTERM to the waiter
-    /// (which SIGKILLs the init, whose exit kills and reaps the namespace); otherwise SIGKILL
-    /// to the whole group.
+    /// Ask for the end: in a cgroup, `cgroup.kill` (the waiter, outside it, then reports the
+    /// program's death and exits); in a namespace, SIGTERM to the waiter (which SIGKILLs the
+    /// init, whose exit kills and reaps the namespace); otherwise SIGKILL to the whole group.
     fn kill_now(&mut self) {
-        if let Some(cgroup) = &self.cgroup {
-            if cgroup.kill().is_ok() {
-                return;
-            }
-            // The cgroup vanished under us (removed from outside): the group is what is left.
-            if !matches!(self.child.inner_mut().try_wait(), Ok(None)) {
-                return;
-            }
+        if let Some(cgroup) = &self.cgroup
+            && cgroup.kill().is_ok()
+        {
+            return;
         }
+        // No cgroup, or it vanished under us (removed from outside): the group is left.
         if self.reaped || self.pid <= 0 {
             return;
         }
@@ -320,8 +295,8 @@ impl Running {
         }
     }
 
-    /// End the run and reap the waiter (in cgroup mode, the program, then wait for the cgroup
-    /// to empty and remove it); returns the waiter's status.
+    /// End the run and reap the waiter (in cgroup mode, then wait for the cgroup to empty and
+    /// remove it); returns the waiter's status.
     async fn end(&mut self) -> ExitStatus {
         self.kill_now();
         let inner = self.child.inner_mut();
