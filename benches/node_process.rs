@@ -3,14 +3,21 @@
 //! removal) beside `_baseline`, a bare spawn of the same Node.js (`node -e ""` with piped
 //! output, std only) given the same environment as the tool's child (PATH, LANG, LC_*, TZ):
 //! host variables such as `NODE_EXTRA_CA_CERTS` change Node.js's own start-up time (loading a
-//! CA bundle costs tens of milliseconds), which is no cost of ours. Two more lines isolate `nodeexec`: the same `node -e ""` through
-//! `nodeexec` with the PID namespace and with the process group alone; their difference is
-//! the namespace's cost. The group `spawn_true` does the same with `/bin/true`, whose own
-//! start-up is short enough for the spawn machinery (fork chain, namespace, capture, reaping)
-//! to stand out of the noise.
+//! CA bundle costs tens of milliseconds), which is no cost of ours. Three more lines isolate
+//! `nodeexec`: the same `node -e ""` through `nodeexec` in each containment mode (a cgroup of
+//! its own, the default; a PID namespace; the process group alone); the difference to the
+//! group line is each mode's cost. The group `spawn_true` does the same with `/bin/true`,
+//! whose own start-up is short enough for the spawn machinery (cgroup mkdir, join, kill and
+//! rmdir; or fork chain and namespace; capture, reaping) to stand out of the noise.
+//!
+//! On a shared machine the load drifts between criterion's lines by more than these
+//! differences, so the bench first runs alternating rounds (each round one `/bin/true` run in
+//! every mode, the order rotated every round) and prints each mode's median and the median of
+//! its per-round difference to the process group, which such drift does not bias.
 
 use std::time::Duration;
 
+use confine::nodeexec::Containment;
 use criterion::{Criterion, criterion_group, criterion_main};
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +29,13 @@ fn node() -> std::path::PathBuf {
         .expect("Node.js on PATH");
     std::fs::canonicalize(found).unwrap()
 }
+
+/// Each containment mode, as a bench line (each must be available on the measuring machine).
+const MODES: [(&str, Containment); 3] = [
+    ("nodeexec_cgroup", Containment::Cgroup),
+    ("nodeexec_pid_namespace", Containment::PidNamespace),
+    ("nodeexec_process_group", Containment::ProcessGroup),
+];
 
 fn bench(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
@@ -48,19 +62,16 @@ fn bench(c: &mut Criterion) {
             assert!(!r.is_error, "{}", r.content);
         })
     });
-    for (name, namespace) in [
-        ("nodeexec_pid_namespace", true),
-        ("nodeexec_process_group", false),
-    ] {
+    for (name, mode) in MODES {
         group.bench_function(name, |b| {
             b.iter(|| {
                 let mut cmd = confine::nodeexec::Command::new(&node);
                 cmd.args(["-e", ""])
                     .current_dir(tmp.path())
                     .timeout(Duration::from_secs(10))
-                    .pid_namespace(namespace);
+                    .containment(mode);
                 let o = rt.block_on(cmd.run(&cancel)).unwrap();
-                assert_eq!(o.exit_code, Some(0));
+                assert_eq!((o.exit_code, o.containment), (Some(0), mode));
             })
         });
     }
@@ -86,16 +97,13 @@ fn bench(c: &mut Criterion) {
     group.finish();
 
     let mut group = c.benchmark_group("spawn_true");
-    for (name, namespace) in [
-        ("nodeexec_pid_namespace", true),
-        ("nodeexec_process_group", false),
-    ] {
+    for (name, mode) in MODES {
         group.bench_function(name, |b| {
             b.iter(|| {
                 let mut cmd = confine::nodeexec::Command::new("/bin/true");
-                cmd.current_dir(tmp.path()).pid_namespace(namespace);
+                cmd.current_dir(tmp.path()).containment(mode);
                 let o = rt.block_on(cmd.run(&cancel)).unwrap();
-                assert_eq!(o.exit_code, Some(0));
+                assert_eq!((o.exit_code, o.containment), (Some(0), mode));
             })
         });
     }
@@ -114,5 +122,47 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+/// Alternating rounds of `/bin/true` in every mode; prints medians (ms).
+fn alternating() {
+    const ROUNDS: usize = 300;
+    let tmp = tempfile::tempdir().unwrap();
+    let cancel = CancellationToken::new();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut times: [Vec<f64>; 3] = Default::default();
+    for round in 0..ROUNDS {
+        for k in 0..MODES.len() {
+            let i = (round + k) % MODES.len();
+            let mut cmd = confine::nodeexec::Command::new("/bin/true");
+            cmd.current_dir(tmp.path()).containment(MODES[i].1);
+            let start = std::time::Instant::now();
+            let o = rt.block_on(cmd.run(&cancel)).unwrap();
+            times[i].push(start.elapsed().as_secs_f64() * 1e3);
+            assert_eq!((o.exit_code, o.containment), (Some(0), MODES[i].1));
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let group = times[2].clone();
+    for (i, (name, _)) in MODES.iter().enumerate() {
+        let mut diffs: Vec<f64> = times[i].iter().zip(&group).map(|(t, g)| t - g).collect();
+        let diff = median(&mut diffs);
+        println!(
+            "alternating {ROUNDS} rounds, spawn_true/{name}: median {:.3} ms, \
+             median difference to the group {diff:+.3} ms",
+            median(&mut times[i])
+        );
+    }
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    alternating();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
