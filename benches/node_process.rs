@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use confine::nodeexec::Containment;
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use tokio_util::sync::CancellationToken;
 
 fn node() -> std::path::PathBuf {
