@@ -4,7 +4,8 @@
 //! * the sandbox `--sandbox` would apply: usable or not, the ABI its rules use, and an end-to-end
 //!   check through `node_process` in a scratch workspace (a write inside must succeed, a write to
 //!   `/tmp` must be refused with `EACCES`);
-//! * the containment `nodeexec` gets for a run (a PID namespace, or the process-group fallback);
+//! * the containment `nodeexec` gets for a run (a cgroup v2 of its own, else a PID namespace,
+//!   else the process-group fallback);
 //! * the Node.js found (`--node`, else `node` on PATH) and its version.
 //!
 //! Text by default, one JSON object with `--json`. The exit status is 0 whenever the report was
@@ -178,6 +179,7 @@ impl Report {
             }),
         };
         let containment = match self.containment {
+            Some(Containment::Cgroup) => json!("cgroup"),
             Some(Containment::PidNamespace) => json!("pid-namespace"),
             Some(Containment::ProcessGroup) => json!("process-group"),
             // A kind this report does not know yet: its Rust name.
@@ -243,6 +245,10 @@ impl Report {
             format!("not run ({})", self.check["reason"])
         };
         let containment = match self.containment {
+            Some(Containment::Cgroup) => {
+                "cgroup v2 (every process a call starts dies with the call; pids are the host's)"
+                    .to_owned()
+            }
             Some(Containment::PidNamespace) => {
                 "PID namespace (every process a call starts dies with the call)".to_owned()
             }
