@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+mod support;
+
 const PLACEHOLDER: &str = "/path/to/workspace";
 
 fn repo() -> PathBuf {
@@ -50,8 +52,7 @@ fn run_against_binary(source: &str, args: &[String]) {
             }
         })
         .collect();
-    #[allow(clippy::disallowed_methods)] // reason: the test drives the built binary itself
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_confine"))
+    let output = support::confine()
         .args(&args)
         .stdin(Stdio::null())
         .output()

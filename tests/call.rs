@@ -1,40 +1,12 @@
 //! `confine call` driven as a built binary: JSON Lines in, one flushed line out per call.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-fn confine() -> Command {
-    // The test drives the binary under test; it is not a tool's child process.
-    #[allow(clippy::disallowed_methods)]
-    Command::new(env!("CARGO_BIN_EXE_confine"))
-}
-
-fn run_lines(root: &std::path::Path, input: &str) -> Vec<Value> {
-    let out = confine()
-        .args(["call", "--root"])
-        .arg(root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            child.stdin.take().unwrap().write_all(input.as_bytes())?;
-            child.wait_with_output()
-        })
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+mod support;
+use support::{call_lines, confine};
 
 #[test]
 fn call_answers_in_order_with_ids_and_records() {
@@ -51,7 +23,7 @@ fn call_answers_in_order_with_ids_and_records() {
         r#"{"id": 5, "name": "read_file", "arguments": {"path": "a.txt", "path": "b"}}"#.to_owned(),
     ]
     .join("\n");
-    let out = run_lines(tmp.path(), &input);
+    let out = call_lines(tmp.path(), &[], &input);
     assert_eq!(out.len(), 7, "{out:#?}");
     assert_eq!(
         out[0],

@@ -6,10 +6,11 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
+mod support;
+
 /// Run the built `confine` with `args`.
-#[allow(clippy::disallowed_methods)] // reason: the binary under test is the child; no Node.js involved
 fn confine(args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_confine"))
+    support::confine()
         .args(args)
         .output()
         .expect("spawn confine")

@@ -18,6 +18,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tools::{NodeProcessOptions, ToolCall, ToolRegistry, execute_tool_call};
 
+mod support;
+use support::assert_no_pify;
+
 fn registry(root: &Path, timeout: Option<Duration>) -> ToolRegistry {
     let mut options = NodeProcessOptions::default();
     options.timeout = timeout;
@@ -38,24 +41,6 @@ fn timeout_record() -> Value {
 
 fn invalid(token: &str) -> Value {
     json!({"error": {"code": "TOOL_ARGUMENTS_INVALID", "message": token}})
-}
-
-/// No `.pify-` temporary left in `root` (or beneath it).
-fn assert_no_pify(root: &Path) {
-    fn walk(dir: &Path, found: &mut Vec<String>) {
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.contains(".pify-") {
-                found.push(name.clone());
-            }
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                walk(&entry.path(), found);
-            }
-        }
-    }
-    let mut found = Vec::new();
-    walk(root, &mut found);
-    assert!(found.is_empty(), "left behind: {found:?}");
 }
 
 fn marker() -> String {
@@ -727,12 +712,8 @@ fn confine_call_printed_pids_dead_after_exit_and_timeout() {
 }
 
 /// The `confine call` binary with `env` added to (not replacing) this process's environment.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "drives the built binary under test, not a tool child"
-)]
 fn confine_call(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> std::process::Child {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_confine"));
+    let mut cmd = support::confine();
     cmd.arg("call").arg("--root").arg(root).args(extra);
     for (k, v) in env {
         cmd.env(k, v);

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -32,6 +32,9 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{CWD, RenameFlags, renameat_with};
 use serde_json::{Value, json};
+
+mod support;
+use support::{Sibling, spawn_call};
 
 const MAX: usize = 65_536;
 const SECRET: &str = "SECRET-OUTSIDE-7f3a";
@@ -72,67 +75,8 @@ const TOKENS: &[(&str, &str)] = &[
     ("TOOL_EXECUTION_FAILED", "NODE_PROCESS_FAILED"),
 ];
 
-fn confine() -> Command {
-    // The test drives the binary under test from outside; it is not a tool's child process.
-    #[allow(clippy::disallowed_methods)]
-    Command::new(env!("CARGO_BIN_EXE_confine"))
-}
-
-fn spawn_call(root: &Path) -> Child {
-    confine()
-        .args(["call", "--root"])
-        .arg(root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// A temporary base holding the workspace `ws` and its prefix-sharing sibling `ws-outside`.
-struct Base {
-    _tmp: tempfile::TempDir,
-    base: PathBuf,
-    root: PathBuf,
-    outside: PathBuf,
-}
-
-impl Base {
-    /// On tmpfs when there is one (thousands of fsyncs), else the default temporary directory.
-    fn fast() -> Self {
-        let shm = Path::new("/dev/shm");
-        let tmp = if shm.is_dir() {
-            tempfile::tempdir_in(shm).unwrap()
-        } else {
-            tempfile::tempdir().unwrap()
-        };
-        Self::within(tmp)
-    }
-
-    /// On the default temporary directory (a real disk here: fsync takes time).
-    fn disk() -> Self {
-        Self::within(tempfile::tempdir().unwrap())
-    }
-
-    fn within(tmp: tempfile::TempDir) -> Self {
-        let base = tmp.path().canonicalize().unwrap();
-        let root = base.join("ws");
-        let outside = base.join("ws-outside");
-        std::fs::create_dir(&root).unwrap();
-        std::fs::create_dir(&outside).unwrap();
-        std::fs::write(outside.join("secret.txt"), SECRET).unwrap();
-        Self {
-            _tmp: tmp,
-            base,
-            root,
-            outside,
-        }
-    }
-
-    fn p(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
-    }
-}
+/// The workspace `ws` beside its sibling `ws-outside`, whose `secret.txt` holds [`SECRET`].
+type Base = Sibling;
 
 /// One synchronous `confine call` session for the probes.
 struct Session {
@@ -144,7 +88,7 @@ struct Session {
 
 impl Session {
     fn new(root: &Path) -> Self {
-        let mut child = spawn_call(root);
+        let mut child = spawn_call(root, &[]);
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         Self {
@@ -406,7 +350,7 @@ fn race(
     duration: Duration,
     adversary: impl FnOnce(Arc<AtomicBool>) -> u64 + Send + 'static,
 ) -> (Counts, u64) {
-    let mut child = spawn_call(&b.root);
+    let mut child = spawn_call(&b.root, &[]);
     let stdin = child.stdin.take().unwrap();
     let stdout = child.stdout.take().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -541,7 +485,7 @@ fn exchanger(pairs: Vec<(PathBuf, PathBuf)>, stop: Arc<AtomicBool>) -> u64 {
 /// outside, zero secret bytes leak, nothing is torn or left behind, every record is a token.
 #[test]
 fn race_exchange_symlinks_never_escape() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     build_race_tree(&b);
     let outside_before = snapshot(&b.outside);
     let paths = race_paths(b.outside.to_str().unwrap());
@@ -600,7 +544,7 @@ fn race_exchange_symlinks_never_escape() {
 /// Those answers are counted and printed.
 #[test]
 fn race_directories_moved_in_and_out() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     let out = &b.outside;
     std::fs::create_dir_all(out.join("fixed/deep")).unwrap();
     std::fs::write(out.join("fixed/deep/f.txt"), SECRET).unwrap();
@@ -659,7 +603,7 @@ fn race_directories_moved_in_and_out() {
 /// only: the outside file never changes, and the leaf is always intact.
 #[test]
 fn race_leaf_exchange_writes_only() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     std::fs::write(b.p("t.txt"), INSIDE).unwrap();
     symlink(b.outside.join("secret.txt"), b.p("tl")).unwrap();
     let before = snapshot(&b.outside);
@@ -685,7 +629,7 @@ fn race_leaf_exchange_writes_only() {
 /// `WORKSPACE_ROOT_CHANGED` is answered while the paths are swapped.
 #[test]
 fn race_root_exchanged_and_root_symlink_repointed() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     std::fs::write(b.p("a.txt"), INSIDE).unwrap();
     std::fs::write(b.outside.join("a.txt"), SECRET).unwrap();
     std::fs::create_dir(b.p("d")).unwrap();
@@ -710,7 +654,7 @@ fn race_root_exchanged_and_root_symlink_repointed() {
     let link = b.base.join("wslink");
     symlink(&b.root, &link).unwrap();
     let via = Base {
-        _tmp: tempfile::tempdir().unwrap(),
+        tmp: tempfile::tempdir().unwrap(),
         base: b.base.clone(),
         root: link.clone(),
         outside: b.outside.clone(),
@@ -750,7 +694,7 @@ fn race_root_exchanged_and_root_symlink_repointed() {
 /// removed between rounds.
 #[test]
 fn sigkill_mid_rewrite_never_tears() {
-    let b = Base::disk();
+    let b = Base::disk(SECRET);
     let versions: Vec<String> = (0..4u8)
         .map(|v| {
             char::from(b'k' + v)
@@ -763,7 +707,7 @@ fn sigkill_mid_rewrite_never_tears() {
     let mut leftovers = 0;
     let mut mid = 0;
     for round in 0..120u64 {
-        let mut child = spawn_call(&b.root);
+        let mut child = spawn_call(&b.root, &[]);
         let mut stdin = child.stdin.take().unwrap();
         let content = &versions[1 + (round % 3) as usize];
         let line = json!({"id": round, "name": "write_file",
@@ -808,7 +752,7 @@ fn sigkill_mid_rewrite_never_tears() {
 /// the trees unchanged where a refusal is expected.
 #[test]
 fn tokens_reachable_from_outside() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     let r = &b.root;
     std::fs::create_dir(r.join("dir")).unwrap();
     std::fs::write(r.join("dir/keep"), "keep").unwrap();
@@ -982,7 +926,7 @@ fn tokens_reachable_from_outside() {
 /// variants, `.pify-` names chosen by the model, and contents kept byte for byte.
 #[test]
 fn names_and_contents_round_trip() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     let mut s = Session::new(&b.root);
     let long = "n".repeat(255);
     let long_utf8 = format!("{}x", "é".repeat(127)); // 255 bytes, 2-byte characters
@@ -1068,7 +1012,7 @@ fn names_and_contents_round_trip() {
 /// ordinary file, and a write next to it never takes it for its temporary.
 #[test]
 fn model_chosen_pify_names_do_not_collide() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     let mut s = Session::new(&b.root);
     // Names shaped like the temporary of `t.txt`.
     for i in 0..20 {
@@ -1094,7 +1038,7 @@ fn model_chosen_pify_names_do_not_collide() {
 /// are kept, 000 included; a read-only directory as root (or not) behaves per permissions.
 #[test]
 fn parents_links_and_modes() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     let r = &b.root;
     std::fs::create_dir_all(r.join("real/sub")).unwrap();
     symlink("real/sub", r.join("via")).unwrap();
@@ -1173,7 +1117,7 @@ fn parents_links_and_modes() {
 /// a bad line answered and the stream going on, leading spaces tolerated.
 #[test]
 fn call_stream_framing() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     std::fs::write(b.p("a"), "A").unwrap();
     let mut s = Session::new(&b.root);
     let ids = [
@@ -1218,7 +1162,7 @@ fn call_stream_framing() {
 #[test]
 
 fn read_back_a_4096_byte_path() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     let mut s = Session::new(&b.root);
     let mut path = vec!["d".repeat(200); 20].join("/"); // 4,019 bytes
     path.push('/');
@@ -1235,7 +1179,7 @@ fn read_back_a_4096_byte_path() {
 /// ignored test above.
 #[test]
 fn read_back_a_4095_byte_path() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     let mut s = Session::new(&b.root);
     let mut path = vec!["d".repeat(200); 20].join("/");
     path.push('/');
@@ -1251,7 +1195,7 @@ fn read_back_a_4095_byte_path() {
 #[test]
 
 fn non_utf8_line_is_an_invalid_call_and_the_stream_goes_on() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     std::fs::write(b.p("a"), "A").unwrap();
     let mut s = Session::new(&b.root);
     let out = s.raw(b"{\"id\":1,\"name\":\"read_file\",\"arguments\":{\"path\":\"\xff\"}}");
@@ -1268,9 +1212,9 @@ fn non_utf8_line_is_an_invalid_call_and_the_stream_goes_on() {
 #[test]
 
 fn numeric_ids_echoed_as_given() {
-    let b = Base::fast();
+    let b = Base::fast(SECRET);
     std::fs::write(b.p("a"), "A").unwrap();
-    let mut child = spawn_call(&b.root);
+    let mut child = spawn_call(&b.root, &[]);
     let mut stdin = child.stdin.take().unwrap();
     stdin
         .write_all(

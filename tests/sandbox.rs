@@ -5,9 +5,7 @@
 //!
 //! A probe prints one JSON line (compared as text): `"ok"`, or the error's `code`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -15,6 +13,9 @@ use nodeexec::{LandlockSupport, Sandbox};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tools::{NodeProcessOptions, ToolCall, execute_tool_call};
+
+mod support;
+use support::{assert_no_pify, call_lines};
 
 /// Generous: a cold Node.js starting a second one on a loaded machine.
 const TIMEOUT_MS: u64 = 20_000;
@@ -115,44 +116,13 @@ fn run_all(route: Route, mode: Mode, root: &Path, probes: &[(String, Vec<String>
                     format!("{line}\n")
                 })
                 .collect();
-            let out = call_binary(root, &flags, &input);
-            out.lines()
-                .map(|l| {
-                    let v: Value = serde_json::from_str(l).unwrap();
-                    v["content"].clone()
-                })
+            let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+            call_lines(root, &flags, &input)
+                .into_iter()
+                .map(|v| v["content"].clone())
                 .collect()
         }
     }
-}
-
-/// `confine call --root <root> <flags>` with `input` on stdin; its stdout.
-fn call_binary(root: &Path, flags: &[String], input: &str) -> String {
-    // The test drives the binary under test; it is not a tool's child process.
-    #[allow(clippy::disallowed_methods)]
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_confine"))
-        .arg("call")
-        .arg("--root")
-        .arg(root)
-        .args(flags)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// What a successful record's script printed last (its JSON line, as text).
@@ -372,15 +342,4 @@ fn doctor_reports_landlock_and_the_sandbox_check() {
         "{text}"
     );
     assert!(text.contains("sandbox check: passed"), "{text}");
-}
-
-/// No `.pify-` temporary left beneath `root`.
-fn assert_no_pify(root: &Path) {
-    let left: Vec<_> = std::fs::read_dir(root)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().contains(".pify-"))
-        .map(|e| e.file_name())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
 }

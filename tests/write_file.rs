@@ -8,7 +8,7 @@
 use std::io::Write as _;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -17,59 +17,46 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tools::{Tool, ToolCall, ToolRegistry, ToolResult, execute_tool_call};
 
+mod support;
+use support::{Sibling, call_lines, confine, pify_entries};
+
 const MAX: usize = 65_536;
 
 /// A fresh parent holding the workspace `ws` and its prefix-sharing sibling `ws-outside`
 /// (which holds `secret.txt`), a registry with `write_file` and `read_file` over `ws`, and a
 /// runtime to call it with.
 struct Ws {
-    tmp: tempfile::TempDir,
-    root: PathBuf,
-    outside: PathBuf,
+    dirs: Sibling,
     registry: ToolRegistry,
     rt: tokio::runtime::Runtime,
+}
+
+impl std::ops::Deref for Ws {
+    type Target = Sibling;
+
+    fn deref(&self) -> &Sibling {
+        &self.dirs
+    }
 }
 
 impl Ws {
     /// On the default temporary directory (a real disk here: fsync costs milliseconds).
     fn new() -> Self {
-        Self::within(tempfile::tempdir().unwrap())
+        Self::with(Sibling::disk("TOP SECRET"))
     }
 
     /// On tmpfs when there is one, for the tests that write thousands of times.
     fn fast() -> Self {
-        let shm = Path::new("/dev/shm");
-        let tmp = if shm.is_dir() {
-            tempfile::tempdir_in(shm).unwrap()
-        } else {
-            tempfile::tempdir().unwrap()
-        };
-        Self::within(tmp)
+        Self::with(Sibling::fast("TOP SECRET"))
     }
 
-    fn within(tmp: tempfile::TempDir) -> Self {
-        let base = tmp.path().canonicalize().unwrap();
-        let root = base.join("ws");
-        let outside = base.join("ws-outside");
-        std::fs::create_dir(&root).unwrap();
-        std::fs::create_dir(&outside).unwrap();
-        std::fs::write(outside.join("secret.txt"), "TOP SECRET").unwrap();
-        let registry = registry(&root);
+    fn with(dirs: Sibling) -> Self {
+        let registry = registry(&dirs.root);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        Self {
-            tmp,
-            root,
-            outside,
-            registry,
-            rt,
-        }
-    }
-
-    fn p(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
+        Self { dirs, registry, rt }
     }
 
     fn call_raw(&self, name: &str, arguments: &str) -> ToolResult {
@@ -132,19 +119,6 @@ fn registry(root: &Path) -> ToolRegistry {
     ToolRegistry::new(tools).unwrap()
 }
 
-fn pify_entries(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if e.file_name().to_string_lossy().contains(".pify-") {
-            found.push(e.path());
-        }
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            found.extend(pify_entries(&e.path()));
-        }
-    }
-    found
-}
-
 /// The error token of a result, or panic.
 fn token(result: &ToolResult) -> String {
     assert!(result.is_error, "expected an error, got {}", result.content);
@@ -195,12 +169,6 @@ fn tree(dir: &Path) -> Vec<(String, Option<Vec<u8>>)> {
     }
     out.sort();
     out
-}
-
-fn confine() -> Command {
-    // The test drives the binary under test; it is not a tool's child process.
-    #[allow(clippy::disallowed_methods)]
-    Command::new(env!("CARGO_BIN_EXE_confine"))
 }
 
 #[test]
@@ -953,27 +921,7 @@ fn write_through_confine_call_binary() {
     .iter()
     .map(|v| format!("{v}\n"))
     .collect::<String>();
-    let mut child = confine()
-        .args(["call", "--root"])
-        .arg(&ws.root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let lines: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = call_lines(&ws.root, &[], &input);
     assert_eq!(lines.len(), 5);
     assert_eq!(
         lines[0],

@@ -1,0 +1,124 @@
+//! Helpers shared by the top-level integration tests: the built `confine` binary, a
+//! temporary workspace beside a prefix-sharing sibling, and leftover `.pify-` scans.
+//!
+//! Each file in `tests/` is its own binary and uses `mod support;`.
+
+// Each test binary uses a subset of these helpers; the rest would warn as dead code there.
+#![allow(dead_code)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+/// The built `confine` binary under test.
+pub fn confine() -> Command {
+    // The test drives the binary under test from outside; it is not a tool's child process.
+    #[allow(clippy::disallowed_methods)]
+    Command::new(env!("CARGO_BIN_EXE_confine"))
+}
+
+/// `confine call --root <root> <flags>` with stdin, stdout and stderr piped.
+pub fn spawn_call(root: &Path, flags: &[&str]) -> Child {
+    confine()
+        .args(["call", "--root"])
+        .arg(root)
+        .args(flags)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `confine call --root <root> <flags>` with `input` on stdin (then closed): it must exit 0,
+/// and its stdout is one JSON value a line.
+pub fn call_lines(root: &Path, flags: &[&str], input: &str) -> Vec<Value> {
+    let mut child = spawn_call(root, flags);
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Every `.pify-` entry beneath `dir` (symlinks not followed).
+pub fn pify_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().contains(".pify-") {
+            found.push(e.path());
+        }
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            found.extend(pify_entries(&e.path()));
+        }
+    }
+    found
+}
+
+/// No `.pify-` temporary left in `root` (or beneath it).
+pub fn assert_no_pify(root: &Path) {
+    let found = pify_entries(root);
+    assert!(found.is_empty(), "left behind: {found:?}");
+}
+
+/// A temporary base holding the workspace `ws` and its prefix-sharing sibling `ws-outside`
+/// (which holds `secret.txt`).
+pub struct Sibling {
+    pub tmp: tempfile::TempDir,
+    pub base: PathBuf,
+    pub root: PathBuf,
+    pub outside: PathBuf,
+}
+
+impl Sibling {
+    /// On the default temporary directory (a real disk here: fsync costs milliseconds).
+    pub fn disk(secret: &str) -> Self {
+        Self::within(tempfile::tempdir().unwrap(), secret)
+    }
+
+    /// On tmpfs when there is one (for the tests that write thousands of times), else the
+    /// default temporary directory.
+    pub fn fast(secret: &str) -> Self {
+        let shm = Path::new("/dev/shm");
+        let tmp = if shm.is_dir() {
+            tempfile::tempdir_in(shm).unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        };
+        Self::within(tmp, secret)
+    }
+
+    pub fn within(tmp: tempfile::TempDir, secret: &str) -> Self {
+        let base = tmp.path().canonicalize().unwrap();
+        let root = base.join("ws");
+        let outside = base.join("ws-outside");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("secret.txt"), secret).unwrap();
+        Self {
+            tmp,
+            base,
+            root,
+            outside,
+        }
+    }
+
+    /// `rel` beneath the workspace.
+    pub fn p(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+}
