@@ -16,19 +16,8 @@ use std::path::Path;
 use nodeexec::{Command, Containment, ErrorKind, LandlockSupport, Outcome, Sandbox};
 use tokio_util::sync::CancellationToken;
 
-fn node() -> PathBuf {
-    let fixed = PathBuf::from("/usr/bin/node");
-    if fixed.exists() {
-        return fixed;
-    }
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("node"))
-                .find(|p| p.exists())
-        })
-        .expect("Node.js on PATH")
-}
+mod support;
+use support::node;
 
 fn js(source: &str) -> Command {
     let mut cmd = Command::new(node());

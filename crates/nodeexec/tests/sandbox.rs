@@ -5,26 +5,15 @@
 //! Every probe is a Node.js script that prints one JSON line (compared as text): `"ok"` for
 //! an operation that worked, or the error's `code` (`"EACCES"`, `"EPERM"`, …).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use nodeexec::{Command, ErrorKind, LandlockSupport, Outcome, Sandbox};
 use tokio_util::sync::CancellationToken;
 
-fn node() -> PathBuf {
-    let fixed = PathBuf::from("/usr/bin/node");
-    if fixed.exists() {
-        return fixed;
-    }
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("node"))
-                .find(|p| p.exists())
-        })
-        .expect("Node.js on PATH")
-}
+mod support;
+use support::node;
 
 fn kernel_abi() -> u32 {
     LandlockSupport::probe()
