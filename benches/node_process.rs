@@ -21,14 +21,8 @@ use confine::nodeexec::Containment;
 use criterion::{Criterion, criterion_group};
 use tokio_util::sync::CancellationToken;
 
-fn node() -> std::path::PathBuf {
-    let path = std::env::var_os("PATH").expect("PATH");
-    let found = std::env::split_paths(&path)
-        .map(|d| d.join("node"))
-        .find(|p| p.is_file())
-        .expect("Node.js on PATH");
-    std::fs::canonicalize(found).unwrap()
-}
+mod support;
+use support::{empty_call, median, node, node_options, runtime};
 
 /// Each containment mode, as a bench line (each must be available on the measuring machine).
 const MODES: [(&str, Containment); 3] = [
@@ -40,17 +34,10 @@ const MODES: [(&str, Containment); 3] = [
 fn bench(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let node = node();
-    let mut options = confine::tools::NodeProcessOptions::default();
-    options.node = Some(node.clone());
-    options.timeout = Some(Duration::from_secs(10));
-    let registry = confine::tools::create_coding_tools(tmp.path(), options).unwrap();
-    let call =
-        confine::tools::ToolCall::new("b", "node_process", &serde_json::json!({"source": ""}));
+    let registry = confine::tools::create_coding_tools(tmp.path(), node_options(&node)).unwrap();
+    let call = empty_call();
     let cancel = CancellationToken::new();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
 
     let mut group = c.benchmark_group("node_process_empty");
     group.sample_size(30);
@@ -127,10 +114,7 @@ fn alternating() {
     const ROUNDS: usize = 300;
     let tmp = tempfile::tempdir().unwrap();
     let cancel = CancellationToken::new();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let mut times: [Vec<f64>; 3] = Default::default();
     for round in 0..ROUNDS {
         for k in 0..MODES.len() {
@@ -143,10 +127,6 @@ fn alternating() {
             assert_eq!((o.exit_code, o.containment), (Some(0), MODES[i].1));
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let group = times[2].clone();
     for (i, (name, _)) in MODES.iter().enumerate() {
         let mut diffs: Vec<f64> = times[i].iter().zip(&group).map(|(t, g)| t - g).collect();

@@ -13,28 +13,19 @@
 use std::time::Duration;
 
 use confine::nodeexec::{Command, Sandbox};
-use confine::tools::{NodeProcessOptions, ToolCall, create_coding_tools, execute_tool_call};
+use confine::tools::{create_coding_tools, execute_tool_call};
 use criterion::{Criterion, criterion_group};
 use tokio_util::sync::CancellationToken;
 
-fn node() -> std::path::PathBuf {
-    let path = std::env::var_os("PATH").expect("PATH");
-    let found = std::env::split_paths(&path)
-        .map(|d| d.join("node"))
-        .find(|p| p.is_file())
-        .expect("Node.js on PATH");
-    std::fs::canonicalize(found).unwrap()
-}
+mod support;
+use support::{empty_call, median, node, node_options, runtime};
 
 fn bench(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let node = node();
     let cancel = CancellationToken::new();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let call = ToolCall::new("b", "node_process", &serde_json::json!({"source": ""}));
+    let rt = runtime();
+    let call = empty_call();
 
     let mut group = c.benchmark_group("sandbox_empty_call");
     group.sample_size(40);
@@ -42,9 +33,7 @@ fn bench(c: &mut Criterion) {
         ("node_process_baseline", None),
         ("node_process_sandboxed", Some(Sandbox::new())),
     ] {
-        let mut options = NodeProcessOptions::default();
-        options.node = Some(node.clone());
-        options.timeout = Some(Duration::from_secs(10));
+        let mut options = node_options(&node);
         options.sandbox = sandbox;
         let registry = create_coding_tools(tmp.path(), options).unwrap();
         group.bench_function(name, |b| {
@@ -87,15 +76,10 @@ fn alternating() {
     const ROUNDS: usize = 60;
     let tmp = tempfile::tempdir().unwrap();
     let cancel = CancellationToken::new();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let call = ToolCall::new("b", "node_process", &serde_json::json!({"source": ""}));
+    let rt = runtime();
+    let call = empty_call();
     let registries = [None, Some(Sandbox::new())].map(|sandbox| {
-        let mut options = NodeProcessOptions::default();
-        options.node = Some(node());
-        options.timeout = Some(Duration::from_secs(10));
+        let mut options = node_options(&node());
         options.sandbox = sandbox;
         create_coding_tools(tmp.path(), options).unwrap()
     });
@@ -111,10 +95,6 @@ fn alternating() {
             assert!(!r.is_error, "{}", r.content);
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let mut diffs: Vec<f64> = times[1].iter().zip(&times[0]).map(|(s, b)| s - b).collect();
     let diff = median(&mut diffs);
     let (base, sandboxed) = (median(&mut times[0]), median(&mut times[1]));
