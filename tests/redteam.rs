@@ -34,7 +34,7 @@ use rustix::fs::{CWD, RenameFlags, renameat_with};
 use serde_json::{Value, json};
 
 mod support;
-use support::{Sibling, spawn_call};
+use support::{Sibling, feed, kill_and_reap, spawn_call};
 
 const MAX: usize = 65_536;
 const SECRET: &str = "SECRET-OUTSIDE-7f3a";
@@ -708,15 +708,12 @@ fn sigkill_mid_rewrite_never_tears() {
     let mut mid = 0;
     for round in 0..120u64 {
         let mut child = spawn_call(&b.root, &[]);
-        let mut stdin = child.stdin.take().unwrap();
         let content = &versions[1 + (round % 3) as usize];
         let line = json!({"id": round, "name": "write_file",
             "arguments": {"path": "big.txt", "content": content}})
         .to_string()
             + "\n";
-        let feeder = std::thread::spawn(move || {
-            let _ = stdin.write_all(line.repeat(4).as_bytes()); // EPIPE once killed
-        });
+        let feeder = feed(&mut child, line.repeat(4));
         if round.is_multiple_of(2) {
             std::thread::sleep(Duration::from_micros(rng.next() % 30_000));
         } else {
@@ -728,9 +725,7 @@ fn sigkill_mid_rewrite_never_tears() {
         if !pify_entries(&b.root).is_empty() {
             mid += 1;
         }
-        child.kill().unwrap();
-        child.wait().unwrap();
-        feeder.join().unwrap();
+        kill_and_reap(child, feeder);
         let got = std::fs::read_to_string(b.p("big.txt")).unwrap();
         assert!(versions.contains(&got), "torn: {} bytes", got.len());
         for temp in pify_entries(&b.root) {

@@ -5,7 +5,6 @@
 //! writing one target, a writer process SIGKILLed mid-rewrite; plus every limit at N and N+1.
 //! Every test ends by checking that no `.pify-` entry is left.
 
-use std::io::Write as _;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -18,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tools::{Tool, ToolCall, ToolRegistry, ToolResult, execute_tool_call};
 
 mod support;
-use support::{Sibling, call_lines, confine, pify_entries};
+use support::{Sibling, call_lines, confine, feed, kill_and_reap, pify_entries};
 
 const MAX: usize = 65_536;
 
@@ -876,16 +875,9 @@ fn write_sigkill_mid_rewrite_never_tears() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let input = lines.clone();
-        let feeder = std::thread::spawn(move || {
-            // Fails with EPIPE once the child is dead; that is expected.
-            let _ = stdin.write_all(input.as_bytes());
-        });
+        let feeder = feed(&mut child, lines.clone());
         std::thread::sleep(Duration::from_micros(rng.next() % 40_000));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        feeder.join().unwrap();
+        kill_and_reap(child, feeder);
         let got = std::fs::read_to_string(ws.p("victim.txt")).unwrap();
         assert!(versions.contains(&got), "torn target: {} bytes", got.len());
         for temp in pify_entries(&ws.root) {

@@ -9,6 +9,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
 
 use serde_json::Value;
 
@@ -53,6 +54,22 @@ pub fn call_lines(root: &Path, flags: &[&str], input: &str) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// Write `input` to `child`'s stdin from a thread, to kill the child mid-input: the write
+/// fails with EPIPE once the child is dead, which is expected.
+pub fn feed(child: &mut Child, input: String) -> JoinHandle<()> {
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    })
+}
+
+/// SIGKILL `child`, reap it, and join its `feeder`.
+pub fn kill_and_reap(mut child: Child, feeder: JoinHandle<()>) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+    feeder.join().unwrap();
 }
 
 /// Every `.pify-` entry beneath `dir` (symlinks not followed).
