@@ -31,6 +31,17 @@ const MODES: [(&str, Containment); 3] = [
     ("nodeexec_process_group", Containment::ProcessGroup),
 ];
 
+/// A baseline: `cmd` run in `dir` with stdin on the null device and its output captured;
+/// it must succeed.
+fn bare_run(mut cmd: std::process::Command, dir: &std::path::Path) {
+    let out = cmd
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
 fn bench(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let node = node();
@@ -66,19 +77,15 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             // The baseline is the bare spawn nodeexec is measured against.
             #[allow(clippy::disallowed_methods)]
-            let out = std::process::Command::new(&node)
-                .args(["-e", ""])
+            let mut cmd = std::process::Command::new(&node);
+            cmd.args(["-e", ""])
                 .env_clear()
                 .envs(std::env::vars_os().filter(|(k, _)| {
                     let k = k.to_string_lossy();
                     confine::nodeexec::DEFAULT_INHERITED_ENV.contains(&k.as_ref())
                         || k.starts_with("LC_")
-                }))
-                .current_dir(tmp.path())
-                .stdin(std::process::Stdio::null())
-                .output()
-                .unwrap();
-            assert!(out.status.success());
+                }));
+            bare_run(cmd, tmp.path());
         })
     });
     group.finish();
@@ -98,12 +105,8 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             // The bare spawn nodeexec is measured against.
             #[allow(clippy::disallowed_methods)]
-            let out = std::process::Command::new("/bin/true")
-                .current_dir(tmp.path())
-                .stdin(std::process::Stdio::null())
-                .output()
-                .unwrap();
-            assert!(out.status.success());
+            let cmd = std::process::Command::new("/bin/true");
+            bare_run(cmd, tmp.path());
         })
     });
     group.finish();
