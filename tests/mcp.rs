@@ -5,7 +5,7 @@
 //! and 6; those that need a working `node_process` first call [`require_node_process`], which
 //! fails with a message naming the missing tool rather than an obscure assertion.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,9 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
+
+mod support;
+use support::pify_entries;
 
 type Client = RunningService<RoleClient, ()>;
 
@@ -94,19 +97,6 @@ fn processes_in(root: &Path) -> Vec<(u32, String)> {
         }
     }
     found
-}
-
-fn leftover_scripts(root: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(root)
-        .expect("root")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(".pify-"))
-        })
-        .collect()
 }
 
 /// Poll `check` every 10 ms until it holds or `limit` passes; the time it took.
@@ -345,7 +335,7 @@ async fn mcp_write_file_then_read_back() {
         .await
         .expect("read");
     assert_eq!(record(&read)["content"], "héllo");
-    assert!(leftover_scripts(root.path()).is_empty());
+    assert!(pify_entries(root.path()).is_empty());
     client.cancel().await.expect("close");
 }
 
@@ -371,7 +361,7 @@ async fn mcp_node_process_runs_in_the_root_and_reports_output() {
     assert_eq!(rec["exitCode"], 3);
     assert_eq!(rec["signal"], Value::Null);
     assert_eq!(rec["timedOut"], false);
-    assert!(leftover_scripts(root.path()).is_empty());
+    assert!(pify_entries(root.path()).is_empty());
     client.cancel().await.expect("close");
 }
 
@@ -487,14 +477,14 @@ async fn mcp_cancel_kills_the_running_node_process_and_spares_the_others() {
     assert_eq!(record(&sibling)["stdout"], "sibling done\n");
 
     let cleaned = wait_until(Duration::from_secs(2), || {
-        processes_in(&root_path).is_empty() && leftover_scripts(&root_path).is_empty()
+        processes_in(&root_path).is_empty() && pify_entries(&root_path).is_empty()
     })
     .await;
     assert!(
         cleaned.is_some(),
         "no process and no script left: {:?} {:?}",
         processes_in(root.path()),
-        leftover_scripts(root.path())
+        pify_entries(root.path())
     );
     // The server still answers.
     let read = call(&client, "read_file", json!({"path": "a.txt"}))
@@ -588,7 +578,7 @@ async fn mcp_end_of_input_kills_running_calls_and_exits_cleanly() {
         "no node process outlives the server: {:?}",
         processes_in(root.path())
     );
-    assert!(leftover_scripts(root.path()).is_empty());
+    assert!(pify_entries(root.path()).is_empty());
 }
 
 #[tokio::test]
