@@ -297,6 +297,7 @@ impl TypedTool for NodeProcessTool {
         stderrTruncated, timedOut}; each stream keeps at most 32,768 bytes. A nonzero exit is \
         a result, not an error; running out of time is the error NODE_PROCESS_TIMEOUT.";
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidNodeProcessInput;
+    const FAILED: ErrorKind = ErrorKind::NodeProcessFailed;
 
     fn check(&self, input: NodeInput) -> Result<NodeRun, ToolError> {
         self.check_limits(&input)?;

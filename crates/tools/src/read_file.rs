@@ -156,6 +156,7 @@ impl TypedTool for ReadTool {
         over 65,536 bytes, non-UTF-8 files and non-regular files are refused with an error \
         record.";
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidReadInput;
+    const FAILED: ErrorKind = ErrorKind::ReadFailed;
 
     fn check(&self, input: ReadInput) -> Result<RelPath, ToolError> {
         pathgrammar::normalize(&input.path)

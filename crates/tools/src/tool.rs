@@ -51,6 +51,8 @@ pub trait TypedTool: Send + Sync + 'static {
     const DESCRIPTION: &'static str;
     /// The token for arguments of the wrong shape.
     const INVALID_INPUT: ErrorKind;
+    /// The tool's catch-all execution token (`READ_FAILED`, `WRITE_FAILED`, …).
+    const FAILED: ErrorKind;
 
     /// Rules beyond the shape (grammar, limits); pure.
     fn check(&self, input: Self::Input) -> Result<Self::Valid, ToolError>;
@@ -116,8 +118,10 @@ impl<T: TypedTool> Tool for T {
                 return Err(Cancelled.into());
             }
             let output = self.run(valid, cancel).await?;
+            // Our output types are plain structs that always serialize; should one ever fail,
+            // it is the tool's own failure, never a panic.
             serde_json::to_value(output)
-                .map_err(|_| CallError::Failed(ToolError::failed(ErrorKind::ReadFailed)))
+                .map_err(|_| CallError::Failed(ToolError::failed(T::FAILED)))
         })
     }
 }

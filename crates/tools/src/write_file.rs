@@ -201,6 +201,7 @@ impl TypedTool for WriteTool {
         bytes) and replaces the file atomically. Returns {path, bytes}. A target that is a \
         symlink, a directory or another non-regular file is refused with an error record.";
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidWriteInput;
+    const FAILED: ErrorKind = ErrorKind::WriteFailed;
 
     fn check(&self, input: WriteInput) -> Result<ValidWrite, ToolError> {
         Self::check_input(input)
