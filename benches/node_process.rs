@@ -1,5 +1,5 @@
 //! node_process: an empty call through the tool (validation, root re-verification, the script
-//! created 0600, fsynced and identity-checked, the loader, the PID namespace, capture, reaping,
+//! created 0600, fsynced and identity-checked, the loader, the containment (a cgroup of its own here), capture, reaping,
 //! removal) beside `_baseline`, a bare spawn of the same Node.js (`node -e ""` with piped
 //! output, std only) given the same environment as the tool's child (PATH, LANG, LC_*, TZ):
 //! host variables such as `NODE_EXTRA_CA_CERTS` change Node.js's own start-up time (loading a
