@@ -111,7 +111,8 @@ async fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> Option<
     None
 }
 
-/// Fails with a clear message while `node_process` is not implemented (issue 4).
+/// Checks that `node_process` answers before a test relies on it, so a broken tool fails with a
+/// clear message instead of a confusing downstream assertion.
 async fn require_node_process(client: &Client) {
     let result = call(
         client,
