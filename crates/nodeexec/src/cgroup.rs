@@ -21,8 +21,8 @@
 
 use std::ffi::{CStr, CString};
 use std::io::{self, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -258,17 +258,12 @@ impl RunCgroup {
             | rustix::fs::OFlags::DIRECTORY
             | rustix::fs::OFlags::CLOEXEC;
         let kill_flags = rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC;
-        let opened = rustix::fs::open(&cgroup.dir, flags, rustix::fs::Mode::empty()).and_then(
-            |dir| {
-                let kill = rustix::fs::openat(
-                    &dir,
-                    "cgroup.kill",
-                    kill_flags,
-                    rustix::fs::Mode::empty(),
-                )?;
+        let opened =
+            rustix::fs::open(&cgroup.dir, flags, rustix::fs::Mode::empty()).and_then(|dir| {
+                let kill =
+                    rustix::fs::openat(&dir, "cgroup.kill", kill_flags, rustix::fs::Mode::empty())?;
                 Ok((dir, kill))
-            },
-        );
+            });
         match opened {
             Ok((fd, kill)) => {
                 cgroup.fd = Some(fd);

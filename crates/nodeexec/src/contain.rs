@@ -694,6 +694,9 @@ mod tests {
     fn id_map_line_is_decimal() {
         let mut buf = [0u8; 40];
         assert_eq!(id_map_line(&mut buf, 0), b"0 0 1");
-        assert_eq!(id_map_line(&mut buf, 4_294_967_294), b"4294967294 4294967294 1");
+        assert_eq!(
+            id_map_line(&mut buf, 4_294_967_294),
+            b"4294967294 4294967294 1"
+        );
     }
 }

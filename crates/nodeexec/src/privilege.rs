@@ -81,8 +81,7 @@ unsafe fn drop_capabilities() -> io::Result<()> {
     unsafe {
         for cap in 0..=LAST_CAPABILITY {
             // EPERM (no CAP_SETPCAP) and EINVAL (past the kernel's last) are both fine.
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0
-                && last_errno() == libc::EINVAL
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && last_errno() == libc::EINVAL
             {
                 break;
             }

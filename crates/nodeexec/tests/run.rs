@@ -192,7 +192,10 @@ async fn run_containment_cap_selects_each_mode() {
 async fn run_default_is_the_strongest_here() {
     let o = run(js("")).await.unwrap();
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    let own = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap_or("/");
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("/");
     let dir = cgroup2_mount().join(own.trim_start_matches('/'));
     let writable = rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK).is_ok();
     eprintln!(
@@ -378,7 +381,11 @@ async fn run_descendants_die_after_exit() {
         let o = run(cmd).await.unwrap();
         assert_eq!((o.exit_code, o.stdout.text.as_str()), (Some(0), "bye"));
         assert_eq!(o.containment, mode);
-        assert!(alive(&m).is_empty(), "{mode:?}: {:?} outlived the run", alive(&m));
+        assert!(
+            alive(&m).is_empty(),
+            "{mode:?}: {:?} outlived the run",
+            alive(&m)
+        );
     }
 }
 
@@ -452,7 +459,11 @@ async fn run_cancellation_kills_everything_before_returning() {
         });
         let e = cmd.run(&cancel).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Cancelled);
-        assert!(alive(&m).is_empty(), "{mode:?}: {:?} outlived the run", alive(&m));
+        assert!(
+            alive(&m).is_empty(),
+            "{mode:?}: {:?} outlived the run",
+            alive(&m)
+        );
     }
 }
 
@@ -640,7 +651,9 @@ fn reporting(marker: &str, file: &Path, tail: &str) -> Command {
         orphan = ORPHAN,
     );
     let mut cmd = js(&source);
-    cmd.arg("--").arg(cgroup2_mount()).timeout(Duration::from_secs(10));
+    cmd.arg("--")
+        .arg(cgroup2_mount())
+        .timeout(Duration::from_secs(10));
     cmd
 }
 
@@ -720,7 +733,11 @@ fn gone(pid: i32, arg: &str) -> bool {
 /// After the run: every process it started is dead, by the census and, where the script saw
 /// host pids, by the printed pids; in cgroup mode the cgroup is gone.
 async fn check_dead(mode: Containment, report: &Report, m: &str) {
-    assert!(alive(m).is_empty(), "{mode:?}: {:?} outlived the run", alive(m));
+    assert!(
+        alive(m).is_empty(),
+        "{mode:?}: {:?} outlived the run",
+        alive(m)
+    );
     if mode == Containment::Cgroup {
         let dir = cgroup2_mount().join(report.cgroup.trim_start_matches('/'));
         assert!(!dir.exists(), "{} was left behind", dir.display());
@@ -738,7 +755,11 @@ async fn check_dead(mode: Containment, report: &Report, m: &str) {
             gone(*pid, arg),
             "{mode:?}: pid {pid} ({arg}) outlived the run: {:?} {:?}",
             std::fs::read_to_string(format!("/proc/{pid}/stat")),
-            std::fs::read_to_string(format!("/proc/{pid}/status")).map(|s| s.lines().take(9).collect::<Vec<_>>().join("|"))
+            std::fs::read_to_string(format!("/proc/{pid}/status")).map(|s| s
+                .lines()
+                .take(9)
+                .collect::<Vec<_>>()
+                .join("|"))
         );
     }
 }
@@ -829,7 +850,10 @@ async fn every_mode(end: End) {
         ran.push("cgroup with a PID namespace");
     }
     eprintln!("{end:?}: ran in {ran:?}");
-    assert!(ran.contains(&"subreaper"), "the subreaper needs no privilege");
+    assert!(
+        ran.contains(&"subreaper"),
+        "the subreaper needs no privilege"
+    );
 }
 
 #[tokio::test]
@@ -861,7 +885,12 @@ async fn run_cgroup_escape_refused_by_the_sandbox() {
         LandlockSupport::probe().abi().is_some_and(|abi| abi >= 4),
         "this machine has Landlock"
     );
-    if !available(Containment::Cgroup, "run_cgroup_escape_refused_by_the_sandbox").await {
+    if !available(
+        Containment::Cgroup,
+        "run_cgroup_escape_refused_by_the_sandbox",
+    )
+    .await
+    {
         return;
     }
     let workspace = tempfile::tempdir().unwrap();
@@ -916,7 +945,12 @@ async fn run_child_has_less_privilege_than_the_embedder() {
         let mut cmd = js(PRIVILEGES);
         cmd.containment(mode);
         let o = run(cmd).await.unwrap();
-        let said = serde_json_lite(&o.stdout.text.replace(":true", ":\"true\"").replace(":false", ":\"false\""));
+        let said = serde_json_lite(
+            &o.stdout
+                .text
+                .replace(":true", ":\"true\"")
+                .replace(":false", ":\"false\""),
+        );
         assert_eq!(said["ownSession"], "true", "{mode:?}: {}", o.stdout.text);
         assert_eq!(said["tty"], "0", "{mode:?}");
         assert_eq!(said["noNewPrivs"], "1", "{mode:?}");
@@ -930,7 +964,12 @@ async fn run_child_has_less_privilege_than_the_embedder() {
     let mut cmd = js(PRIVILEGES);
     cmd.new_session(false).drop_privileges(false);
     let o = run(cmd).await.unwrap();
-    let said = serde_json_lite(&o.stdout.text.replace(":true", ":\"true\"").replace(":false", ":\"false\""));
+    let said = serde_json_lite(
+        &o.stdout
+            .text
+            .replace(":true", ":\"true\"")
+            .replace(":false", ":\"false\""),
+    );
     assert_eq!(said["ownSession"], "false", "{}", o.stdout.text);
     assert_eq!(said["noNewPrivs"], "0");
     if rustix::process::geteuid().is_root() && !o.user_namespace {
@@ -984,7 +1023,9 @@ fn helper_embedder_runs_until_killed() {
     };
     let mode = MODES.into_iter().find(|c| c.name() == mode).unwrap();
     let mut cmd = with_descendants(&m, "setInterval(() => {}, 1000)");
-    cmd.arg(&m).containment(mode).timeout(Duration::from_secs(60));
+    cmd.arg(&m)
+        .containment(mode)
+        .timeout(Duration::from_secs(60));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -996,6 +1037,10 @@ fn helper_embedder_runs_until_killed() {
 /// SIGKILL of the embedding process in the middle of a run: within a second nothing the run
 /// started is alive, in every mode, and (cgroup mode) its cgroup is gone.
 #[tokio::test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the embedder itself must be a bare process the test can SIGKILL"
+)]
 async fn run_embedder_killed_kills_everything_within_a_second() {
     for mode in MODES {
         if !available(mode, "run_embedder_killed_kills_everything_within_a_second").await {
