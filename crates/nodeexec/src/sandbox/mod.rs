@@ -327,10 +327,15 @@ impl Sandbox {
                 Err(e) if !required && e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
             };
+            let access = if dir { dir_rights } else { file_rights };
+            // Named twice with the same rights (Node.js's installation is `/usr`): one rule.
+            if rules.iter().any(|r| r.path == path && r.access == access) {
+                continue;
+            }
             rules.push(PathRule {
                 fd,
                 identity,
-                access: if dir { dir_rights } else { file_rights },
+                access,
                 path: path.to_owned(),
                 write,
             });
