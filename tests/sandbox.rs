@@ -377,7 +377,10 @@ fn sandbox_read_and_write_flags_add_places() {
     let timeout = TIMEOUT_MS.to_string();
     let base = ["--timeout-ms", &timeout, "--sandbox"];
     let refused = call_lines(workspace.path(), &base, &input);
-    assert_eq!(said(&refused[0]["content"]), r#"["EACCES","EACCES","EACCES"]"#);
+    assert_eq!(
+        said(&refused[0]["content"]),
+        r#"["EACCES","EACCES","EACCES"]"#
+    );
     let (r, w) = (
         readable.path().to_str().unwrap(),
         writable.path().to_str().unwrap(),
@@ -470,8 +473,16 @@ fn doctor_reports_landlock_and_the_sandbox_check() {
     for path in ["/", "/etc", "/etc/shadow", "/root", "/tmp", "/proc"] {
         assert!(!read.contains(&json!(path)), "{path}: {report}");
     }
-    assert_eq!(report["sandbox"]["write"], json!(["<workspace>", "/dev/null"]));
-    assert!(report["sandbox"]["metadata"].as_str().unwrap().contains("seccomp"));
+    assert_eq!(
+        report["sandbox"]["write"],
+        json!(["<workspace>", "/dev/null"])
+    );
+    assert!(
+        report["sandbox"]["metadata"]
+            .as_str()
+            .unwrap()
+            .contains("seccomp")
+    );
     assert!(
         report["sandbox"]["pathnameUnixSockets"]
             .as_str()
@@ -498,5 +509,8 @@ fn doctor_reports_landlock_and_the_sandbox_check() {
     );
     assert!(text.contains("sandbox check: passed"), "{text}");
     assert!(text.contains("sandbox read:  <workspace>, /usr"), "{text}");
-    assert!(text.contains("unix sockets:  pathname sockets unreachable (seccomp"), "{text}");
+    assert!(
+        text.contains("unix sockets:  pathname sockets unreachable (seccomp"),
+        "{text}"
+    );
 }

@@ -330,5 +330,7 @@ fn metadata_policy(rules: &SandboxRules) -> &'static str {
 /// as such.
 fn shown(paths: &[&Path]) -> Vec<String> {
     let rest = paths.iter().skip(1).map(|p| p.display().to_string());
-    std::iter::once("<workspace>".to_owned()).chain(rest).collect()
+    std::iter::once("<workspace>".to_owned())
+        .chain(rest)
+        .collect()
 }

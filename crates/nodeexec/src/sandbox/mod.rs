@@ -176,10 +176,10 @@ impl Sandbox {
     /// `bin/` (`/opt/node-v22/bin/node` gives `/opt/node-v22`), else its own directory. Give
     /// it the canonical path (`node_process` does, for Node.js).
     pub fn allow_installation(&mut self, executable: impl AsRef<Path>) -> &mut Self {
-        if let Some(prefix) = paths::installation(executable.as_ref()) {
-            if !self.readable.iter().any(|p| p == prefix) {
-                self.readable.push(prefix.to_owned());
-            }
+        if let Some(prefix) = paths::installation(executable.as_ref())
+            && !self.readable.iter().any(|p| p == prefix)
+        {
+            self.readable.push(prefix.to_owned());
         }
         self
     }
@@ -278,7 +278,8 @@ impl Sandbox {
             drop_capabilities: self.drop_capabilities,
             socket_filter: self.socket_filter,
             metadata_filter: self.metadata_filter,
-            program: filtered.then(|| seccomp::Program::new(self.socket_filter, self.metadata_filter)),
+            program: filtered
+                .then(|| seccomp::Program::new(self.socket_filter, self.metadata_filter)),
         })))
     }
 
@@ -300,8 +301,8 @@ impl Sandbox {
         if !rustix::fs::FileType::from_raw_mode(stat.st_mode).is_dir() {
             return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
         }
-        let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-            .unwrap_or_default();
+        let path =
+            std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default();
         rules.push(PathRule {
             fd,
             identity: (stat.st_dev, stat.st_ino),
@@ -313,13 +314,42 @@ impl Sandbox {
         // (path, required, (rights of a directory, rights of a file), writable)
         let mut wanted: Vec<(&Path, bool, (u64, u64), bool)> = Vec::new();
         let optional = |p: &'static str, rights| (Path::new(p), false, rights, false);
-        wanted.extend(paths::SYSTEM_TREES.iter().map(|p| optional(p, (read_tree, read_file))));
-        wanted.extend(paths::ETC.iter().map(|p| optional(p, (data_tree, data_file))));
-        wanted.extend(paths::DEVICES.iter().map(|p| optional(p, (data_file, data_file))));
-        wanted.push((Path::new(paths::DEV_NULL), false, (dev_null, dev_null), true));
-        wanted.extend(paths::PROC_FILES.iter().map(|p| optional(p, (data_file, data_file))));
-        wanted.extend(self.readable.iter().map(|p| (p.as_path(), true, (read_tree, read_file), false)));
-        wanted.extend(self.writable.iter().map(|p| (p.as_path(), true, (tree, file), true)));
+        wanted.extend(
+            paths::SYSTEM_TREES
+                .iter()
+                .map(|p| optional(p, (read_tree, read_file))),
+        );
+        wanted.extend(
+            paths::ETC
+                .iter()
+                .map(|p| optional(p, (data_tree, data_file))),
+        );
+        wanted.extend(
+            paths::DEVICES
+                .iter()
+                .map(|p| optional(p, (data_file, data_file))),
+        );
+        wanted.push((
+            Path::new(paths::DEV_NULL),
+            false,
+            (dev_null, dev_null),
+            true,
+        ));
+        wanted.extend(
+            paths::PROC_FILES
+                .iter()
+                .map(|p| optional(p, (data_file, data_file))),
+        );
+        wanted.extend(
+            self.readable
+                .iter()
+                .map(|p| (p.as_path(), true, (read_tree, read_file), false)),
+        );
+        wanted.extend(
+            self.writable
+                .iter()
+                .map(|p| (p.as_path(), true, (tree, file), true)),
+        );
 
         for (path, required, (dir_rights, file_rights), write) in wanted {
             let (fd, dir, identity) = match PathRule::open(path) {
@@ -539,13 +569,13 @@ mod tests {
     fn build_requires_the_min_abi() {
         let dir = std::fs::File::open("/").unwrap();
         let mut sandbox = Sandbox::new();
-        if let LandlockSupport::Available { abi } = LandlockSupport::probe() {
-            if abi >= DEFAULT_MIN_ABI {
-                let rules = sandbox.build(&dir).unwrap();
-                assert_eq!(rules.abi(), abi.min(MAX_TESTED_ABI));
-                assert!(rules.refuses_tcp());
-                sandbox.min_abi(abi + 1);
-            }
+        if let LandlockSupport::Available { abi } = LandlockSupport::probe()
+            && abi >= DEFAULT_MIN_ABI
+        {
+            let rules = sandbox.build(&dir).unwrap();
+            assert_eq!(rules.abi(), abi.min(MAX_TESTED_ABI));
+            assert!(rules.refuses_tcp());
+            sandbox.min_abi(abi + 1);
         }
         let e = sandbox.build(&dir).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::SandboxUnavailable);
@@ -560,25 +590,48 @@ mod tests {
         let workspace = tempfile::tempdir().unwrap();
         let extra = tempfile::tempdir().unwrap();
         let mut sandbox = Sandbox::new();
-        sandbox.allow_read(extra.path()).allow_installation("/usr/bin/node");
-        let rules = sandbox.build(std::fs::File::open(workspace.path()).unwrap()).unwrap();
+        sandbox
+            .allow_read(extra.path())
+            .allow_installation("/usr/bin/node");
+        let rules = sandbox
+            .build(std::fs::File::open(workspace.path()).unwrap())
+            .unwrap();
         let readable = rules.readable();
         let canonical = workspace.path().canonicalize().unwrap();
         assert_eq!(readable[0], canonical);
-        for path in ["/usr", "/etc/passwd", "/dev/null", "/dev/urandom", "/proc/meminfo"] {
+        for path in [
+            "/usr",
+            "/etc/passwd",
+            "/dev/null",
+            "/dev/urandom",
+            "/proc/meminfo",
+        ] {
             assert!(readable.contains(&Path::new(path)), "{path}: {readable:?}");
         }
         assert!(readable.contains(&extra.path()));
-        for path in ["/", "/etc", "/etc/shadow", "/root", "/tmp", "/home", "/proc"] {
+        for path in [
+            "/",
+            "/etc",
+            "/etc/shadow",
+            "/root",
+            "/tmp",
+            "/home",
+            "/proc",
+        ] {
             assert!(!readable.contains(&Path::new(path)), "{path}");
         }
-        assert_eq!(rules.writable(), [canonical.as_path(), Path::new("/dev/null")]);
+        assert_eq!(
+            rules.writable(),
+            [canonical.as_path(), Path::new("/dev/null")]
+        );
         assert!(rules.refuses_metadata_changes());
         assert!(rules.pathname_socket_mechanism().is_some());
         // An embedder's path must exist.
         let mut missing = Sandbox::new();
         missing.allow_read(workspace.path().join("missing"));
-        let e = missing.build(std::fs::File::open(workspace.path()).unwrap()).unwrap_err();
+        let e = missing
+            .build(std::fs::File::open(workspace.path()).unwrap())
+            .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::StartFailed);
     }
 }

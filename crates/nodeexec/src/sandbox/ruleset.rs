@@ -71,7 +71,10 @@ impl PathRule {
 /// # Safety
 ///
 /// Async-signal-safe (one system call on stack data).
-#[expect(unsafe_code, reason = "a raw system call, also used between fork and exec")]
+#[expect(
+    unsafe_code,
+    reason = "a raw system call, also used between fork and exec"
+)]
 unsafe fn create(attr: &RulesetAttr) -> io::Result<RawFd> {
     // SAFETY: the kernel reads `size_of::<RulesetAttr>()` bytes from a live reference.
     let fd = unsafe {
@@ -93,7 +96,10 @@ unsafe fn create(attr: &RulesetAttr) -> io::Result<RawFd> {
 /// # Safety
 ///
 /// Async-signal-safe (one system call on stack data).
-#[expect(unsafe_code, reason = "a raw system call, also used between fork and exec")]
+#[expect(
+    unsafe_code,
+    reason = "a raw system call, also used between fork and exec"
+)]
 unsafe fn add(ruleset: RawFd, parent: RawFd, access: u64) -> io::Result<()> {
     let rule = PathBeneathAttr {
         allowed_access: access,
@@ -123,7 +129,10 @@ pub(super) enum CheckError {
 
 /// In the parent: build a ruleset from `rules` (and `/proc/self` if `own_proc` is not empty)
 /// and drop it, so that whatever the kernel refuses is found before anything is started.
-#[expect(unsafe_code, reason = "calls the raw Landlock wrappers on owned descriptors")]
+#[expect(
+    unsafe_code,
+    reason = "calls the raw Landlock wrappers on owned descriptors"
+)]
 pub(super) fn check(
     attr: &RulesetAttr,
     rules: &[PathRule],
@@ -136,16 +145,14 @@ pub(super) fn check(
         unsafe { add(ruleset.as_raw_fd(), rule.fd.as_raw_fd(), rule.access) }
             .map_err(CheckError::Rule)?;
     }
-    if own_proc != 0 {
-        if let Ok(proc_self) = rustix::fs::open(
-            "/proc/self",
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        ) {
-            // SAFETY: both descriptors are live for the call.
-            unsafe { add(ruleset.as_raw_fd(), proc_self.as_raw_fd(), own_proc) }
-                .map_err(CheckError::Rule)?;
-        }
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if own_proc != 0
+        && let Ok(proc_self) = rustix::fs::open("/proc/self", flags, Mode::empty())
+    {
+        // SAFETY: both descriptors are live for the call.
+        unsafe { add(ruleset.as_raw_fd(), proc_self.as_raw_fd(), own_proc) }
+            .map_err(CheckError::Rule)?;
     }
     Ok(())
 }

@@ -228,7 +228,11 @@ mod tests {
                 AND => acc &= i.k,
                 RETURN => return i.k,
                 JEQ | JGE => {
-                    let taken = if i.code == JEQ { acc == i.k } else { acc >= i.k };
+                    let taken = if i.code == JEQ {
+                        acc == i.k
+                    } else {
+                        acc >= i.k
+                    };
                     pc += usize::from(if taken { i.jt } else { i.jf });
                 }
                 other => panic!("instruction {other:#x}"),
@@ -248,7 +252,10 @@ mod tests {
         assert_eq!(verdict(&full, socket, [unix, stream]), eacces);
         assert_eq!(verdict(&full, socket, [libc::AF_INET as u32, 2]), eacces);
         assert_eq!(verdict(&full, pair, [unix, stream]), ALLOW);
-        assert_eq!(verdict(&full, pair, [unix, libc::SOCK_DGRAM as u32]), eacces);
+        assert_eq!(
+            verdict(&full, pair, [unix, libc::SOCK_DGRAM as u32]),
+            eacces
+        );
         assert_eq!(verdict(&full, pair, [libc::AF_INET as u32, stream]), eacces);
         for nr in metadata_calls() {
             assert_eq!(verdict(&full, nr, [0, 0]), eperm, "{nr}");
