@@ -772,8 +772,50 @@ fn confine_call_hides_host_secrets_and_node_options() {
     assert_no_pify(tmp.path());
 }
 
+/// SIGTERM, and every other signal a person or a supervisor sends to end a server (SIGHUP,
+/// SIGQUIT, SIGINT, SIGUSR1, SIGUSR2, SIGALRM), cancels the running call: its processes are
+/// dead and its script removed before `confine call` exits with 130.
 #[test]
-fn confine_call_sigterm_kills_the_running_call() {
+fn confine_call_ending_signals_kill_the_running_call() {
+    use rustix::process::Signal;
+    for signal in [
+        Signal::TERM,
+        Signal::HUP,
+        Signal::QUIT,
+        Signal::INT,
+        Signal::USR1,
+        Signal::USR2,
+        Signal::ALARM,
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = marker();
+        let mut child = confine_call(tmp.path(), &["--timeout-ms", "20000"], &[]);
+        let line = json!({"id": 1, "name": "node_process", "arguments": {"source": with_descendants(&m, "setInterval(() => {}, 1000)")}});
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        wait_alive_blocking(&m, 2);
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        let status = child.wait().unwrap();
+        drop(stdin);
+        assert_eq!(status.code(), Some(130), "{signal:?}");
+        assert!(
+            alive(&m).is_empty(),
+            "{signal:?}: {:?} outlived confine",
+            alive(&m)
+        );
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines().count();
+        assert_eq!(stdout, 0, "a cancelled call answers nothing");
+        assert_no_pify(tmp.path());
+    }
+}
+
+/// `kill -9` of `confine call` in the middle of a call: within a second nothing the call
+/// started is alive (the waiter, told by the kernel of its parent's death, ends the run); the
+/// script left in the workspace is removed when a tool is next built over it.
+#[test]
+fn confine_call_sigkill_kills_the_call_within_a_second() {
     let tmp = tempfile::tempdir().unwrap();
     let m = marker();
     let mut child = confine_call(tmp.path(), &["--timeout-ms", "20000"], &[]);
@@ -782,13 +824,65 @@ fn confine_call_sigterm_kills_the_running_call() {
     writeln!(stdin, "{line}").unwrap();
     stdin.flush().unwrap();
     wait_alive_blocking(&m, 2);
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let status = child.wait().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = Instant::now();
+    while !alive(&m).is_empty() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(1),
+            "{:?} outlived the killed server by a second",
+            alive(&m)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     drop(stdin);
-    assert_eq!(status.code(), Some(130));
-    assert!(alive(&m).is_empty(), "{:?} outlived confine", alive(&m));
-    let stdout = BufReader::new(child.stdout.take().unwrap()).lines().count();
-    assert_eq!(stdout, 0, "a cancelled call answers nothing");
+    assert_eq!(
+        support::pify_entries(tmp.path()).len(),
+        1,
+        "the killed server's script is left"
+    );
+    registry(tmp.path(), None);
+    assert_no_pify(tmp.path());
+}
+
+/// A flood of concurrent heavy calls through one registry with two slots: never more than two
+/// Node.js processes of theirs alive at once, every call answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_process_flood_is_bounded_by_the_slots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut options = NodeProcessOptions::default();
+    options.timeout = Some(Duration::from_secs(20));
+    options.slots = Some(std::sync::Arc::new(nodeexec::RunSlots::new(2)));
+    let reg = std::sync::Arc::new(tools::create_coding_tools(tmp.path(), options).unwrap());
+    let m = marker();
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stop = CancellationToken::new();
+    let counter = {
+        let (m, peak, stop) = (m.clone(), peak.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                peak.fetch_max(alive(&m).len(), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let source =
+        "const t = Date.now(); while (Date.now() - t < 200) {} process.stdout.write('done')";
+    let mut calls = Vec::new();
+    for _ in 0..8 {
+        let (reg, m) = (reg.clone(), m.clone());
+        calls.push(tokio::spawn(async move {
+            call(&reg, json!({"source": source, "arguments": [m]})).await
+        }));
+    }
+    for c in calls {
+        let (is_error, record) = c.await.unwrap();
+        assert!(!is_error, "{record}");
+        assert_eq!(record["stdout"], "done");
+    }
+    stop.cancel();
+    counter.await.unwrap();
+    let peak = peak.load(Ordering::Relaxed);
+    assert!((1..=2).contains(&peak), "peak {peak}");
     assert_no_pify(tmp.path());
 }

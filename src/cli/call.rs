@@ -68,6 +68,7 @@ fn parse_line(line: &str) -> Result<(Box<RawValue>, ToolCall), Value> {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
+    super::common::hide_environment();
     let registry = match args.tools.registry() {
         Ok(r) => r,
         Err(code) => return code,
@@ -86,12 +87,7 @@ async fn serve(registry: ToolRegistry) -> ExitCode {
     let cancel = CancellationToken::new();
     let on_signal = cancel.clone();
     tokio::spawn(async move {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-        }
+        super::common::ending_signal().await;
         on_signal.cancel();
     });
 

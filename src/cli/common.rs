@@ -18,6 +18,10 @@ pub struct ToolArgs {
     /// The node_process time bound in milliseconds (default 500).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub timeout_ms: Option<u64>,
+    /// At most N node_process runs at once (default: the number of CPUs); later calls wait
+    /// in order, and can be cancelled while they wait.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_processes: Option<u64>,
     /// Confine node_process children with the Linux kernel sandbox (Landlock and seccomp):
     /// read only the root, Node.js's installation and the system's non-secret files; write
     /// only beneath the root; no change of mode, owner, times or extended attributes; no
@@ -47,6 +51,51 @@ pub struct ToolArgs {
     pub tools: Option<Vec<String>>,
 }
 
+/// The signals that end `confine mcp` and `confine call` the way SIGTERM does: running calls
+/// are cancelled (their processes killed and reaped, their scripts removed) before exit.
+/// Every signal whose default action would end the process at once, leaving that undone, and
+/// that a person or a supervisor sends: SIGHUP (the terminal went away), SIGINT, SIGQUIT,
+/// SIGTERM, SIGUSR1, SIGUSR2 and SIGALRM. (SIGKILL cannot be caught: the waiter of each run
+/// ends it then.)
+pub async fn ending_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let kinds = [
+        SignalKind::hangup(),
+        SignalKind::interrupt(),
+        SignalKind::quit(),
+        SignalKind::terminate(),
+        SignalKind::user_defined1(),
+        SignalKind::user_defined2(),
+        SignalKind::alarm(),
+    ];
+    // A signal that cannot be watched is never reported.
+    let mut watched: Vec<_> = kinds.into_iter().filter_map(|k| signal(k).ok()).collect();
+    if watched.is_empty() {
+        return std::future::pending().await;
+    }
+    let any = watched.iter_mut().map(|s| Box::pin(s.recv()));
+    futures_lite_select(any).await;
+}
+
+/// The first of `futures` to complete.
+async fn futures_lite_select<F: std::future::Future + Unpin>(futures: impl Iterator<Item = F>) {
+    let mut futures: Vec<F> = futures.collect();
+    std::future::poll_fn(move |cx| {
+        for f in &mut futures {
+            if std::pin::Pin::new(f).poll(cx).is_ready() {
+                return std::task::Poll::Ready(());
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await;
+}
+
+/// Make this process not dumpable (see [`nodeexec::hide_embedder_environment`]).
+pub fn hide_environment() {
+    nodeexec::hide_embedder_environment();
+}
+
 /// A path that exists, canonicalized now (the sandbox opens it at each call).
 fn existing_path(path: &str) -> Result<PathBuf, String> {
     std::fs::canonicalize(path).map_err(|e| format!("{path}: {e}"))
@@ -58,6 +107,9 @@ impl ToolArgs {
         let mut options = NodeProcessOptions::default();
         options.node = self.node.clone();
         options.timeout = self.timeout_ms.map(Duration::from_millis);
+        options.slots = self
+            .max_processes
+            .map(|n| std::sync::Arc::new(nodeexec::RunSlots::new(n as usize)));
         options.sandbox = self.sandbox.then(|| {
             let mut sandbox = nodeexec::Sandbox::new();
             if let Some(abi) = self.sandbox_min_abi {

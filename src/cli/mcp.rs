@@ -16,7 +16,8 @@
 //!   for a cancelled request (the protocol says so). Requests run concurrently on a
 //!   multi-thread runtime, each with its own token, so a cancelled call disturbs no other.
 //! - End of input cancels every running call at once (their processes die), then the server
-//!   exits 0. SIGINT or SIGTERM does the same and exits 130.
+//!   exits 0. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or SIGALRM does the same
+//!   and exits 130.
 //! - One banner line goes to stderr at start; logs (tracing, filtered by `CONFINE_LOG`, default
 //!   `warn`) go to stderr; stdout carries nothing but the protocol.
 //!
@@ -44,6 +45,7 @@ pub struct Args {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
+    super::common::hide_environment();
     init_logging();
     let registry = match args.tools.registry() {
         Ok(r) => r,
@@ -112,7 +114,7 @@ async fn serve(server: ConfineServer) -> ExitCode {
     let on_signal = signalled.clone();
     let calls = shutdown.clone();
     let watcher = tokio::spawn(async move {
-        wait_for_signal().await;
+        super::common::ending_signal().await;
         tracing::info!("signal received: cancelling running calls");
         on_signal.cancel();
         calls.cancel();
@@ -126,24 +128,5 @@ async fn serve(server: ConfineServer) -> ExitCode {
         ExitCode::from(130)
     } else {
         ExitCode::SUCCESS
-    }
-}
-
-/// SIGINT or SIGTERM (a signal that cannot be watched is never reported).
-async fn wait_for_signal() {
-    use tokio::signal::unix::{Signal, SignalKind, signal};
-    async fn recv(signal: Option<Signal>) {
-        match signal {
-            Some(mut s) => {
-                s.recv().await;
-            }
-            None => std::future::pending().await,
-        }
-    }
-    let interrupt = signal(SignalKind::interrupt()).ok();
-    let terminate = signal(SignalKind::terminate()).ok();
-    tokio::select! {
-        () = recv(interrupt) => {}
-        () = recv(terminate) => {}
     }
 }

@@ -60,6 +60,16 @@ fn discover() -> Option<PathBuf> {
         };
         let dir = mountpoint.join(rel);
         sweep_stale(&dir);
+        // Per-run bounds need the controllers in the runs' cgroups. The kernel refuses this
+        // for a cgroup that holds processes (ours holds us), unless it is the root: best
+        // effort, each on its own.
+        for controller in ["+pids", "+memory"] {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.subtree_control"))
+                .and_then(|mut f| f.write_all(controller.as_bytes()))
+                .ok();
+        }
         if probe(&dir) {
             return Some(dir);
         }
@@ -288,6 +298,23 @@ impl RunCgroup {
     /// The directory's descriptor, for `CLONE_INTO_CGROUP`.
     pub(crate) fn raw_fd(&self) -> RawFd {
         self.fd.as_ref().map_or(-1, |fd| fd.as_raw_fd())
+    }
+
+    /// Bound the run: `pids.max` and `memory.max` where the cgroup has those controllers
+    /// (enabled in its parent's `cgroup.subtree_control` at discovery, where that is
+    /// allowed). Whether `pids.max` now bounds the run's processes.
+    pub(crate) fn bound(&self, processes: Option<u64>, memory: Option<u64>) -> bool {
+        let set = |file: &str, value: u64| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(self.dir.join(file))
+                .and_then(|mut f| f.write_all(value.to_string().as_bytes()))
+                .is_ok()
+        };
+        if let Some(bytes) = memory {
+            set("memory.max", bytes);
+        }
+        processes.is_some_and(|count| set("pids.max", count))
     }
 
     /// `cgroup.kill`, open for writing, for the waiter.

@@ -7,15 +7,27 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::capture::DEFAULT_OUTPUT_CAP;
 use crate::contain::Hook;
 use crate::privilege::Privileges;
 use crate::run::Containment;
+use crate::slots::RunSlots;
 
 /// The default time bound: 500 ms.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The default bound on a run's processes (threads count too, as the kernel counts them):
+/// 256.
+pub const DEFAULT_MAX_PROCESSES: u64 = 256;
+
+/// The default bound on memory: 1 GiB, for the whole run (`memory.max`) where its cgroup has
+/// the memory controller, and for each of its processes' data (`RLIMIT_DATA`: heap and
+/// private writable mappings; reservations that are never written, as V8 makes, do not count)
+/// always.
+pub const DEFAULT_MAX_MEMORY: u64 = 1 << 30;
 
 /// Host variables passed by default: these names exactly, and every name starting with `LC_`.
 pub const DEFAULT_INHERITED_ENV: &[&str] = &["PATH", "LANG", "TZ"];
@@ -41,6 +53,9 @@ pub struct Command {
     pub(crate) containment: Containment,
     pub(crate) namespace: Option<bool>,
     pub(crate) privileges: Privileges,
+    pub(crate) slots: Option<Arc<RunSlots>>,
+    pub(crate) max_processes: Option<u64>,
+    pub(crate) max_memory: Option<u64>,
     pub(crate) fds: Vec<(OwnedFd, i32)>,
     pub(crate) hooks: Vec<Hook>,
 }
@@ -60,6 +75,9 @@ impl std::fmt::Debug for Command {
             .field("namespace", &self.namespace)
             .field("privileges", &self.privileges)
             .field("fds", &self.fds.len())
+            .field("slots", &self.slots.as_ref().map(|s| s.size()))
+            .field("max_processes", &self.max_processes)
+            .field("max_memory", &self.max_memory)
             .field("hooks", &self.hooks.len())
             .finish()
     }
@@ -86,6 +104,9 @@ impl Command {
                 new_session: true,
                 drop: true,
             },
+            slots: None,
+            max_processes: Some(DEFAULT_MAX_PROCESSES),
+            max_memory: Some(DEFAULT_MAX_MEMORY),
             fds: Vec::new(),
             hooks: Vec::new(),
         }
@@ -201,6 +222,35 @@ impl Command {
         self
     }
 
+    /// Count this run against `slots`: [`Command::run`] first waits, in order and
+    /// cancellably, for one of its slots, and holds it until everything the run started is
+    /// dead and reaped. The wait is not part of the time bound.
+    pub fn slots(&mut self, slots: Arc<RunSlots>) -> &mut Self {
+        self.slots = Some(slots);
+        self
+    }
+
+    /// Bound the run's processes (default [`DEFAULT_MAX_PROCESSES`]; `None`: no bound of
+    /// ours). Where the run's cgroup has the `pids` controller, `pids.max` bounds the whole
+    /// run. Else `RLIMIT_NPROC`, which the kernel counts per user: in a user namespace of the
+    /// run's own that is the run's processes; otherwise the limit is set to the user's process
+    /// count at the start plus this bound. The kernel never applies `RLIMIT_NPROC` to root,
+    /// so a root embedder without the `pids` controller gets no process bound (the time bound
+    /// and the kill still end a fork bomb). A `fork` past the bound fails with `EAGAIN`.
+    pub fn max_processes(&mut self, count: Option<u64>) -> &mut Self {
+        self.max_processes = count;
+        self
+    }
+
+    /// Bound the run's memory (default [`DEFAULT_MAX_MEMORY`]; `None`: no bound of ours):
+    /// `memory.max` of its cgroup where it has the memory controller (the kernel kills the
+    /// run's processes past it), and `RLIMIT_DATA` of each process always (an allocation past
+    /// it fails: Node.js throws `RangeError`, or ends with a fatal out-of-memory error).
+    pub fn max_memory(&mut self, bytes: Option<u64>) -> &mut Self {
+        self.max_memory = bytes;
+        self
+    }
+
     /// Give the child `fd` as descriptor number `target` (3 or more). The descriptor is
     /// duplicated now, so the caller may close its own.
     pub fn pass_fd(&mut self, fd: impl std::os::fd::AsFd, target: i32) -> io::Result<&mut Self> {
@@ -235,9 +285,26 @@ impl Command {
         self
     }
 
-    /// Resource limits for the program's process (none yet).
-    pub(crate) fn rlimits(&self, _cgroup: bool) -> Vec<(libc::__rlimit_resource_t, u64)> {
-        Vec::new()
+    /// Resource limits for the program's process: `RLIMIT_DATA`, and `RLIMIT_NPROC` where no
+    /// cgroup bounds the processes (see [`Command::max_processes`]); the second is
+    /// `(global, in a user namespace)`, chosen by the child once it knows.
+    pub(crate) fn rlimits(
+        &self,
+        cgroup_bounds_processes: bool,
+    ) -> (Vec<Limit>, Option<(u64, u64)>) {
+        let mut limits = Vec::new();
+        if let Some(bytes) = self.max_memory {
+            limits.push((libc::RLIMIT_DATA, bytes));
+        }
+        let nproc = match self.max_processes {
+            Some(count) if !cgroup_bounds_processes => {
+                let global = (!rustix::process::geteuid().is_root())
+                    .then(|| own_process_count().saturating_add(count));
+                Some((global.unwrap_or(u64::MAX), count))
+            }
+            _ => None,
+        };
+        (limits, nproc)
     }
 
     /// The environment the child gets: allowlisted host variables, then explicit ones.
@@ -259,6 +326,42 @@ impl Command {
         let locale = !self.inherit.is_empty() && name.as_encoded_bytes().starts_with(b"LC_");
         locale || self.inherit.iter().any(|n| n == name)
     }
+}
+
+/// A resource limit to set: the resource and its soft and hard value.
+pub(crate) type Limit = (libc::__rlimit_resource_t, u64);
+
+/// How many processes (threads included, as `RLIMIT_NPROC` counts) this process's real user
+/// has now, from `/proc`.
+fn own_process_count() -> u64 {
+    let uid = rustix::process::getuid().as_raw();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut count = 0u64;
+    for entry in entries.flatten() {
+        if !entry
+            .file_name()
+            .as_encoded_bytes()
+            .iter()
+            .all(u8::is_ascii_digit)
+        {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next().map(str::to_owned))
+        };
+        if field("Uid:").and_then(|u| u.parse::<u32>().ok()) == Some(uid) {
+            count += field("Threads:").and_then(|t| t.parse().ok()).unwrap_or(1);
+        }
+    }
+    count
 }
 
 #[cfg(test)]

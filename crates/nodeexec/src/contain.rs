@@ -90,6 +90,11 @@ pub(crate) struct ChildPlan {
     pub privileges: Privileges,
     /// Resource limits set in N: (resource, soft and hard value).
     pub limits: Vec<(libc::__rlimit_resource_t, u64)>,
+    /// `RLIMIT_NPROC` for N: (without a user namespace of the run's own, within one).
+    pub nproc: Option<(u64, u64)>,
+    /// Set in the child once the mode is known: the `RLIMIT_NPROC` to apply (`u64::MAX`:
+    /// none).
+    pub nproc_chosen: u64,
     /// Descriptors to place in the program: (source, at least 3 and close-on-exec; target).
     pub fds: Vec<(RawFd, RawFd)>,
     /// The embedder's pre-exec steps, in order, run in N.
@@ -166,6 +171,15 @@ impl ChildPlan {
                     0,
                     0,
                 );
+                if let Some((global, own)) = self.nproc {
+                    // Counted per user namespace: within the run's own, only its processes.
+                    let value = if mode & MODE_USER_NAMESPACE != 0 {
+                        own
+                    } else {
+                        global
+                    };
+                    self.nproc_chosen = value;
+                }
                 if namespace {
                     return self.init();
                 }
@@ -253,6 +267,9 @@ impl ChildPlan {
             }
             for &(resource, value) in &self.limits {
                 lower_limit(resource, value)?;
+            }
+            if self.nproc_chosen != u64::MAX {
+                lower_limit(libc::RLIMIT_NPROC, self.nproc_chosen)?;
             }
             for hook in &mut self.hooks {
                 hook()?;
@@ -473,6 +490,22 @@ impl Waiter {
             if self.mode & MODE_SUBREAPER == 0 {
                 while self.status.is_none() && self.reap(0) {}
                 self.exit();
+            }
+            // A cgroup's kill or a namespace's end takes everything inside with it: give it a
+            // moment before paying for a scan of `/proc` (which is for what escaped).
+            if self.mode & (MODE_CGROUP | MODE_PID_NAMESPACE) != 0 {
+                let mut chld = empty_set();
+                libc::sigaddset(&mut chld, libc::SIGCHLD);
+                let pause = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 20_000_000,
+                };
+                for _ in 0..5 {
+                    if !self.reap(libc::WNOHANG) {
+                        break;
+                    }
+                    libc::sigtimedwait(&chld, std::ptr::null_mut(), &pause);
+                }
             }
             // Until no child is left: reap what is dead, sweep what is not, wait.
             while self.reap(libc::WNOHANG) {

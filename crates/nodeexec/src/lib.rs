@@ -232,10 +232,13 @@ mod privilege;
 mod run;
 mod sandbox;
 mod signal;
+mod slots;
 mod sweep;
 
 pub use capture::{Captured, DEFAULT_OUTPUT_CAP};
-pub use command::{Command, DEFAULT_INHERITED_ENV, DEFAULT_TIMEOUT};
+pub use command::{
+    Command, DEFAULT_INHERITED_ENV, DEFAULT_MAX_MEMORY, DEFAULT_MAX_PROCESSES, DEFAULT_TIMEOUT,
+};
 pub use error::{Error, ErrorKind};
 pub use owner::Owner;
 pub use run::{Containment, Outcome};
@@ -244,6 +247,15 @@ pub use sandbox::{
     Sandbox, SandboxRules,
 };
 pub use signal::signal_name;
+pub use slots::{RunSlot, RunSlots};
+
+/// Make the embedding process not dumpable, so that no other process of its user (a program
+/// a run started, with host pids, included) may read its `/proc/<pid>/environ` or memory, or
+/// attach to it; core dumps are off as a consequence. For a server whose environment holds
+/// secrets; best effort.
+pub fn hide_embedder_environment() {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable).ok();
+}
 
 /// Kill and remove the cgroups that embedders which died without cleaning up left where this
 /// process's runs get theirs (only names this crate makes, judged by their owner's identity:

@@ -106,6 +106,11 @@ impl Command {
         if cancel.is_cancelled() {
             return Err(Error::new(ErrorKind::Cancelled, None));
         }
+        // Held to the end of this function: past the end of the run and its reaping.
+        let _slot = match &self.slots {
+            Some(slots) => Some(slots.acquire(cancel).await?),
+            None => None,
+        };
         let start = Instant::now();
         let mut running = self.spawn()?;
         let deadline = tokio::time::Instant::from_std(start + running.timeout);
@@ -157,6 +162,11 @@ impl Command {
             Containment::Cgroup => RunCgroup::create(),
             _ => None,
         };
+        let cgroup_bounds_processes = match &cgroup {
+            Some(cgroup) => cgroup.bound(self.max_processes, self.max_memory),
+            None => false,
+        };
+        let (limits, nproc) = self.rlimits(cgroup_bounds_processes);
         let (report_r, report_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| start_failed(e.into()))?;
         // At least 3, so std's stdio setup in the child cannot clobber it.
@@ -182,7 +192,9 @@ impl Command {
                 .and_then(RunCgroup::removal)
                 .map(|(fd, name)| (fd, name.to_owned())),
             privileges,
-            limits: self.rlimits(cgroup.is_some()),
+            limits,
+            nproc,
+            nproc_chosen: u64::MAX,
             fds: self
                 .fds
                 .iter()

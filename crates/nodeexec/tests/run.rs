@@ -1094,3 +1094,125 @@ async fn run_embedder_killed_kills_everything_within_a_second() {
         }
     }
 }
+
+/// A 2 GiB allocation fails cleanly inside the script (the default memory bound is 1 GiB),
+/// in every mode; the next run works. At the bound: an allocation under it succeeds.
+#[tokio::test]
+async fn run_memory_bound_refuses_a_2_gib_allocation() {
+    let source = "let r; try { const b = Buffer.alloc(Number(process.argv[1])); r = 'allocated ' + b.length; } \
+        catch (e) { r = e.name; } process.stdout.write(r)";
+    for mode in MODES {
+        if !available(mode, "run_memory_bound_refuses_a_2_gib_allocation").await {
+            continue;
+        }
+        let mut cmd = js(source);
+        cmd.arg((2u64 << 30).to_string())
+            .containment(mode)
+            .timeout(Duration::from_secs(10));
+        let o = run(cmd).await.unwrap();
+        assert_eq!(o.stdout.text, "RangeError", "{mode:?}: {o:?}");
+        // Under the bound (with room for Node.js itself).
+        let mut cmd = js(source);
+        cmd.arg((256u64 << 20).to_string())
+            .containment(mode)
+            .timeout(Duration::from_secs(10));
+        let o = run(cmd).await.unwrap();
+        assert_eq!(
+            o.stdout.text,
+            format!("allocated {}", 256u64 << 20),
+            "{mode:?}"
+        );
+        // Without our bound, the twin allocates it.
+        let mut cmd = js(source);
+        cmd.arg((2u64 << 30).to_string())
+            .containment(mode)
+            .max_memory(None)
+            .timeout(Duration::from_secs(10));
+        let o = run(cmd).await.unwrap();
+        assert_eq!(
+            o.stdout.text,
+            format!("allocated {}", 2u64 << 30),
+            "{mode:?}"
+        );
+    }
+}
+
+/// A shell fork bomb under a bound of 32 processes: forks past it fail, the run ends at its
+/// time bound with nothing left, and the next run works. Root gets no `RLIMIT_NPROC` from the
+/// kernel: there (without the cgroup `pids` controller) the test says so and does not run.
+#[tokio::test]
+async fn run_fork_bomb_is_bounded_and_cleaned_up() {
+    if rustix::process::geteuid().is_root() {
+        eprintln!(
+            "!!! run_fork_bomb_is_bounded_and_cleaned_up: NOT RUN as root (the kernel exempts root \
+             from RLIMIT_NPROC; the ordinary-user CI run covers it)"
+        );
+        return;
+    }
+    for mode in MODES {
+        if !available(mode, "run_fork_bomb_is_bounded_and_cleaned_up").await {
+            continue;
+        }
+        let m = marker();
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg("b() { b | b & }; b; sleep 30")
+            .arg(&m)
+            .current_dir("/")
+            .containment(mode)
+            .max_processes(Some(32))
+            .timeout(Duration::from_secs(2));
+        let e = run(cmd).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TimedOut, "{mode:?}");
+        assert!(alive(&m).is_empty(), "{mode:?}: {} left", alive(&m).len());
+        let o = run(js("process.stdout.write('after')")).await.unwrap();
+        assert_eq!(o.stdout.text, "after");
+    }
+}
+
+/// Runs sharing one `RunSlots` of 2: never more than 2 alive at once, all complete, in order
+/// of asking; one cancelled while queued ends as cancelled without starting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_slots_bound_concurrent_runs() {
+    let slots = std::sync::Arc::new(nodeexec::RunSlots::new(2));
+    let m = marker();
+    let source = "setTimeout(() => process.stdout.write('done'), 300)";
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stop = CancellationToken::new();
+    let counter = {
+        let (m, peak, stop) = (m.clone(), peak.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                peak.fetch_max(alive(&m).len(), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let mut runs = Vec::new();
+    for _ in 0..6 {
+        let mut cmd = js(source);
+        cmd.arg(&m)
+            .slots(slots.clone())
+            .timeout(Duration::from_secs(5));
+        runs.push(tokio::spawn(async move { run(cmd).await }));
+    }
+    let queued_cancel = CancellationToken::new();
+    let mut queued = js(source);
+    queued.arg(&m).slots(slots.clone());
+    let cancel = queued_cancel.clone();
+    let waiting = tokio::spawn(async move { queued.run(&cancel).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    queued_cancel.cancel();
+    assert_eq!(
+        waiting.await.unwrap().unwrap_err().kind(),
+        ErrorKind::Cancelled
+    );
+    for r in runs {
+        assert_eq!(r.await.unwrap().unwrap().stdout.text, "done");
+    }
+    stop.cancel();
+    counter.await.unwrap();
+    let peak = peak.load(Ordering::Relaxed);
+    assert!((1..=2).contains(&peak), "peak {peak}");
+    assert_eq!(slots.available(), 2);
+}

@@ -5,14 +5,16 @@
 //! value that is not an array of strings. Limits, all checked before any effect: the source at
 //! most [`MAX_SOURCE_BYTES`]; at most [`MAX_ARGUMENTS`] arguments, each at most
 //! [`MAX_ARGUMENT_BYTES`], together at most [`MAX_ARGUMENTS_TOTAL_BYTES`], none holding NUL;
-//! the Windows command line `"<node>" "<root>/.pify-node-<uuid>.cjs" -- <arguments…>`, quoted
+//! the Windows command line `"<node>" "<root>/.pify-node-<owner>-<uuid>.cjs" -- <arguments…>`, quoted
 //! as `CommandLineToArgvW` parses it, at most [`MAX_WINDOWS_COMMAND_LINE_UNITS`] UTF-16 units
 //! (computed on every OS; with the byte limits above it cannot be reached by the arguments
 //! alone, a quoted byte costing at most two units, and is kept as the reference's ceiling).
 //!
 //! # How the script runs
 //!
-//! The source goes to `.pify-node-<uuid>.cjs`, created exclusively (`O_CREAT|O_EXCL`, no
+//! The source goes to `.pify-node-<owner>-<uuid>.cjs` (`<owner>` is `<pid>-<start time>` of
+//! the embedding process, so scripts left by a killed embedder are removed when a later tool is
+//! built, and those of a live one never are), created exclusively (`O_CREAT|O_EXCL`, no
 //! symlink followed) with mode 0600 beneath the root's handle, written and fsynced. It is then
 //! reopened read-only by name and that descriptor must be a regular file
 //! (`NODE_SCRIPT_NOT_REGULAR`) with the identity of the file just written
@@ -24,7 +26,7 @@
 //! script path would be `argv[1]`). The loader, a fixed few lines, reads fd 3, closes it,
 //! removes the globals `-e` defines (`require`, `module`, `exports`, `__filename`,
 //! `__dirname`), empties `process.execArgv` (so `child_process.fork` starts a plain Node.js),
-//! and compiles the source as the CommonJS main module of `<root>/.pify-node-<uuid>.cjs`
+//! and compiles the source as the CommonJS main module of `<root>/.pify-node-<owner>-<uuid>.cjs`
 //! (`require.main === module`, `__filename`, relative `require` and a leading `#!` line work
 //! as for a file run directly).
 //!
@@ -97,6 +99,14 @@ pub struct NodeProcessOptions {
     /// Node.js unconfined. Where the kernel cannot enforce it a call fails with
     /// `NODE_SANDBOX_UNAVAILABLE` and nothing runs.
     pub sandbox: Option<nodeexec::Sandbox>,
+    /// The bound on concurrent runs this tool counts against: share one `Arc` between every
+    /// tool of an embedder that starts processes, so the bound is the embedder's. `None`: a
+    /// bound of the tool's own, one run per CPU. A call waits (in order, cancellably) for a
+    /// slot before anything of it exists; the wait is not part of its time bound.
+    pub slots: Option<Arc<nodeexec::RunSlots>>,
+    /// Keep the embedder's session and privileges in the child (by default it gets a session
+    /// of its own, no new privileges and no capabilities, sandbox or not).
+    pub keep_privileges: bool,
 }
 
 /// The arguments of `node_process`.
@@ -148,6 +158,8 @@ pub struct NodeProcessTool {
     timeout: Duration,
     env: Vec<(String, String)>,
     sandbox: Option<nodeexec::Sandbox>,
+    slots: Arc<nodeexec::RunSlots>,
+    keep_privileges: bool,
 }
 
 impl NodeProcessTool {
@@ -166,6 +178,9 @@ impl NodeProcessTool {
             .into_iter()
             .filter(|(k, _)| !REFUSED_ENV.contains(&k.as_str()))
             .collect();
+        // What embedders that died (SIGKILL) left: only names of ours whose owner is gone.
+        nodeexec::remove_stale_cgroups();
+        remove_stale_scripts(root.dir());
         // Node.js must read its own installation, wherever it lives.
         let sandbox = options.sandbox.map(|mut sandbox| {
             sandbox.allow_installation(&node);
@@ -177,6 +192,8 @@ impl NodeProcessTool {
             timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
             env,
             sandbox,
+            slots: options.slots.unwrap_or_default(),
+            keep_privileges: options.keep_privileges,
         })
     }
 
@@ -209,13 +226,13 @@ impl NodeProcessTool {
         Ok(())
     }
 
-    /// The UTF-16 length of `"<node>" "<root>/.pify-node-<uuid>.cjs" -- <arguments…>`.
+    /// The UTF-16 length of `"<node>" "<root>/.pify-node-<owner>-<uuid>.cjs" -- <arguments…>`.
     fn command_line_units(&self, arguments: &[String]) -> usize {
         let node = self.node.to_string_lossy();
         let script = self
             .root
             .canonical()
-            .join(format!(".pify-node-{}.cjs", uuid::Uuid::nil()))
+            .join(script_name(uuid::Uuid::nil()))
             .to_string_lossy()
             .into_owned();
         let head = [node.as_ref(), script.as_str(), "--"];
@@ -241,6 +258,9 @@ impl NodeProcessTool {
         for (name, value) in &self.env {
             cmd.env(name, value);
         }
+        if self.keep_privileges {
+            cmd.new_session(false).drop_privileges(false);
+        }
         cmd.pass_fd(readable, SCRIPT_FD)
             .map_err(|_| failed(ErrorKind::NodeProcessStartFailed))?;
         if let Some(sandbox) = &self.sandbox {
@@ -264,6 +284,13 @@ impl NodeProcessTool {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
+        // Queued before anything of the call exists; held until its processes are reaped
+        // and its script is removed.
+        let _slot = self
+            .slots
+            .acquire(cancel)
+            .await
+            .map_err(|_| CallError::Cancelled(Cancelled))?;
         self.root.verify()?;
         let mut script = Script::create(self.root.dir(), &run.source)?;
         let readable = script.open_checked()?;
@@ -370,6 +397,46 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         .find_map(|dir| canonical_executable(&dir.join(name)))
 }
 
+/// The name of a call's script: `.pify-node-<pid>-<start time>-<uuid>.cjs`, the owner being
+/// this process ([`nodeexec::Owner`]), so that one left by an embedder that was killed can be
+/// told from one of a live embedder sharing the workspace.
+fn script_name(random: uuid::Uuid) -> String {
+    format!(".pify-node-{}-{random}.cjs", nodeexec::Owner::current())
+}
+
+/// Remove the scripts, in the workspace root, of embedders that no longer exist: only names
+/// this tool makes, only regular files, only when the owner their name holds (pid and start
+/// time) is gone. Best effort (nothing to report: it runs when the tool is built).
+fn remove_stale_scripts(dir: &Dir) {
+    let Ok(entries) = dir.entries() else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        let Some(owner) = stale_script_owner(name) else {
+            continue;
+        };
+        if owner.is_alive() {
+            continue;
+        }
+        if dir.symlink_metadata(name).is_ok_and(|m| m.is_file()) {
+            dir.remove_file(name).ok();
+        }
+    }
+}
+
+/// The owner in a script name `.pify-node-<pid>-<start>-<uuid>.cjs`.
+fn stale_script_owner(name: &str) -> Option<nodeexec::Owner> {
+    let rest = name.strip_prefix(".pify-node-")?.strip_suffix(".cjs")?;
+    let mut parts = rest.splitn(3, '-');
+    let (pid, start, random) = (parts.next()?, parts.next()?, parts.next()?);
+    uuid::Uuid::parse_str(random).ok()?;
+    nodeexec::Owner::parse(&format!("{pid}-{start}"))
+}
+
 /// The temporary script of one call; removed (by identity) when dropped, unless already
 /// removed.
 struct Script<'a> {
@@ -382,9 +449,9 @@ struct Script<'a> {
 const SCRIPT_ATTEMPTS: usize = 4;
 
 impl<'a> Script<'a> {
-    /// Create `.pify-node-<uuid>.cjs` exclusively, mode 0600, write `source`, fsync.
+    /// Create `.pify-node-<owner>-<uuid>.cjs` exclusively, mode 0600, write `source`, fsync.
     fn create(dir: &'a Dir, source: &str) -> Result<Self, CallError> {
-        let fresh = || format!(".pify-node-{}.cjs", uuid::Uuid::new_v4()).into();
+        let fresh = || script_name(uuid::Uuid::new_v4()).into();
         let (temp, mut file) = Temporary::create(dir.as_fd(), fresh, SCRIPT_ATTEMPTS)
             .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
         // From here on the guard removes the script on every path.
@@ -640,6 +707,39 @@ mod tests {
             path.join(&name).is_dir(),
             "an attacker's directory is never removed"
         );
+    }
+
+    #[test]
+    fn stale_scripts_of_dead_owners_only_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+        let me = script_name(uuid::Uuid::new_v4());
+        let dead = format!(".pify-node-4194305-1-{}.cjs", uuid::Uuid::new_v4());
+        let reused = format!(
+            ".pify-node-{}-1-{}.cjs",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        );
+        let old = format!(".pify-node-{}.cjs", uuid::Uuid::new_v4());
+        let not_uuid = ".pify-node-4194305-1-x.cjs";
+        for name in [&me, &dead, &reused, &old, &not_uuid.to_owned()] {
+            std::fs::write(tmp.path().join(name), "x").unwrap();
+        }
+        let dead_dir = format!(".pify-node-4194305-1-{}.cjs", uuid::Uuid::new_v4());
+        std::fs::create_dir(tmp.path().join(&dead_dir)).unwrap();
+        remove_stale_scripts(&dir);
+        let left = |n: &str| tmp.path().join(n).exists();
+        assert!(left(&me), "a live owner's script is kept");
+        assert!(!left(&dead), "a dead owner's script is removed");
+        assert!(
+            !left(&reused),
+            "our pid with another start time is another, dead, owner"
+        );
+        assert!(
+            left(&old) && left(not_uuid),
+            "names without an owner are not ours to judge"
+        );
+        assert!(left(&dead_dir), "only regular files");
     }
 
     #[test]
