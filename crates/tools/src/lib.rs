@@ -37,11 +37,18 @@
 //! Linux is tested. The grammar is the same on every OS.
 
 mod beneath;
+pub mod create_directory;
+pub mod delete_file;
+pub mod edit_file;
+mod entry;
 mod error;
 mod factory;
+pub mod file_info;
 mod fsmap;
+pub mod move_file;
 pub mod node_process;
 pub mod read_file;
+pub mod read_lines;
 mod tool;
 pub mod write_file;
 
@@ -58,3 +65,9 @@ pub use tool::{
     ToolResult, TypedTool, execute_tool_call, parse_arguments, schema_of,
 };
 pub use write_file::WriteTool;
+pub use create_directory::MkdirTool;
+pub use delete_file::DeleteTool;
+pub use edit_file::EditTool;
+pub use file_info::InfoTool;
+pub use move_file::MoveTool;
+pub use read_lines::ReadLinesTool;

@@ -30,8 +30,8 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 
-mod lock;
-mod parent;
+pub(crate) mod lock;
+pub(crate) mod parent;
 
 use lock::{TargetKey, lock_target};
 use parent::{Parent, open_parent, symlink_target_kind};

@@ -1,0 +1,135 @@
+//! `delete_file`: remove one file, one symlink (the link itself) or one empty directory
+//! beneath the workspace; never recursive.
+//!
+//! The parent is opened beneath the root and held (see the `entry` module); the leaf is
+//! examined with `lstat` in it, the parent is checked to lie beneath the root still, and the
+//! entry is removed with `unlinkat` in the held parent only if it is still the entry examined
+//! (same `(dev, ino)`). A directory is removed with `AT_REMOVEDIR`, which the kernel refuses
+//! for a non-empty one (`DELETE_DIRECTORY_NOT_EMPTY`). The root cannot be named (the path
+//! grammar leaves no empty path), and an entry with the root's identity is refused all the
+//! same. Between the identity check and the unlink no Linux call can make the two one step:
+//! a process racing inside that window can only make this call remove the one entry it put
+//! there, inside the held parent, never anything outside it.
+
+use std::sync::Arc;
+
+use pathgrammar::RelPath;
+use rootid::WorkspaceRoot;
+use rustix::fs::{AtFlags, FileType};
+use rustix::io::Errno;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::entry::{
+    blocking, check_beneath, failed, identity_of, lstat_at, open_existing_parent,
+};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::tool::{ToolHints, TypedTool};
+
+/// The arguments of `delete_file`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteInput {
+    /// Relative path of the file, symlink or empty directory to remove, with `/` separators.
+    pub path: String,
+}
+
+/// The record `delete_file` returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeleteOutput {
+    /// The normalized relative path that was removed.
+    pub path: String,
+}
+
+/// The `delete_file` tool over one workspace.
+#[derive(Debug, Clone)]
+pub struct DeleteTool {
+    root: Arc<WorkspaceRoot>,
+}
+
+impl DeleteTool {
+    /// A delete_file tool over an already captured root.
+    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+        Self { root }
+    }
+}
+
+fn delete(
+    root: &WorkspaceRoot,
+    path: &RelPath,
+    cancel: &CancellationToken,
+) -> Result<DeleteOutput, CallError> {
+    if cancel.is_cancelled() {
+        return Err(Cancelled.into());
+    }
+    root.verify()?;
+    let (parent, name) = open_existing_parent(root, path, ErrorKind::WriteFailed)?;
+    let st = match lstat_at(&parent.dir, name) {
+        Ok(st) => st,
+        Err(Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
+        Err(_) => return Err(failed(ErrorKind::WriteFailed)),
+    };
+    let id = identity_of(&st);
+    if id == root.identity() {
+        return Err(failed(ErrorKind::PathOutsideWorkspace));
+    }
+    let is_dir = FileType::from_raw_mode(st.st_mode) == FileType::Directory;
+    if cancel.is_cancelled() {
+        return Err(Cancelled.into());
+    }
+    root.verify()?;
+    check_beneath(root, &parent)?;
+    // Still the entry examined?
+    match lstat_at(&parent.dir, name) {
+        Ok(now) if identity_of(&now) == id => {}
+        Ok(_) | Err(Errno::NOENT) => return Err(failed(ErrorKind::PathChangedDuringRead)),
+        Err(_) => return Err(failed(ErrorKind::WriteFailed)),
+    }
+    let flags = if is_dir {
+        AtFlags::REMOVEDIR
+    } else {
+        AtFlags::empty()
+    };
+    match rustix::fs::unlinkat(&parent.dir, name, flags) {
+        Ok(()) => Ok(DeleteOutput {
+            path: path.as_str().to_owned(),
+        }),
+        Err(Errno::NOTEMPTY) | Err(Errno::EXIST) => {
+            Err(failed(ErrorKind::DeleteDirectoryNotEmpty))
+        }
+        Err(Errno::NOENT) => Err(failed(ErrorKind::FileNotFound)),
+        // The entry became a directory (or stopped being one) in between.
+        Err(Errno::ISDIR) | Err(Errno::NOTDIR) => Err(failed(ErrorKind::PathChangedDuringRead)),
+        Err(_) => Err(failed(ErrorKind::WriteFailed)),
+    }
+}
+
+impl TypedTool for DeleteTool {
+    type Input = DeleteInput;
+    type Valid = RelPath;
+    type Output = DeleteOutput;
+    const NAME: &'static str = "delete_file";
+    const DESCRIPTION: &'static str = "Delete one file, one symlink (the link itself, never \
+        what it points to) or one empty directory inside the workspace. `path` is relative to \
+        the workspace root. Never recursive: a directory that is not empty is refused with \
+        DELETE_DIRECTORY_NOT_EMPTY. Returns {path}.";
+    const HINTS: ToolHints = ToolHints::writes("Delete a workspace entry", true, false);
+    const INVALID_INPUT: ErrorKind = ErrorKind::InvalidDeleteInput;
+    const FAILED: ErrorKind = ErrorKind::WriteFailed;
+
+    fn check(&self, input: DeleteInput) -> Result<RelPath, ToolError> {
+        pathgrammar::normalize(&input.path)
+            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+    }
+
+    async fn run(
+        &self,
+        valid: RelPath,
+        cancel: &CancellationToken,
+    ) -> Result<DeleteOutput, CallError> {
+        let root = self.root.clone();
+        let cancel = cancel.clone();
+        blocking(ErrorKind::WriteFailed, move || delete(&root, &valid, &cancel)).await
+    }
+}
