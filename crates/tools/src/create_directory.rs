@@ -97,6 +97,9 @@ impl TypedTool for MkdirTool {
     ) -> Result<MkdirOutput, CallError> {
         let root = self.root.clone();
         let cancel = cancel.clone();
-        blocking(ErrorKind::WriteFailed, move || mkdir(&root, &valid, &cancel)).await
+        blocking(ErrorKind::WriteFailed, move || {
+            mkdir(&root, &valid, &cancel)
+        })
+        .await
     }
 }

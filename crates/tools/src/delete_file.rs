@@ -21,9 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{
-    blocking, check_beneath, failed, identity_of, lstat_at, open_existing_parent,
-};
+use crate::entry::{blocking, check_beneath, failed, identity_of, lstat_at, open_existing_parent};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 
@@ -95,9 +93,7 @@ fn delete(
         Ok(()) => Ok(DeleteOutput {
             path: path.as_str().to_owned(),
         }),
-        Err(Errno::NOTEMPTY) | Err(Errno::EXIST) => {
-            Err(failed(ErrorKind::DeleteDirectoryNotEmpty))
-        }
+        Err(Errno::NOTEMPTY) | Err(Errno::EXIST) => Err(failed(ErrorKind::DeleteDirectoryNotEmpty)),
         Err(Errno::NOENT) => Err(failed(ErrorKind::FileNotFound)),
         // The entry became a directory (or stopped being one) in between.
         Err(Errno::ISDIR) | Err(Errno::NOTDIR) => Err(failed(ErrorKind::PathChangedDuringRead)),
@@ -130,6 +126,9 @@ impl TypedTool for DeleteTool {
     ) -> Result<DeleteOutput, CallError> {
         let root = self.root.clone();
         let cancel = cancel.clone();
-        blocking(ErrorKind::WriteFailed, move || delete(&root, &valid, &cancel)).await
+        blocking(ErrorKind::WriteFailed, move || {
+            delete(&root, &valid, &cancel)
+        })
+        .await
     }
 }

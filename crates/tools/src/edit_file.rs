@@ -187,8 +187,12 @@ pub(crate) fn apply(original: &str, edits: &[EditSpec], label: &str) -> Result<E
 /// Open the target in the held parent, never following a symlink at it.
 fn open_target(root: &WorkspaceRoot, parent: &Parent, name: &str) -> Result<File, CallError> {
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
-    match rustix::fs::openat(&parent.dir, Path::new(name), flags | OFlags::CLOEXEC, Mode::empty())
-    {
+    match rustix::fs::openat(
+        &parent.dir,
+        Path::new(name),
+        flags | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
         Ok(fd) => Ok(File::from(fd)),
         Err(Errno::NOENT) | Err(Errno::NOTDIR) => Err(failed(ErrorKind::FileNotFound)),
         Err(Errno::LOOP) => Err(failed(symlink_target_kind(root, parent, name))),
@@ -339,7 +343,11 @@ impl TypedTool for EditTool {
         }
         let path = pathgrammar::normalize(&input.path)
             .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))?;
-        if input.edits.iter().any(|e| e.new_text.len() > MAX_EDIT_BYTES) {
+        if input
+            .edits
+            .iter()
+            .any(|e| e.new_text.len() > MAX_EDIT_BYTES)
+        {
             return Err(ToolError::invalid(ErrorKind::FileTooLarge));
         }
         Ok(ValidEdit {
@@ -404,7 +412,12 @@ mod tests {
 
     #[test]
     fn edits_apply_in_order_to_the_text_left_by_the_previous_ones() {
-        let got = apply("a b c\n", &[spec("a", "x", false), spec("x b", "y", false)], "f").unwrap();
+        let got = apply(
+            "a b c\n",
+            &[spec("a", "x", false), spec("x b", "y", false)],
+            "f",
+        )
+        .unwrap();
         assert_eq!(got.bytes, "y c\n");
         assert_eq!(got.replacements, 2);
         assert!(got.diff.contains("-a b c\n+y c\n"), "{}", got.diff);
@@ -414,8 +427,14 @@ mod tests {
     #[test]
     fn not_found_and_not_unique_name_the_edit() {
         let edits = [spec("a", "b", false), spec("zz", "q", false)];
-        assert_eq!(err_of(apply("a a", &edits[1..], "f")), (ErrorKind::EditTextNotFound, Some(0)));
-        assert_eq!(err_of(apply("a x", &edits, "f")), (ErrorKind::EditTextNotFound, Some(1)));
+        assert_eq!(
+            err_of(apply("a a", &edits[1..], "f")),
+            (ErrorKind::EditTextNotFound, Some(0))
+        );
+        assert_eq!(
+            err_of(apply("a x", &edits, "f")),
+            (ErrorKind::EditTextNotFound, Some(1))
+        );
         assert_eq!(
             err_of(apply("a a", &[spec("a", "b", false)], "f")),
             (ErrorKind::EditTextNotUnique, Some(0))
@@ -442,8 +461,12 @@ mod tests {
         let n = "y".repeat(MAX_EDIT_BYTES - 9);
         let ok = apply(&original, &[spec("x", &n, false).clone()], "f");
         assert_eq!(err_of(ok).0, ErrorKind::EditTextNotUnique);
-        let got = apply(&original, &[spec(&original, &"y".repeat(MAX_EDIT_BYTES), false)], "f")
-            .unwrap();
+        let got = apply(
+            &original,
+            &[spec(&original, &"y".repeat(MAX_EDIT_BYTES), false)],
+            "f",
+        )
+        .unwrap();
         assert_eq!(got.bytes.len(), MAX_EDIT_BYTES);
         let over = apply(
             &original,
@@ -451,5 +474,42 @@ mod tests {
             "f",
         );
         assert_eq!(err_of(over).0, ErrorKind::FileTooLarge);
+    }
+
+    /// The conflict check run just before the rename, with the file changed in between.
+    #[test]
+    fn a_file_changed_after_the_read_is_a_conflict() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().canonicalize().unwrap();
+        std::fs::write(ws.join("f.txt"), "before").unwrap();
+        let root = WorkspaceRoot::capture(&ws).unwrap();
+        let path = pathgrammar::normalize("f.txt").unwrap();
+        let (parent, name) = open_existing_parent(&root, &path, ErrorKind::WriteFailed).unwrap();
+        let file = open_target(&root, &parent, name).unwrap();
+        let opened = FileIdentity::of_std(&file.metadata().unwrap());
+        let cancel = CancellationToken::new();
+        let guard = |read: &'static [u8], file: &'static File| Guard {
+            root: &root,
+            parent: &parent,
+            name,
+            file,
+            opened,
+            read,
+            cancel: &cancel,
+            reason: None,
+        };
+        let file: &'static File = Box::leak(Box::new(file));
+        let conflict = Err(failed(ErrorKind::EditConflict));
+        assert_eq!(guard(b"before", file).check(Step::Rename), Ok(()));
+        // Rewritten in place (same inode): the bytes differ.
+        std::fs::write(ws.join("f.txt"), "after!").unwrap();
+        assert_eq!(guard(b"before", file).check(Step::Rename), conflict);
+        // Replaced by another file with the very bytes read: the identity differs.
+        std::fs::write(ws.join("g.txt"), "before").unwrap();
+        std::fs::rename(ws.join("g.txt"), ws.join("f.txt")).unwrap();
+        assert_eq!(guard(b"before", file).check(Step::Rename), conflict);
+        // Removed.
+        std::fs::remove_file(ws.join("f.txt")).unwrap();
+        assert_eq!(guard(b"before", file).check(Step::Rename), conflict);
     }
 }

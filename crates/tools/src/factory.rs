@@ -10,9 +10,9 @@ use crate::delete_file::DeleteTool;
 use crate::edit_file::EditTool;
 use crate::file_info::InfoTool;
 use crate::move_file::MoveTool;
-use crate::read_lines::ReadLinesTool;
 use crate::node_process::{NodeProcessOptions, NodeProcessTool};
 use crate::read_file::ReadTool;
+use crate::read_lines::ReadLinesTool;
 use crate::tool::{Tool, ToolRegistry};
 use crate::write_file::WriteTool;
 

@@ -21,9 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{
-    blocking, check_beneath, failed, identity_of, lstat_at, open_existing_parent,
-};
+use crate::entry::{blocking, check_beneath, failed, identity_of, lstat_at, open_existing_parent};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 use crate::write_file::parent::open_parent;
@@ -86,21 +84,25 @@ fn rename(
     if identity_of(&st) == root.identity() {
         return Err(failed(ErrorKind::PathOutsideWorkspace));
     }
-    let (to, to_name) =
-        open_parent(root, &valid.destination, cancel).map_err(|e| match e {
-            CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
-                failed(ErrorKind::NotADirectory)
-            }
-            other => other,
-        })?;
+    let (to, to_name) = open_parent(root, &valid.destination, cancel).map_err(|e| match e {
+        CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
+            failed(ErrorKind::NotADirectory)
+        }
+        other => other,
+    })?;
     if cancel.is_cancelled() {
         return Err(Cancelled.into());
     }
     root.verify()?;
     check_beneath(root, &from)?;
     check_beneath(root, &to)?;
-    match rustix::fs::renameat_with(&from.dir, from_name, &to.dir, to_name, RenameFlags::NOREPLACE)
-    {
+    match rustix::fs::renameat_with(
+        &from.dir,
+        from_name,
+        &to.dir,
+        to_name,
+        RenameFlags::NOREPLACE,
+    ) {
         Ok(()) => {}
         Err(Errno::EXIST) | Err(Errno::NOTEMPTY) => {
             return Err(failed(ErrorKind::MoveDestinationExists));
@@ -135,7 +137,8 @@ impl TypedTool for MoveTool {
 
     fn check(&self, input: MoveInput) -> Result<ValidMove, ToolError> {
         let path = |p: &str| {
-            pathgrammar::normalize(p).map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+            pathgrammar::normalize(p)
+                .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
         };
         Ok(ValidMove {
             source: path(&input.source)?,
@@ -150,6 +153,9 @@ impl TypedTool for MoveTool {
     ) -> Result<MoveOutput, CallError> {
         let root = self.root.clone();
         let cancel = cancel.clone();
-        blocking(ErrorKind::WriteFailed, move || rename(&root, &valid, &cancel)).await
+        blocking(ErrorKind::WriteFailed, move || {
+            rename(&root, &valid, &cancel)
+        })
+        .await
     }
 }

@@ -214,7 +214,8 @@ fn read_lines(
         returned += 1;
         end_line = line;
     }
-    let now = identity_now(root.dir(), rel).map_err(|_| failed(ErrorKind::PathChangedDuringRead))?;
+    let now =
+        identity_now(root.dir(), rel).map_err(|_| failed(ErrorKind::PathChangedDuringRead))?;
     if now != opened {
         return Err(failed(ErrorKind::PathChangedDuringRead));
     }
@@ -309,7 +310,10 @@ mod tests {
         let n = "é".repeat(MAX_LINE_CHARS);
         assert_eq!(render(n.as_bytes(), false, true).unwrap(), format!("{n}\n"));
         let n1 = "é".repeat(MAX_LINE_CHARS + 1);
-        assert_eq!(render(n1.as_bytes(), false, false).unwrap(), format!("{n}\n"));
+        assert_eq!(
+            render(n1.as_bytes(), false, false).unwrap(),
+            format!("{n}\n")
+        );
         assert_eq!(render(b"a\r", false, true).unwrap(), "a\r\n");
         assert_eq!(render(b"a", false, false).unwrap(), "a");
         // A 4-byte character split by the byte cap.
