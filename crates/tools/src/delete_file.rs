@@ -3,9 +3,10 @@
 //!
 //! The parent is opened beneath the root and held (see the `entry` module); the leaf is
 //! examined with `lstat` in it, the parent is checked to lie beneath the root still, and the
-//! entry is removed with `unlinkat` in the held parent only if it is still the entry examined
-//! (same `(dev, ino)`). A directory is removed with `AT_REMOVEDIR`, which the kernel refuses
-//! for a non-empty one (`DELETE_DIRECTORY_NOT_EMPTY`). The root cannot be named (the path
+//! entry is removed in the held parent only if it is still the entry examined (same
+//! `(dev, ino)`; `beneath::remove_if_same` for a file or a symlink). A directory is removed
+//! with `unlinkat(AT_REMOVEDIR)`, which the kernel refuses for a non-empty one
+//! (`DELETE_DIRECTORY_NOT_EMPTY`). The root cannot be named (the path
 //! grammar leaves no empty path), and an entry with the root's identity is refused all the
 //! same. Between the identity check and the unlink no Linux call can make the two one step:
 //! a process racing inside that window can only make this call remove the one entry it put
@@ -13,15 +14,16 @@
 
 use std::sync::Arc;
 
+use beneath::{FsErrorKind, remove_if_same};
 use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
+use rootid::{FileIdentity, WorkspaceRoot};
 use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{blocking, check_beneath, failed, identity_of, lstat_at, open_existing_parent};
+use crate::entry::{blocking, check_beneath, failed, lstat_at, open_existing_parent};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 
@@ -68,7 +70,7 @@ fn delete(
         Err(Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
         Err(_) => return Err(failed(ErrorKind::WriteFailed)),
     };
-    let id = identity_of(&st);
+    let id = FileIdentity::of(&st);
     if id == root.identity() {
         return Err(failed(ErrorKind::PathOutsideWorkspace));
     }
@@ -78,26 +80,38 @@ fn delete(
     }
     root.verify()?;
     check_beneath(root, &parent)?;
-    // Still the entry examined?
+    let done = || {
+        Ok(DeleteOutput {
+            path: path.as_str().to_owned(),
+        })
+    };
+    if !is_dir {
+        // The descriptor layer's remove-if-same: unlinked only while it is still the entry
+        // examined, and never a directory.
+        return match remove_if_same(&parent.dir, name, id) {
+            Ok(true) => done(),
+            Ok(false) => Err(failed(ErrorKind::PathChangedDuringRead)),
+            Err(e) if FsErrorKind::of(&e) == FsErrorKind::NotFound => {
+                Err(failed(ErrorKind::FileNotFound))
+            }
+            Err(_) => Err(failed(ErrorKind::WriteFailed)),
+        };
+    }
+    // A directory: still the one examined? `rmdir` then removes it only if it is empty.
     match lstat_at(&parent.dir, name) {
-        Ok(now) if identity_of(&now) == id => {}
+        Ok(now) if FileIdentity::of(&now) == id => {}
         Ok(_) | Err(Errno::NOENT) => return Err(failed(ErrorKind::PathChangedDuringRead)),
         Err(_) => return Err(failed(ErrorKind::WriteFailed)),
     }
-    let flags = if is_dir {
-        AtFlags::REMOVEDIR
-    } else {
-        AtFlags::empty()
-    };
-    match rustix::fs::unlinkat(&parent.dir, name, flags) {
-        Ok(()) => Ok(DeleteOutput {
-            path: path.as_str().to_owned(),
-        }),
-        Err(Errno::NOTEMPTY) | Err(Errno::EXIST) => Err(failed(ErrorKind::DeleteDirectoryNotEmpty)),
-        Err(Errno::NOENT) => Err(failed(ErrorKind::FileNotFound)),
-        // The entry became a directory (or stopped being one) in between.
-        Err(Errno::ISDIR) | Err(Errno::NOTDIR) => Err(failed(ErrorKind::PathChangedDuringRead)),
-        Err(_) => Err(failed(ErrorKind::WriteFailed)),
+    match rustix::fs::unlinkat(&parent.dir, name, AtFlags::REMOVEDIR) {
+        Ok(()) => done(),
+        Err(e) => Err(failed(match FsErrorKind::of_errno(e) {
+            FsErrorKind::Exists => ErrorKind::DeleteDirectoryNotEmpty,
+            FsErrorKind::NotFound => ErrorKind::FileNotFound,
+            // It stopped being a directory in between.
+            FsErrorKind::NotDirectory => ErrorKind::PathChangedDuringRead,
+            _ => ErrorKind::WriteFailed,
+        })),
     }
 }
 

@@ -34,19 +34,18 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::sync::Arc;
 
 use atomicwrite::{Hooks, Step};
+use beneath::{FsErrorKind, Symlinks};
 use pathgrammar::RelPath;
 use rootid::{FileIdentity, WorkspaceRoot};
-use rustix::fs::{Mode, OFlags};
-use rustix::io::Errno;
+use rustix::fs::OFlags;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{blocking, failed, identity_of, lstat_at, open_existing_parent};
+use crate::entry::{blocking, failed, lstat_at, open_existing_parent};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::read_file::read_bounded;
 use crate::tool::{ToolHints, TypedTool};
@@ -186,18 +185,15 @@ pub(crate) fn apply(original: &str, edits: &[EditSpec], label: &str) -> Result<E
 
 /// Open the target in the held parent, never following a symlink at it.
 fn open_target(root: &WorkspaceRoot, parent: &Parent, name: &str) -> Result<File, CallError> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
-    match rustix::fs::openat(
-        &parent.dir,
-        Path::new(name),
-        flags | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
+    match beneath::open_beneath(&parent.dir, name, flags, Symlinks::Refuse) {
         Ok(fd) => Ok(File::from(fd)),
-        Err(Errno::NOENT) | Err(Errno::NOTDIR) => Err(failed(ErrorKind::FileNotFound)),
-        Err(Errno::LOOP) => Err(failed(symlink_target_kind(root, parent, name))),
-        Err(Errno::NXIO) | Err(Errno::NODEV) => Err(failed(ErrorKind::FileNotRegular)),
-        Err(_) => Err(failed(ErrorKind::ReadFailed)),
+        Err(e) => Err(failed(match FsErrorKind::of(&e) {
+            FsErrorKind::NotFound | FsErrorKind::NotDirectory => ErrorKind::FileNotFound,
+            FsErrorKind::Symlink => symlink_target_kind(root, parent, name),
+            FsErrorKind::NotRegular => ErrorKind::FileNotRegular,
+            _ => ErrorKind::ReadFailed,
+        })),
     }
 }
 
@@ -293,7 +289,7 @@ impl Guard<'_> {
                 self.parent.recheck(self.root)?;
                 let conflict = || failed(ErrorKind::EditConflict);
                 let now = lstat_at(&self.parent.dir, self.name).map_err(|_| conflict())?;
-                if identity_of(&now) != self.opened {
+                if FileIdentity::of(&now) != self.opened {
                     return Err(conflict());
                 }
                 match same_content(self.file, self.read) {
@@ -374,8 +370,7 @@ impl TypedTool for EditTool {
         })
         .await?;
         let key = TargetKey {
-            dev: parent.id.dev,
-            ino: parent.id.ino,
+            dir: parent.id,
             name: name.clone(),
         };
         let held = lock_target(key, cancel).await?;

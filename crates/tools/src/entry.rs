@@ -14,13 +14,13 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use beneath::FsErrorKind;
 use pathgrammar::RelPath;
 use rootid::{FileIdentity, WorkspaceRoot};
 use rustix::fs::{FileType, Stat};
 
 use crate::error::{CallError, ErrorKind, ToolError};
-use crate::fsmap::is_escape;
-use crate::write_file::parent::{Parent, is_beneath};
+use crate::write_file::parent::Parent;
 
 pub(crate) fn failed(kind: ErrorKind) -> CallError {
     CallError::Failed(ToolError::failed(kind))
@@ -44,46 +44,33 @@ pub(crate) fn open_existing_parent<'p>(
             .open_dir(&prefix)
             .map_err(|e| dir_error(&e, other))?
     };
-    let id = dir
-        .dir_metadata()
-        .map(|m| FileIdentity::of_cap(&m))
-        .map_err(|_| failed(other))?;
+    let id = FileIdentity::of_fd(&dir).map_err(|_| failed(other))?;
     Ok((Parent { dir, id, prefix }, name))
 }
 
 /// The token for a failure to open a directory beneath the root.
 pub(crate) fn dir_error(e: &io::Error, other: ErrorKind) -> CallError {
-    if is_escape(e) {
-        return failed(ErrorKind::PathOutsideWorkspace);
-    }
-    failed(match e.raw_os_error() {
-        Some(libc::ENOENT) => ErrorKind::FileNotFound,
-        Some(libc::ENOTDIR) => ErrorKind::NotADirectory,
-        // A dangling or looping symlink in the way.
-        Some(libc::ELOOP) => ErrorKind::FileNotFound,
+    failed(match FsErrorKind::of(e) {
+        FsErrorKind::Escape => ErrorKind::PathOutsideWorkspace,
+        // A looping symlink in the way counts as missing.
+        FsErrorKind::NotFound | FsErrorKind::Symlink => ErrorKind::FileNotFound,
+        FsErrorKind::NotDirectory => ErrorKind::NotADirectory,
         _ => other,
     })
 }
 
 /// The held parent must still lie beneath the root before an effect in it.
 pub(crate) fn check_beneath(root: &WorkspaceRoot, parent: &Parent) -> Result<(), CallError> {
-    match is_beneath(&parent.dir, root.identity())? {
-        true => Ok(()),
-        false => Err(failed(ErrorKind::PathOutsideWorkspace)),
+    match beneath::is_beneath(&parent.dir, root.identity()) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(failed(ErrorKind::PathOutsideWorkspace)),
+        Err(_) => Err(failed(ErrorKind::WriteFailed)),
     }
 }
 
 /// `lstat` of `name` directly in `dir`: never follows a symlink at the leaf.
 pub(crate) fn lstat_at(dir: &cap_std::fs::Dir, name: &str) -> rustix::io::Result<Stat> {
     rustix::fs::statat(dir, Path::new(name), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-}
-
-/// The identity of a stat.
-pub(crate) fn identity_of(st: &Stat) -> FileIdentity {
-    FileIdentity {
-        dev: st.st_dev,
-        ino: st.st_ino,
-    }
 }
 
 /// What an entry is, as the tools report it.

@@ -13,15 +13,16 @@
 
 use std::sync::Arc;
 
+use beneath::FsErrorKind;
 use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
+use rootid::{FileIdentity, WorkspaceRoot};
 use rustix::fs::RenameFlags;
 use rustix::io::Errno;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{blocking, check_beneath, failed, identity_of, lstat_at, open_existing_parent};
+use crate::entry::{blocking, check_beneath, failed, lstat_at, open_existing_parent};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 use crate::write_file::parent::open_parent;
@@ -81,7 +82,7 @@ fn rename(
         Err(Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
         Err(_) => return Err(failed(ErrorKind::WriteFailed)),
     };
-    if identity_of(&st) == root.identity() {
+    if FileIdentity::of(&st) == root.identity() {
         return Err(failed(ErrorKind::PathOutsideWorkspace));
     }
     let (to, to_name) = open_parent(root, &valid.destination, cancel).map_err(|e| match e {
@@ -104,11 +105,13 @@ fn rename(
         RenameFlags::NOREPLACE,
     ) {
         Ok(()) => {}
-        Err(Errno::EXIST) | Err(Errno::NOTEMPTY) => {
-            return Err(failed(ErrorKind::MoveDestinationExists));
+        Err(e) => {
+            return Err(failed(match FsErrorKind::of_errno(e) {
+                FsErrorKind::Exists => ErrorKind::MoveDestinationExists,
+                FsErrorKind::NotFound => ErrorKind::FileNotFound,
+                _ => ErrorKind::WriteFailed,
+            }));
         }
-        Err(Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
-        Err(_) => return Err(failed(ErrorKind::WriteFailed)),
     }
     // Durable once both directories are.
     let _ = atomicwrite::sync_dir(&to.dir);

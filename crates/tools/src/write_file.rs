@@ -107,8 +107,7 @@ impl WriteTool {
         self.root.verify()?;
         let (parent, name) = open_parent(&self.root, &valid.path, cancel)?;
         let key = TargetKey {
-            dev: parent.id.dev,
-            ino: parent.id.ino,
+            dir: parent.id,
             name: name.to_owned(),
         };
         let _held = lock_target(key, cancel).await?;
