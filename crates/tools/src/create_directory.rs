@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::blocking;
+use crate::entry::{normalize, run_on_root};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 use crate::write_file::parent::open_dirs;
@@ -86,8 +86,7 @@ impl TypedTool for MkdirTool {
     const FAILED: ErrorKind = ErrorKind::WriteFailed;
 
     fn check(&self, input: MkdirInput) -> Result<RelPath, ToolError> {
-        pathgrammar::normalize(&input.path)
-            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+        normalize(&input.path)
     }
 
     async fn run(
@@ -95,11 +94,6 @@ impl TypedTool for MkdirTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<MkdirOutput, CallError> {
-        let root = self.root.clone();
-        let cancel = cancel.clone();
-        blocking(ErrorKind::WriteFailed, move || {
-            mkdir(&root, &valid, &cancel)
-        })
-        .await
+        run_on_root(&self.root, valid, cancel, ErrorKind::WriteFailed, mkdir).await
     }
 }

@@ -23,7 +23,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{blocking, check_beneath, failed, lstat_at, open_existing_parent};
+use crate::entry::{check_beneath, failed, lstat_at, normalize, open_existing_parent, run_on_root};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 
@@ -129,8 +129,7 @@ impl TypedTool for DeleteTool {
     const FAILED: ErrorKind = ErrorKind::WriteFailed;
 
     fn check(&self, input: DeleteInput) -> Result<RelPath, ToolError> {
-        pathgrammar::normalize(&input.path)
-            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+        normalize(&input.path)
     }
 
     async fn run(
@@ -138,11 +137,6 @@ impl TypedTool for DeleteTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<DeleteOutput, CallError> {
-        let root = self.root.clone();
-        let cancel = cancel.clone();
-        blocking(ErrorKind::WriteFailed, move || {
-            delete(&root, &valid, &cancel)
-        })
-        .await
+        run_on_root(&self.root, valid, cancel, ErrorKind::WriteFailed, delete).await
     }
 }

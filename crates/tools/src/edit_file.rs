@@ -30,13 +30,11 @@
 //!    and before the rename loses its write to this edit's content: the file then holds the
 //!    edit applied to the text this call read, never a mix of the two.
 
-use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use atomicwrite::{Hooks, Step};
 use beneath::{FsErrorKind, Symlinks};
 use pathgrammar::RelPath;
 use rootid::{FileIdentity, WorkspaceRoot};
@@ -45,10 +43,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{blocking, failed, lstat_at, open_existing_parent};
+use crate::entry::{blocking, failed, lstat_at, normalize, open_existing_parent};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::read_file::read_bounded;
 use crate::tool::{ToolHints, TypedTool};
+use crate::write_file::install_checked;
 use crate::write_file::lock::{TargetKey, lock_target};
 use crate::write_file::parent::{Parent, symlink_target_kind};
 
@@ -212,6 +211,27 @@ fn same_content(file: &File, expected: &[u8]) -> io::Result<bool> {
     Ok(&buf[..filled] == expected)
 }
 
+/// Run just before the rename: the name still names the file that was read, and it still holds
+/// the bytes read; else `EDIT_CONFLICT`.
+fn check_unchanged(
+    parent: &Parent,
+    name: &str,
+    file: &File,
+    opened: FileIdentity,
+    read: &[u8],
+) -> Result<(), CallError> {
+    let conflict = || failed(ErrorKind::EditConflict);
+    let now = lstat_at(&parent.dir, name).map_err(|_| conflict())?;
+    if FileIdentity::of(&now) != opened {
+        return Err(conflict());
+    }
+    match same_content(file, read) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(conflict()),
+        Err(_) => Err(failed(ErrorKind::ReadFailed)),
+    }
+}
+
 fn edit(
     root: &WorkspaceRoot,
     parent: &Parent,
@@ -237,83 +257,28 @@ fn edit(
     if valid.dry_run {
         return Ok(output);
     }
-    let mut guard = Guard {
+    let unchanged = || check_unchanged(parent, name, &file, opened, &read);
+    let token = |e: &atomicwrite::Error| {
+        use atomicwrite::ErrorKind as K;
+        match e.kind() {
+            // The target was replaced by something else since it was read.
+            K::TargetSymlink | K::TargetNotRegular => ErrorKind::EditConflict,
+            K::TempNotRegular => ErrorKind::WriteTempNotRegular,
+            K::TempIdentityChanged => ErrorKind::WriteTempIdentityChanged,
+            K::TempCleanupFailed => ErrorKind::WriteTempCleanupFailed,
+            _ => ErrorKind::WriteFailed,
+        }
+    };
+    install_checked(
         root,
         parent,
         name,
-        file: &file,
-        opened,
-        read: &read,
+        edited.bytes.as_bytes(),
         cancel,
-        reason: None,
-    };
-    match atomicwrite::install_with(&parent.dir, name, edited.bytes.as_bytes(), &mut guard) {
-        Ok(_) => Ok(output),
-        Err(e) => Err(match guard.reason.take() {
-            Some(reason) => reason,
-            None => {
-                use atomicwrite::ErrorKind as K;
-                failed(match e.kind() {
-                    // The target was replaced by something else since it was read.
-                    K::TargetSymlink | K::TargetNotRegular => ErrorKind::EditConflict,
-                    K::TempNotRegular => ErrorKind::WriteTempNotRegular,
-                    K::TempIdentityChanged => ErrorKind::WriteTempIdentityChanged,
-                    K::TempCleanupFailed => ErrorKind::WriteTempCleanupFailed,
-                    _ => ErrorKind::WriteFailed,
-                })
-            }
-        }),
-    }
-}
-
-/// The tool's checks between the installation's steps.
-struct Guard<'a> {
-    root: &'a WorkspaceRoot,
-    parent: &'a Parent,
-    name: &'a str,
-    file: &'a File,
-    opened: FileIdentity,
-    read: &'a [u8],
-    cancel: &'a CancellationToken,
-    reason: Option<CallError>,
-}
-
-impl Guard<'_> {
-    fn check(&self, step: Step) -> Result<(), CallError> {
-        if !step.is_after_commit() && self.cancel.is_cancelled() {
-            return Err(Cancelled.into());
-        }
-        match step {
-            Step::Rename => {
-                self.root.verify()?;
-                self.parent.recheck(self.root)?;
-                let conflict = || failed(ErrorKind::EditConflict);
-                let now = lstat_at(&self.parent.dir, self.name).map_err(|_| conflict())?;
-                if FileIdentity::of(&now) != self.opened {
-                    return Err(conflict());
-                }
-                match same_content(self.file, self.read) {
-                    Ok(true) => Ok(()),
-                    Ok(false) => Err(conflict()),
-                    Err(_) => Err(failed(ErrorKind::ReadFailed)),
-                }
-            }
-            Step::CheckInstalled => match self.parent.still_beneath(self.root)? {
-                true => Ok(()),
-                false => Err(failed(ErrorKind::PathOutsideWorkspace)),
-            },
-            _ => Ok(()),
-        }
-    }
-}
-
-impl Hooks for Guard<'_> {
-    fn before(&mut self, step: Step, _temp: Option<&OsStr>) -> io::Result<()> {
-        self.check(step).map_err(|e| {
-            self.reason = Some(e);
-            io::Error::other("refused by the edit_file guard")
-        })
-    }
+        &unchanged,
+        &token,
+    )?;
+    Ok(output)
 }
 
 impl TypedTool for EditTool {
@@ -337,8 +302,7 @@ impl TypedTool for EditTool {
         if input.edits.is_empty() || input.edits.iter().any(|e| e.old_text.is_empty()) {
             return Err(ToolError::invalid(ErrorKind::InvalidEditInput));
         }
-        let path = pathgrammar::normalize(&input.path)
-            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))?;
+        let path = normalize(&input.path)?;
         if input
             .edits
             .iter()
@@ -482,29 +446,18 @@ mod tests {
         let (parent, name) = open_existing_parent(&root, &path, ErrorKind::WriteFailed).unwrap();
         let file = open_target(&root, &parent, name).unwrap();
         let opened = FileIdentity::of_std(&file.metadata().unwrap());
-        let cancel = CancellationToken::new();
-        let guard = |read: &'static [u8], file: &'static File| Guard {
-            root: &root,
-            parent: &parent,
-            name,
-            file,
-            opened,
-            read,
-            cancel: &cancel,
-            reason: None,
-        };
-        let file: &'static File = Box::leak(Box::new(file));
+        let check = || check_unchanged(&parent, name, &file, opened, b"before");
         let conflict = Err(failed(ErrorKind::EditConflict));
-        assert_eq!(guard(b"before", file).check(Step::Rename), Ok(()));
+        assert_eq!(check(), Ok(()));
         // Rewritten in place (same inode): the bytes differ.
         std::fs::write(ws.join("f.txt"), "after!").unwrap();
-        assert_eq!(guard(b"before", file).check(Step::Rename), conflict);
+        assert_eq!(check(), conflict);
         // Replaced by another file with the very bytes read: the identity differs.
         std::fs::write(ws.join("g.txt"), "before").unwrap();
         std::fs::rename(ws.join("g.txt"), ws.join("f.txt")).unwrap();
-        assert_eq!(guard(b"before", file).check(Step::Rename), conflict);
+        assert_eq!(check(), conflict);
         // Removed.
         std::fs::remove_file(ws.join("f.txt")).unwrap();
-        assert_eq!(guard(b"before", file).check(Step::Rename), conflict);
+        assert_eq!(check(), conflict);
     }
 }

@@ -19,6 +19,10 @@ use pathgrammar::RelPath;
 use rootid::{FileIdentity, WorkspaceRoot};
 use rustix::fs::{FileType, Stat};
 
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
 use crate::error::{CallError, ErrorKind, ToolError};
 use crate::write_file::parent::Parent;
 
@@ -92,4 +96,22 @@ pub(crate) async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .unwrap_or_else(|_| Err(failed(other)))
+}
+
+/// A path argument through the grammar (`INVALID_RELATIVE_PATH`).
+pub(crate) fn normalize(path: &str) -> Result<RelPath, ToolError> {
+    pathgrammar::normalize(path).map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+}
+
+/// Run a tool's blocking body over its root on the blocking pool ([`blocking`]).
+pub(crate) async fn run_on_root<V: Send + 'static, T: Send + 'static>(
+    root: &Arc<WorkspaceRoot>,
+    valid: V,
+    cancel: &CancellationToken,
+    other: ErrorKind,
+    body: fn(&WorkspaceRoot, &V, &CancellationToken) -> Result<T, CallError>,
+) -> Result<T, CallError> {
+    let root = root.clone();
+    let cancel = cancel.clone();
+    blocking(other, move || body(&root, &valid, &cancel)).await
 }

@@ -15,7 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{blocking, failed, kind_of, lstat_at, open_existing_parent};
+use crate::entry::{failed, kind_of, lstat_at, normalize, open_existing_parent, run_on_root};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 
@@ -100,8 +100,7 @@ impl TypedTool for InfoTool {
     const FAILED: ErrorKind = ErrorKind::ReadFailed;
 
     fn check(&self, input: InfoInput) -> Result<RelPath, ToolError> {
-        pathgrammar::normalize(&input.path)
-            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+        normalize(&input.path)
     }
 
     async fn run(
@@ -109,9 +108,7 @@ impl TypedTool for InfoTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<InfoOutput, CallError> {
-        let root = self.root.clone();
-        let cancel = cancel.clone();
-        blocking(ErrorKind::ReadFailed, move || info(&root, &valid, &cancel)).await
+        run_on_root(&self.root, valid, cancel, ErrorKind::ReadFailed, info).await
     }
 }
 

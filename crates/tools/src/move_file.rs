@@ -22,7 +22,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{blocking, check_beneath, failed, lstat_at, open_existing_parent};
+use crate::entry::{check_beneath, failed, lstat_at, normalize, open_existing_parent, run_on_root};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 use crate::write_file::parent::open_parent;
@@ -139,13 +139,9 @@ impl TypedTool for MoveTool {
     const FAILED: ErrorKind = ErrorKind::WriteFailed;
 
     fn check(&self, input: MoveInput) -> Result<ValidMove, ToolError> {
-        let path = |p: &str| {
-            pathgrammar::normalize(p)
-                .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
-        };
         Ok(ValidMove {
-            source: path(&input.source)?,
-            destination: path(&input.destination)?,
+            source: normalize(&input.source)?,
+            destination: normalize(&input.destination)?,
         })
     }
 
@@ -154,11 +150,6 @@ impl TypedTool for MoveTool {
         valid: ValidMove,
         cancel: &CancellationToken,
     ) -> Result<MoveOutput, CallError> {
-        let root = self.root.clone();
-        let cancel = cancel.clone();
-        blocking(ErrorKind::WriteFailed, move || {
-            rename(&root, &valid, &cancel)
-        })
-        .await
+        run_on_root(&self.root, valid, cancel, ErrorKind::WriteFailed, rename).await
     }
 }

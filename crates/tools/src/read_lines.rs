@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::beneath::{identity_now, open_read_beneath};
-use crate::entry::{blocking, failed};
+use crate::entry::{failed, normalize, run_on_root};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::open_error;
 use crate::tool::{ToolHints, TypedTool};
@@ -244,8 +244,7 @@ impl TypedTool for ReadLinesTool {
     const FAILED: ErrorKind = ErrorKind::ReadFailed;
 
     fn check(&self, input: ReadLinesInput) -> Result<ValidReadLines, ToolError> {
-        let path = pathgrammar::normalize(&input.path)
-            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))?;
+        let path = normalize(&input.path)?;
         let offset = input.offset.unwrap_or(1);
         let limit = input.limit.unwrap_or(MAX_READ_LINES);
         if offset == 0 || limit == 0 || limit > MAX_READ_LINES {
@@ -263,12 +262,7 @@ impl TypedTool for ReadLinesTool {
         valid: ValidReadLines,
         cancel: &CancellationToken,
     ) -> Result<ReadLinesOutput, CallError> {
-        let root = self.root.clone();
-        let cancel = cancel.clone();
-        blocking(ErrorKind::ReadFailed, move || {
-            read_lines(&root, &valid, &cancel)
-        })
-        .await
+        run_on_root(&self.root, valid, cancel, ErrorKind::ReadFailed, read_lines).await
     }
 }
 
