@@ -24,7 +24,9 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("test") => test::run(&root, &args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]>");
+            eprintln!(
+                "usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]>"
+            );
             ExitCode::from(2)
         }
     }

@@ -16,7 +16,9 @@ pub fn run(root: &Path, extra: &[String]) -> ExitCode {
     if needs_install(&interop) {
         eprintln!("xtask test: installing the MCP interop client (npm ci in tests/interop)");
         if !step("npm", &["ci", "--no-audit", "--no-fund"], &interop) {
-            eprintln!("xtask test: `npm ci` failed in tests/interop (are Node.js and npm on PATH?)");
+            eprintln!(
+                "xtask test: `npm ci` failed in tests/interop (are Node.js and npm on PATH?)"
+            );
             return ExitCode::FAILURE;
         }
     }

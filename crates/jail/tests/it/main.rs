@@ -56,7 +56,7 @@ pub fn sandbox(files: &[(&str, &str)], dirs: &[&str], symlinks: &[(&str, &str)])
     let s = Sandbox {
         root: root.canonicalize().unwrap(),
         outside: outside.canonicalize().unwrap(),
-        parent: parent,
+        parent,
     };
     let makeparent = |p: &Path| std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     for d in dirs {
