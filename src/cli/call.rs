@@ -5,6 +5,9 @@
 //! answers `{"id": null, "isError": true, "content": {"error": {"code": "INVALID_TOOL_CALL",
 //! "message": "INVALID_TOOL_CALL"}}}` and the stream goes on. Blank lines are skipped. SIGINT or
 //! SIGTERM cancels the running call (its processes die before we exit, status 130).
+//!
+//! The whole workspace tool set is served by default; `--read-only` and `--tools a,b` narrow
+//! it as for `confine mcp`.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -16,7 +19,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 use tools::{ToolCall, ToolRegistry, execute_tool_call};
 
-use super::common::{ToolArgs, unusable};
+use super::common::ToolArgs;
 
 /// Arguments of `confine call`.
 #[derive(Debug, clap::Args)]
@@ -65,9 +68,9 @@ fn parse_line(line: &str) -> Result<(Box<RawValue>, ToolCall), Value> {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
-    let registry = match tools::create_coding_tools(&args.tools.root, args.tools.node_options()) {
+    let registry = match args.tools.registry() {
         Ok(r) => r,
-        Err(e) => return unusable(&e),
+        Err(code) => return code,
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -41,10 +41,12 @@
 mod winquote;
 
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use beneath::{FsErrorKind, Temporary};
 use cap_std::fs::{Dir, File, OpenOptions, OpenOptionsExt};
 use nodeexec::ErrorKind as ExecErrorKind;
 use rootid::{FileIdentity, WorkspaceRoot};
@@ -53,7 +55,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::tool::TypedTool;
+use crate::tool::{ToolHints, TypedTool};
 pub use winquote::{quote_windows_arg, windows_command_line, windows_command_line_units};
 
 /// The most UTF-8 bytes of source.
@@ -296,6 +298,10 @@ impl TypedTool for NodeProcessTool {
         when it ends. Returns {exitCode, signal, stdout, stderr, stdoutTruncated, \
         stderrTruncated, timedOut}; each stream keeps at most 32,768 bytes. A nonzero exit is \
         a result, not an error; running out of time is the error NODE_PROCESS_TIMEOUT.";
+    const HINTS: ToolHints = ToolHints {
+        title: Some("Run JavaScript in the workspace"),
+        ..ToolHints::UNKNOWN
+    };
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidNodeProcessInput;
     const FAILED: ErrorKind = ErrorKind::NodeProcessFailed;
 
@@ -357,41 +363,28 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         .find_map(|dir| canonical_executable(&dir.join(name)))
 }
 
-/// The temporary script of one call; removed when dropped, unless already removed.
+/// The temporary script of one call; removed (by identity) when dropped, unless already
+/// removed.
 struct Script<'a> {
     dir: &'a Dir,
     name: String,
-    identity: FileIdentity,
-    removed: bool,
+    temp: Option<Temporary<'a>>,
 }
+
+/// How many fresh names are tried for the script (a taken name is never written through).
+const SCRIPT_ATTEMPTS: usize = 4;
 
 impl<'a> Script<'a> {
     /// Create `.pify-node-<uuid>.cjs` exclusively, mode 0600, write `source`, fsync.
     fn create(dir: &'a Dir, source: &str) -> Result<Self, CallError> {
-        let name = format!(".pify-node-{}.cjs", uuid::Uuid::new_v4());
-        let mut options = OpenOptions::new();
-        options
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-        let mut file = dir
-            .open_with(&name, &options)
+        let fresh = || format!(".pify-node-{}.cjs", uuid::Uuid::new_v4()).into();
+        let (temp, mut file) = Temporary::create(dir.as_fd(), fresh, SCRIPT_ATTEMPTS)
             .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
-        let identity = match file.metadata() {
-            Ok(meta) => FileIdentity::of_cap(&meta),
-            Err(_) => {
-                // Nothing is known to be ours by identity: remove by name what we just created.
-                let _ = dir.remove_file(&name);
-                return Err(failed(ErrorKind::NodeProcessFailed));
-            }
-        };
         // From here on the guard removes the script on every path.
         let script = Script {
             dir,
-            name,
-            identity,
-            removed: false,
+            name: temp.name().to_string_lossy().into_owned(),
+            temp: Some(temp),
         };
         file.write_all(source.as_bytes())
             .and_then(|()| file.sync_all())
@@ -401,6 +394,11 @@ impl<'a> Script<'a> {
 
     /// Reopen the script read-only by name and check it is the file this call wrote.
     fn open_checked(&self) -> Result<File, CallError> {
+        let identity = self
+            .temp
+            .as_ref()
+            .map(Temporary::id)
+            .ok_or_else(|| failed(ErrorKind::NodeScriptIdentityChanged))?;
         let mut options = OpenOptions::new();
         options
             .read(true)
@@ -413,7 +411,7 @@ impl<'a> Script<'a> {
             return Err(failed(ErrorKind::NodeScriptNotRegular));
         }
         let file = self.dir.open_with(&self.name, &options).map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
+            if FsErrorKind::of(&e) == FsErrorKind::Symlink {
                 failed(ErrorKind::NodeScriptNotRegular)
             } else {
                 failed(ErrorKind::NodeScriptIdentityChanged)
@@ -425,9 +423,8 @@ impl<'a> Script<'a> {
         if !opened.is_file() {
             return Err(failed(ErrorKind::NodeScriptNotRegular));
         }
-        if FileIdentity::of_cap(&opened) != self.identity
-            || FileIdentity::of_cap(&meta) != self.identity
-        {
+        let named = FileIdentity::at(self.dir, &self.name);
+        if FileIdentity::of_fd(&file).ok() != Some(identity) || named.ok() != Some(identity) {
             return Err(failed(ErrorKind::NodeScriptIdentityChanged));
         }
         Ok(file)
@@ -436,25 +433,10 @@ impl<'a> Script<'a> {
     /// Remove the script if its name still names this call's file. A name that is gone (the
     /// script removed itself) or names something else (not ours to remove) is fine.
     fn remove(&mut self) -> Result<(), CallError> {
-        if self.removed {
-            return Ok(());
+        match self.temp.take().map(Temporary::remove) {
+            None | Some(Ok(_)) => Ok(()),
+            Some(Err(_)) => Err(failed(ErrorKind::NodeScriptCleanupFailed)),
         }
-        self.removed = true;
-        match self.dir.symlink_metadata(&self.name) {
-            Ok(meta) if FileIdentity::of_cap(&meta) == self.identity => self
-                .dir
-                .remove_file(&self.name)
-                .map_err(|_| failed(ErrorKind::NodeScriptCleanupFailed)),
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(_) => Err(failed(ErrorKind::NodeScriptCleanupFailed)),
-        }
-    }
-}
-
-impl Drop for Script<'_> {
-    fn drop(&mut self) {
-        let _ = self.remove();
     }
 }
 

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::tool::TypedTool;
+use crate::tool::{ToolHints, TypedTool};
 
 mod lock;
 mod parent;
@@ -107,8 +107,7 @@ impl WriteTool {
         self.root.verify()?;
         let (parent, name) = open_parent(&self.root, &valid.path, cancel)?;
         let key = TargetKey {
-            dev: parent.id.dev,
-            ino: parent.id.ino,
+            dir: parent.id,
             name: name.to_owned(),
         };
         let _held = lock_target(key, cancel).await?;
@@ -200,6 +199,7 @@ impl TypedTool for WriteTool {
         the workspace are refused. `content` is the complete new text (at most 65,536 UTF-8 \
         bytes) and replaces the file atomically. Returns {path, bytes}. A target that is a \
         symlink, a directory or another non-regular file is refused with an error record.";
+    const HINTS: ToolHints = ToolHints::writes("Write a workspace file", true, true);
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidWriteInput;
     const FAILED: ErrorKind = ErrorKind::WriteFailed;
 
