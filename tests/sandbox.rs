@@ -514,3 +514,133 @@ fn doctor_reports_landlock_and_the_sandbox_check() {
         "{text}"
     );
 }
+
+/// The probe of the environment tests: a secret outside, a `chmod` outside, `/etc/shadow`, a
+/// write inside and a child process, as one JSON object.
+const ENVIRONMENT_PROBE: &str = "const [secret, mode] = process.argv.slice(1);\
+    say({ secret: code(() => fs.readFileSync(secret)), chmod: code(() => fs.chmodSync(mode, 0o777)),\
+          shadow: code(() => fs.readFileSync('/etc/shadow')), inside: code(() => fs.writeFileSync('in.txt', 'x')),\
+          child: String(cp.execFileSync(process.execPath, ['-e', 'console.log(1 + 1)'])).trim() })";
+
+/// Run [`ENVIRONMENT_PROBE`] through `<prefix…> <confine> call --root <root> [--sandbox]`;
+/// what the script printed.
+fn probe_as(
+    prefix: &[&str],
+    confine: &Path,
+    root: &Path,
+    sandbox: bool,
+    args: [&Path; 2],
+) -> String {
+    use std::io::Write as _;
+    let line = json!({"id": 1, "name": "node_process", "arguments": {
+        "source": format!("{HELPERS}{ENVIRONMENT_PROBE}"), "arguments": args}});
+    #[allow(clippy::disallowed_methods)]
+    let mut cmd = std::process::Command::new(prefix[0]);
+    cmd.args(&prefix[1..])
+        .arg(confine)
+        .args(["call", "--timeout-ms", &TIMEOUT_MS.to_string(), "--root"])
+        .arg(root)
+        .args(sandbox.then_some("--sandbox"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{prefix:?}: {e}"));
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{line}").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let record: Value = serde_json::from_str(text.trim()).unwrap_or_else(|_| {
+        panic!(
+            "{prefix:?} sandbox={sandbox}: no record; stdout {text}; stderr {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    said(&record["content"])
+}
+
+/// The policy holds for an ordinary user (`nobody`, through `runuser`) and in a container-like
+/// setup (a private mount namespace with `/sys/fs/cgroup` read-only and `CAP_SYS_ADMIN`
+/// dropped with `capsh`), through the built binary; each beside its unconfined twin.
+#[test]
+fn sandbox_holds_as_a_user_and_in_a_container_like_setup() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        root(),
+        "this test needs root, to run the binary as another user and to drop a capability"
+    );
+    let nobody = rustix::process::Uid::from_raw(65534);
+    let nogroup = rustix::process::Gid::from_raw(65534);
+    let open_to_all = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    // The binary where any user may run it, a workspace and files outside owned by nobody.
+    let bin = tempfile::tempdir().unwrap();
+    open_to_all(bin.path(), 0o755);
+    let confine = bin.path().join("confine");
+    std::fs::copy(env!("CARGO_BIN_EXE_confine"), &confine).unwrap();
+    open_to_all(&confine, 0o755);
+    let workspace = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    open_to_all(outside.path(), 0o755);
+    let secret = outside.path().join("secret.txt");
+    let mode = outside.path().join("mode.txt");
+    for file in [&secret, &mode] {
+        std::fs::write(file, "x").unwrap();
+    }
+    for path in [workspace.path(), secret.as_path(), mode.as_path()] {
+        rustix::fs::chown(path, Some(nobody), Some(nogroup)).unwrap();
+    }
+    open_to_all(&secret, 0o600);
+    let reset = || open_to_all(&mode, 0o644);
+    let args = [secret.as_path(), mode.as_path()];
+    let confined =
+        r#"{"secret":"EACCES","chmod":"EPERM","shadow":"EACCES","inside":"ok","child":"2"}"#;
+
+    // An ordinary user: /etc/shadow is unreadable to it either way.
+    let user = ["runuser", "-u", "nobody", "--"];
+    reset();
+    assert_eq!(
+        probe_as(&user, &confine, workspace.path(), true, args),
+        confined
+    );
+    assert_eq!(
+        std::fs::metadata(&mode).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    assert_eq!(
+        probe_as(&user, &confine, workspace.path(), false, args),
+        r#"{"secret":"ok","chmod":"ok","shadow":"EACCES","inside":"ok","child":"2"}"#
+    );
+
+    // Root in a container-like setup: no CAP_SYS_ADMIN (so no namespace of its own), a
+    // read-only cgroup file system.
+    let script = "mount --bind /sys/fs/cgroup /sys/fs/cgroup \
+        && mount -o remount,bind,ro /sys/fs/cgroup \
+        && exec capsh --drop=cap_sys_admin -- -c 'exec \"$0\" \"$@\"' \"$@\"";
+    let container = [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        "sh",
+    ];
+    // A workspace of root's own: root without capabilities could not write nobody's files.
+    let workspace = tempfile::tempdir().unwrap();
+    reset();
+    assert_eq!(
+        probe_as(&container, &confine, workspace.path(), true, args),
+        confined
+    );
+    assert_eq!(
+        std::fs::metadata(&mode).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    assert_eq!(
+        probe_as(&container, &confine, workspace.path(), false, args),
+        r#"{"secret":"ok","chmod":"ok","shadow":"ok","inside":"ok","child":"2"}"#
+    );
+}
