@@ -1,4 +1,4 @@
-//! The stable error vocabulary of tool results (SPEC section 7).
+//! The stable error vocabulary of tool results (listed per tool in `docs/TOOLS.md`).
 
 use std::fmt;
 

@@ -1,5 +1,5 @@
 //! The `read_file`, `write_file` and `node_process` tools an LLM agent calls, and the layer that
-//! serves them: the [`Tool`] trait, [`ToolRegistry`] and [`execute_tool_call`] (SPEC section 7).
+//! serves them: the [`Tool`] trait, [`ToolRegistry`] and [`execute_tool_call`].
 //!
 //! A tool validates its arguments before any effect (serde types with
 //! `deny_unknown_fields` that also give the JSON Schema, then the grammar and limits), and every

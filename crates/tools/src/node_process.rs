@@ -1,4 +1,4 @@
-//! `node_process`: JavaScript run by a fixed Node.js, bounded, in the workspace (SPEC section 6).
+//! `node_process`: JavaScript run by a fixed Node.js, bounded, in the workspace (`docs/TOOLS.md`).
 //!
 //! Arguments are exactly `{ "source": string, "arguments"?: string[] }`. A missing `arguments`
 //! means none; `"arguments": null` is refused (`INVALID_NODE_PROCESS_INPUT`), as for any other
@@ -185,7 +185,7 @@ impl NodeProcessTool {
         &self.node
     }
 
-    /// The limits of SPEC section 6, in order: source, count, NUL, each size, total, Windows.
+    /// The argument limits, in order: source, count, NUL, each size, total, Windows.
     fn check_limits(&self, input: &NodeInput) -> Result<(), ToolError> {
         let invalid = |k| Err(ToolError::invalid(k));
         if input.source.len() > MAX_SOURCE_BYTES {

@@ -1,4 +1,4 @@
-//! `read_file`: a regular UTF-8 file beneath the workspace, at most 65,536 bytes (SPEC section 4).
+//! `read_file`: a regular UTF-8 file beneath the workspace, at most 65,536 bytes.
 
 use std::io::{self, Read};
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! `write_file`: replace one file beneath the workspace atomically, through an
-//! identity-checked temporary (SPEC section 5).
+//! identity-checked temporary.
 //!
 //! Validation, pure and before any effect, in this order: the shape (exactly
 //! `{"path": string, "content": string}`, else `INVALID_WRITE_INPUT`), the path grammar

@@ -1,4 +1,4 @@
-//! The process-wide lock that serializes writes to one target (SPEC section 5).
+//! The process-wide lock that serializes writes to one target.
 //!
 //! The key is the target's parent directory identity `(st_dev, st_ino)` and the file name, so
 //! two tool instances over one workspace (or over two captures of it, or reaching the same

@@ -1,4 +1,4 @@
-//! Reaching a write target's parent directory beneath the root (SPEC section 5): missing
+//! Reaching a write target's parent directory beneath the root: missing
 //! directories are created one checked step at a time, and nothing is ever created or followed
 //! outside the root.
 //!
