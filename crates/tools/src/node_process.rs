@@ -56,7 +56,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
-pub use winquote::{quote_windows_arg, windows_command_line, windows_command_line_units};
+use winquote::windows_command_line_units;
 
 /// The most UTF-8 bytes of source.
 pub const MAX_SOURCE_BYTES: usize = 32_768;

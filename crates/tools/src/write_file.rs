@@ -61,13 +61,24 @@ pub struct WriteOutput {
     pub bytes: usize,
 }
 
-/// Arguments that passed validation.
+/// Arguments that passed validation. The only way to make one is [`WriteTool::check_input`],
+/// so [`WriteTool::write`] never sees an unchecked path or an oversized content.
 #[derive(Clone, Debug)]
 pub struct ValidWrite {
+    path: RelPath,
+    content: String,
+}
+
+impl ValidWrite {
     /// The normalized path.
-    pub path: RelPath,
+    pub fn path(&self) -> &RelPath {
+        &self.path
+    }
+
     /// The content, at most [`MAX_WRITE_BYTES`].
-    pub content: String,
+    pub fn content(&self) -> &str {
+        &self.content
+    }
 }
 
 /// The `write_file` tool over one workspace.
