@@ -141,15 +141,16 @@ impl ChildPlan {
             }
             if self.namespace {
                 let (uid, gid) = (libc::geteuid(), libc::getegid());
-                if libc::unshare(libc::CLONE_NEWPID) == 0 {
-                    mode |= MODE_PID_NAMESPACE;
-                } else if {
+                let bare = libc::unshare(libc::CLONE_NEWPID) == 0;
+                if !bare {
                     // A process that is not dumpable (an embedder that hid its environment)
                     // may not open its own `/proc/self/uid_map`: dumpable until the maps are
                     // written (nothing of the run exists yet), hidden again just below.
                     libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
-                    libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) == 0
-                } {
+                }
+                if bare {
+                    mode |= MODE_PID_NAMESPACE;
+                } else if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) == 0 {
                     // Now in a user namespace with no mapping: map our ids to themselves, or
                     // nothing we create would have an owner.
                     map_own_ids(uid, gid)?;
