@@ -41,18 +41,22 @@ mod error;
 mod factory;
 mod fsmap;
 pub mod node_process;
+mod progress;
 pub mod read_file;
+pub mod run_command;
 mod tool;
 pub mod write_file;
 
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{
-    BuildError, READ_ONLY_TOOLS, SelectError, WORKSPACE_TOOLS, capture_root, create_coding_tools,
-    create_node_process_tool, create_read_only_tools, create_read_tool, create_selected_tools,
-    create_workspace_tools, create_write_tool,
+    BuildError, READ_ONLY_TOOLS, RUN_COMMAND, SelectError, WORKSPACE_TOOLS, capture_root,
+    create_coding_tools, create_node_process_tool, create_read_only_tools, create_read_tool,
+    create_selected_tools, create_workspace_tools, create_write_tool,
 };
 pub use node_process::{NodeProcessOptions, NodeProcessTool};
+pub use progress::{ProgressReport, ProgressSink, with_progress};
 pub use read_file::{MAX_READ_BYTES, ReadTool};
+pub use run_command::{RunCommandOptions, RunCommandTool};
 pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,
     ToolResult, TypedTool, execute_tool_call, parse_arguments, schema_of,
