@@ -428,7 +428,15 @@ async fn a_real_crates_test_suite_runs_through_run_command() {
 #[tokio::test]
 async fn a_real_crates_test_suite_runs_under_the_sandbox() {
     let mut opts = options(Some(SLOW_MS));
-    opts.sandbox = Some(nodeexec::Sandbox::new());
+    // What the docs tell a cargo project to add: the toolchains in the home directory.
+    let home = std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME"));
+    let mut sandbox = nodeexec::Sandbox::new();
+    for dir in [".cargo", ".rustup"] {
+        if home.join(dir).exists() {
+            sandbox.allow_read(home.join(dir));
+        }
+    }
+    opts.sandbox = Some(sandbox);
     let rec = cargo_test_through_run_command(opts).await;
     assert_cargo_ran(&rec);
 }

@@ -16,6 +16,8 @@ pub const LAYERS: &[(&str, u8)] = &[
     ("nodeexec", 1),
     ("jail", 2),
     ("tools", 2),
+    // Repository tooling (`publish = false`): the case runner of the binary and the xtask.
+    ("grading", 3),
 ];
 
 fn layer_of(name: &str) -> Option<u8> {

@@ -90,8 +90,10 @@ pub struct NodeProcessOptions {
     /// Variables to set in the child, beside PATH, LANG, LC_* and TZ taken from the host.
     /// `NODE_OPTIONS` is dropped.
     pub env: Vec<(String, String)>,
-    /// The opt-in kernel sandbox (Linux Landlock and resource limits, see
-    /// [`nodeexec::Sandbox`]), with the workspace root as the one writable tree; `None` runs
+    /// The opt-in kernel sandbox (Linux Landlock, seccomp and resource limits, see
+    /// [`nodeexec::Sandbox`]), with the workspace root as the writable tree; the tool adds
+    /// the Node.js installation to what it may read. More places to read or write are added
+    /// on the policy itself (`Sandbox::allow_read`, `Sandbox::allow_write`). `None` runs
     /// Node.js unconfined. Where the kernel cannot enforce it a call fails with
     /// `NODE_SANDBOX_UNAVAILABLE` and nothing runs.
     pub sandbox: Option<nodeexec::Sandbox>,
@@ -163,12 +165,17 @@ impl NodeProcessTool {
         }
         .ok_or(crate::BuildError::NodeNotFound)?;
         let env = passed_env(&options.env);
+        // Node.js must read its own installation, wherever it lives.
+        let sandbox = options.sandbox.map(|mut sandbox| {
+            sandbox.allow_installation(&node);
+            sandbox
+        });
         Ok(Self {
             root,
             node,
             timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
             env,
-            sandbox: options.sandbox,
+            sandbox,
         })
     }
 
@@ -365,7 +372,7 @@ fn loader(name: &str) -> String {
 }
 
 /// An explicit Node.js path, canonicalized, if it is an executable regular file.
-fn canonical_executable(path: &Path) -> Option<PathBuf> {
+pub(crate) fn canonical_executable(path: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let canonical = std::fs::canonicalize(path).ok()?;
     let meta = std::fs::metadata(&canonical).ok()?;
@@ -373,7 +380,7 @@ fn canonical_executable(path: &Path) -> Option<PathBuf> {
 }
 
 /// The first executable `name` on PATH, canonicalized.
-fn find_on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .filter(|dir| dir.is_absolute())

@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::node_process::{NodeProcessOptions, sandbox_rules};
+use crate::node_process::{NodeProcessOptions, canonical_executable, find_on_path, sandbox_rules};
 use crate::progress::{ProgressReport, current_sink};
 use crate::tool::{ToolHints, TypedTool};
 use tmpdir::RunTmp;
@@ -146,12 +146,24 @@ impl RunCommandTool {
             .timeout
             .unwrap_or(DEFAULT_COMMAND_TIMEOUT)
             .min(max_timeout);
+        // As for node_process, Node.js must read its own installation, wherever it lives, so
+        // that a command can run it; the shell and the system's tools are readable already.
+        let node_executable = match &node.node {
+            Some(path) => canonical_executable(path),
+            None => find_on_path("node"),
+        };
+        let sandbox = node.sandbox.clone().map(|mut sandbox| {
+            if let Some(executable) = &node_executable {
+                sandbox.allow_installation(executable);
+            }
+            sandbox
+        });
         Self {
             root,
             timeout,
             max_timeout,
             env: crate::node_process::passed_env(&node.env),
-            sandbox: node.sandbox.clone(),
+            sandbox,
         }
     }
 
