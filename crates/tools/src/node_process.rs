@@ -241,7 +241,7 @@ impl NodeProcessTool {
             cmd.env(name, value);
         }
         cmd.pass_fd(readable, SCRIPT_FD)
-            .map_err(|_| failed(ErrorKind::NodeProcessStartFailed))?;
+            .map_err(|e| failed(ErrorKind::NodeProcessStartFailed).with_source(e))?;
         if let Some(sandbox) = &self.sandbox {
             let rules = sandbox_rules(sandbox, &self.root, ErrorKind::NodeProcessStartFailed)
                 .map_err(failed)?;
@@ -403,7 +403,7 @@ impl<'a> Script<'a> {
     fn create(dir: &'a Dir, source: &str) -> Result<Self, CallError> {
         let fresh = || format!(".pify-node-{}.cjs", uuid::Uuid::new_v4()).into();
         let (temp, mut file) = Temporary::create(dir.as_fd(), fresh, SCRIPT_ATTEMPTS)
-            .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
+            .map_err(|e| failed(ErrorKind::NodeProcessFailed).with_source(e))?;
         // From here on the guard removes the script on every path.
         let script = Script {
             dir,
@@ -412,7 +412,7 @@ impl<'a> Script<'a> {
         };
         file.write_all(source.as_bytes())
             .and_then(|()| file.sync_all())
-            .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
+            .map_err(|e| failed(ErrorKind::NodeProcessFailed).with_source(e))?;
         Ok(script)
     }
 
@@ -430,7 +430,7 @@ impl<'a> Script<'a> {
         let meta = self
             .dir
             .symlink_metadata(&self.name)
-            .map_err(|_| failed(ErrorKind::NodeScriptIdentityChanged))?;
+            .map_err(|e| failed(ErrorKind::NodeScriptIdentityChanged).with_source(e))?;
         if !meta.is_file() {
             return Err(failed(ErrorKind::NodeScriptNotRegular));
         }
@@ -443,7 +443,7 @@ impl<'a> Script<'a> {
         })?;
         let opened = file
             .metadata()
-            .map_err(|_| failed(ErrorKind::NodeScriptIdentityChanged))?;
+            .map_err(|e| failed(ErrorKind::NodeScriptIdentityChanged).with_source(e))?;
         if !opened.is_file() {
             return Err(failed(ErrorKind::NodeScriptNotRegular));
         }
