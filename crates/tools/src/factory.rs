@@ -5,8 +5,15 @@ use std::sync::Arc;
 
 use rootid::{RootError, WorkspaceRoot};
 
+use crate::create_directory::MkdirTool;
+use crate::delete_file::DeleteTool;
+use crate::edit_file::EditTool;
+use crate::file_info::InfoTool;
+use crate::move_file::MoveTool;
 use crate::node_process::{NodeProcessOptions, NodeProcessTool};
 use crate::read_file::ReadTool;
+use crate::read_lines::ReadLinesTool;
+use crate::run_command::RunCommandTool;
 use crate::tool::{Tool, ToolRegistry};
 use crate::write_file::WriteTool;
 
@@ -72,10 +79,20 @@ pub fn create_coding_tools(
 
 /// The names of the workspace tool set, in the order they are served: the three coding tools,
 /// then the file tools.
-pub const WORKSPACE_TOOLS: &[&str] = &["read_file", "write_file", "node_process"];
+pub const WORKSPACE_TOOLS: &[&str] = &[
+    "read_file",
+    "write_file",
+    "node_process",
+    "edit_file",
+    "read_lines",
+    "file_info",
+    "create_directory",
+    "move_file",
+    "delete_file",
+];
 
 /// The tools of [`WORKSPACE_TOOLS`] that change nothing, in the same order.
-pub const READ_ONLY_TOOLS: &[&str] = &["read_file"];
+pub const READ_ONLY_TOOLS: &[&str] = &["read_file", "read_lines", "file_info"];
 
 /// A name that `--tools` or [`create_selected_tools`] was given and no tool has.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +116,16 @@ fn build_tool(
     let tool: Arc<dyn Tool> = match name {
         "read_file" => Arc::new(ReadTool::new(root.clone())),
         "write_file" => Arc::new(WriteTool::new(root.clone())),
+        "edit_file" => Arc::new(EditTool::new(root.clone())),
+        "read_lines" => Arc::new(ReadLinesTool::new(root.clone())),
+        "file_info" => Arc::new(InfoTool::new(root.clone())),
+        "create_directory" => Arc::new(MkdirTool::new(root.clone())),
+        "move_file" => Arc::new(MoveTool::new(root.clone())),
+        "delete_file" => Arc::new(DeleteTool::new(root.clone())),
+        RUN_COMMAND => {
+            let commands = options.commands.as_ref()?;
+            Arc::new(RunCommandTool::new(root.clone(), options, commands))
+        }
         "node_process" => {
             return Some(
                 NodeProcessTool::new(root.clone(), options.clone())
@@ -119,7 +146,7 @@ pub fn create_selected_tools<S: AsRef<str>>(
 ) -> Result<ToolRegistry, SelectError> {
     if let Some(unknown) = names
         .iter()
-        .find(|n| !WORKSPACE_TOOLS.contains(&n.as_ref()))
+        .find(|n| !WORKSPACE_TOOLS.contains(&n.as_ref()) && !offers_commands(&options, n.as_ref()))
     {
         return Err(SelectError::Unknown(unknown.as_ref().to_owned()));
     }
@@ -131,6 +158,11 @@ pub fn create_selected_tools<S: AsRef<str>>(
             tools.push(tool);
         }
     }
+    if names.iter().any(|n| n.as_ref() == RUN_COMMAND)
+        && let Some(tool) = build_tool(RUN_COMMAND, &root, &options)
+    {
+        tools.push(tool?);
+    }
     Ok(ToolRegistry::new(tools).expect("the listed names are distinct"))
 }
 
@@ -139,7 +171,11 @@ pub fn create_workspace_tools(
     root: impl AsRef<Path>,
     options: NodeProcessOptions,
 ) -> Result<ToolRegistry, BuildError> {
-    create_selected_tools(root, options, WORKSPACE_TOOLS).map_err(|e| match e {
+    let mut names = WORKSPACE_TOOLS.to_vec();
+    if options.commands.is_some() {
+        names.push(RUN_COMMAND);
+    }
+    create_selected_tools(root, options, &names).map_err(|e| match e {
         SelectError::Build(e) => e,
         SelectError::Unknown(_) => unreachable!("every workspace tool name is known"),
     })
@@ -153,4 +189,13 @@ pub fn create_read_only_tools(root: impl AsRef<Path>) -> Result<ToolRegistry, Bu
         SelectError::Build(e) => e,
         SelectError::Unknown(_) => unreachable!("every read-only tool name is known"),
     })
+}
+
+/// The name of the command tool: served (last) only where the embedder enabled it
+/// ([`NodeProcessOptions::commands`]), never among the read-only tools.
+pub const RUN_COMMAND: &str = "run_command";
+
+/// Whether `name` is the command tool and `options` enable it.
+fn offers_commands(options: &NodeProcessOptions, name: &str) -> bool {
+    name == RUN_COMMAND && options.commands.is_some()
 }
