@@ -219,7 +219,7 @@ impl Sandbox {
     }
 
     /// Whether the seccomp filter refuses sockets (default `true`): `socket(2)` of every
-    /// family, Unix included, and `socketpair(2)` but a Unix stream pair. Without it the
+    /// family, Unix included, and `socketpair(2)` but a connected Unix stream or sequenced-packet pair. Without it the
     /// network rules are Landlock's alone: TCP bind and connect refused, UDP and Unix
     /// sockets (pathname ones outside the workspace included) allowed.
     pub fn socket_filter(&mut self, filter: bool) -> &mut Self {
