@@ -107,6 +107,9 @@ pub struct NodeProcessOptions {
     /// Keep the embedder's session and privileges in the child (by default it gets a session
     /// of its own, no new privileges and no capabilities, sandbox or not).
     pub keep_privileges: bool,
+    /// Offer `run_command` too (in the workspace tool set), bounded so; `None` (the default)
+    /// never offers it. It shares `env` and `sandbox` with `node_process`.
+    pub commands: Option<crate::run_command::RunCommandOptions>,
 }
 
 /// The arguments of `node_process`.
@@ -173,11 +176,7 @@ impl NodeProcessTool {
             None => find_on_path("node"),
         }
         .ok_or(crate::BuildError::NodeNotFound)?;
-        let env = options
-            .env
-            .into_iter()
-            .filter(|(k, _)| !REFUSED_ENV.contains(&k.as_str()))
-            .collect();
+        let env = passed_env(&options.env);
         // What embedders that died (SIGKILL) left: only names of ours whose owner is gone.
         nodeexec::remove_stale_cgroups();
         remove_stale_scripts(root.dir());
@@ -264,12 +263,8 @@ impl NodeProcessTool {
         cmd.pass_fd(readable, SCRIPT_FD)
             .map_err(|e| failed(ErrorKind::NodeProcessStartFailed).with_source(e))?;
         if let Some(sandbox) = &self.sandbox {
-            // Built per call, beneath the root's handle: the rules follow the directory the
-            // tool captured, whatever its path names now.
-            let rules = sandbox.build(self.root.dir()).map_err(|e| match e.kind() {
-                ExecErrorKind::SandboxUnavailable => failed(ErrorKind::NodeSandboxUnavailable),
-                _ => failed(ErrorKind::NodeProcessStartFailed),
-            })?;
+            let rules = sandbox_rules(sandbox, &self.root, ErrorKind::NodeProcessStartFailed)
+                .map_err(failed)?;
             cmd.sandbox(&rules);
         }
         Ok(cmd)
@@ -360,6 +355,28 @@ fn failed(kind: ErrorKind) -> CallError {
     CallError::Failed(ToolError::failed(kind))
 }
 
+/// The embedder's variables a child gets (`NODE_OPTIONS` never); `run_command` shares this.
+pub(crate) fn passed_env(env: &[(String, String)]) -> Vec<(String, String)> {
+    env.iter()
+        .filter(|(k, _)| !REFUSED_ENV.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The sandbox's rules for one call, built beneath the root's handle (so they follow the
+/// directory the tool captured, whatever its path names now); `run_command` shares this.
+/// `NODE_SANDBOX_UNAVAILABLE` where the kernel cannot enforce them, else `other`.
+pub(crate) fn sandbox_rules(
+    sandbox: &nodeexec::Sandbox,
+    root: &WorkspaceRoot,
+    other: ErrorKind,
+) -> Result<nodeexec::SandboxRules, ErrorKind> {
+    sandbox.build(root.dir()).map_err(|e| match e.kind() {
+        ExecErrorKind::SandboxUnavailable => ErrorKind::NodeSandboxUnavailable,
+        _ => other,
+    })
+}
+
 /// The `--eval` program: run the source on fd 3 as the CommonJS main module `name`.
 fn loader(name: &str) -> String {
     format!(
@@ -382,7 +399,7 @@ fn loader(name: &str) -> String {
 }
 
 /// An explicit Node.js path, canonicalized, if it is an executable regular file.
-fn canonical_executable(path: &Path) -> Option<PathBuf> {
+pub(crate) fn canonical_executable(path: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let canonical = std::fs::canonicalize(path).ok()?;
     let meta = std::fs::metadata(&canonical).ok()?;
@@ -390,7 +407,7 @@ fn canonical_executable(path: &Path) -> Option<PathBuf> {
 }
 
 /// The first executable `name` on PATH, canonicalized.
-fn find_on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .filter(|dir| dir.is_absolute())
