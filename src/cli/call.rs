@@ -1,9 +1,12 @@
-//! `confine call`: JSON Lines in, one flushed result line out per call, in order (SPEC section 9).
+//! `confine call`: JSON Lines in, one flushed result line out per call, in order.
 //!
 //! Each input line is `{"id": any, "name": string, "arguments": object}`; each output line is
 //! `{"id": <same>, "isError": bool, "content": <record>}`. A line that is not such an object
 //! answers `{"id": null, "isError": true, "content": {"error": {"code": "INVALID_TOOL_CALL",
-//! "message": "INVALID_TOOL_CALL"}}}` and the stream goes on. Blank lines are skipped. SIGINT or
+//! "message": "INVALID_TOOL_CALL"}}}` and the stream goes on. A line longer than
+//! [`MAX_LINE_BYTES`] (4 MiB, see [`super::lines`] for why) is answered the same way with the
+//! message `LINE_TOO_LONG`, without being read into memory: its bytes are dropped up to the
+//! next newline, and the stream goes on. Blank lines are skipped. SIGINT or
 //! SIGTERM cancels the running call (its processes die before we exit, status 130).
 
 use std::io::Write;
@@ -17,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tools::{ToolCall, ToolRegistry, execute_tool_call};
 
 use super::common::{ToolArgs, unusable};
+use super::lines::{Frame, Framer, MAX_LINE_BYTES};
 
 /// Arguments of `confine call`.
 #[derive(Debug, clap::Args)]
@@ -42,18 +46,25 @@ struct Answer<'a> {
     content: Value,
 }
 
+/// The message of the answer to a line that is not a call.
+const INVALID_TOOL_CALL: &str = "INVALID_TOOL_CALL";
+/// The message of the answer to a line over [`MAX_LINE_BYTES`].
+const LINE_TOO_LONG: &str = "LINE_TOO_LONG";
+
+/// The answer to a line that is not a call: `id` null, code `INVALID_TOOL_CALL`.
+fn invalid(message: &str) -> Value {
+    serde_json::json!({
+        "id": null,
+        "isError": true,
+        "content": {"error": {"code": "INVALID_TOOL_CALL", "message": message}},
+    })
+}
+
 /// The call one input line holds, or the `INVALID_TOOL_CALL` line to answer.
 fn parse_line(line: &str) -> Result<(Box<RawValue>, ToolCall), Value> {
-    let invalid = || {
-        serde_json::json!({
-            "id": null,
-            "isError": true,
-            "content": {"error": {"code": "INVALID_TOOL_CALL", "message": "INVALID_TOOL_CALL"}},
-        })
-    };
-    let parsed: Line = serde_json::from_str(line).map_err(|_| invalid())?;
+    let parsed: Line = serde_json::from_str(line).map_err(|_| invalid(INVALID_TOOL_CALL))?;
     if !line.trim_start().starts_with('{') || !parsed.arguments.get().starts_with('{') {
-        return Err(invalid());
+        return Err(invalid(INVALID_TOOL_CALL));
     }
     let call = ToolCall {
         id: parsed.id.get().to_owned(),
@@ -93,18 +104,37 @@ async fn serve(registry: ToolRegistry) -> ExitCode {
     });
 
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
-    let mut bytes = Vec::new();
+    let mut framer = Framer::new(MAX_LINE_BYTES);
     loop {
-        bytes.clear();
-        let read = tokio::select! {
-            read = stdin.read_until(b'\n', &mut bytes) => read,
-            _ = cancel.cancelled() => return ExitCode::from(130),
+        let frame = loop {
+            let pushed = tokio::select! {
+                read = stdin.fill_buf() => match read {
+                    Ok([]) => None,
+                    Ok(bytes) => Some(framer.push(bytes)),
+                    Err(_) => return super::common::usage("stdin cannot be read"),
+                },
+                _ = cancel.cancelled() => return ExitCode::from(130),
+            };
+            match pushed {
+                None => break framer.finish(),
+                Some((taken, frame)) => {
+                    stdin.consume(taken);
+                    if frame.is_some() {
+                        break frame;
+                    }
+                }
+            }
         };
-        match read {
-            Ok(0) => return ExitCode::SUCCESS,
-            Ok(_) => {}
-            Err(_) => return super::common::usage("stdin cannot be read"),
-        }
+        let bytes = match frame {
+            None => return ExitCode::SUCCESS,
+            Some(Frame::Line(bytes)) => bytes,
+            Some(Frame::Oversized { .. }) => {
+                if answer(&invalid(LINE_TOO_LONG).to_string()).is_err() {
+                    return ExitCode::SUCCESS;
+                }
+                continue;
+            }
+        };
         // A line that is not UTF-8 is not a call: it is answered, and the stream goes on.
         let line = std::str::from_utf8(&bytes).unwrap_or("\u{0}");
         if line.trim().is_empty() {
@@ -122,13 +152,15 @@ async fn serve(registry: ToolRegistry) -> ExitCode {
                 Err(_cancelled) => return ExitCode::from(130),
             },
         };
-        let mut stdout = std::io::stdout().lock();
-        if writeln!(stdout, "{out}")
-            .and_then(|()| stdout.flush())
-            .is_err()
-        {
+        if answer(&out).is_err() {
             // The reader went away: nothing more can be answered.
             return ExitCode::SUCCESS;
         }
     }
+}
+
+/// Write one answer line and flush it.
+fn answer(line: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}").and_then(|()| stdout.flush())
 }

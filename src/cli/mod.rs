@@ -5,4 +5,5 @@ pub mod common;
 pub mod doctor;
 pub mod guard;
 pub mod jail;
+pub mod lines;
 pub mod mcp;
