@@ -37,6 +37,7 @@
 //! Linux is tested. The grammar is the same on every OS.
 
 mod beneath;
+mod blocking;
 mod error;
 mod factory;
 mod fsmap;

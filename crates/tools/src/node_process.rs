@@ -52,6 +52,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::TypedTool;
 pub use winquote::{quote_windows_arg, windows_command_line, windows_command_line_units};
@@ -217,7 +218,7 @@ impl NodeProcessTool {
     /// pre-exec steps here.
     fn command(
         &self,
-        script: &Script<'_>,
+        script: &Script,
         readable: &File,
         arguments: &[String],
     ) -> Result<nodeexec::Command, CallError> {
@@ -256,8 +257,20 @@ impl NodeProcessTool {
             return Err(Cancelled.into());
         }
         self.root.verify()?;
-        let mut script = Script::create(self.root.dir(), &run.source)?;
-        let readable = script.open_checked()?;
+        // Creating, writing and fsyncing the script block: off the async workers (see the
+        // `blocking` module). The script owns a duplicate of the root's handle.
+        let dir = self
+            .root
+            .dir()
+            .try_clone()
+            .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
+        let source = run.source;
+        let (mut script, readable) = off_reactor(move || {
+            let script = Script::create(dir, &source)?;
+            let readable = script.open_checked()?;
+            Ok((script, readable))
+        })
+        .await?;
         self.root.verify()?;
         let cmd = self.command(&script, &readable, &run.arguments)?;
         drop(readable);
@@ -358,16 +371,16 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// The temporary script of one call; removed when dropped, unless already removed.
-struct Script<'a> {
-    dir: &'a Dir,
+struct Script {
+    dir: Dir,
     name: String,
     identity: FileIdentity,
     removed: bool,
 }
 
-impl<'a> Script<'a> {
+impl Script {
     /// Create `.pify-node-<uuid>.cjs` exclusively, mode 0600, write `source`, fsync.
-    fn create(dir: &'a Dir, source: &str) -> Result<Self, CallError> {
+    fn create(dir: Dir, source: &str) -> Result<Self, CallError> {
         let name = format!(".pify-node-{}.cjs", uuid::Uuid::new_v4());
         let mut options = OpenOptions::new();
         options
@@ -452,7 +465,7 @@ impl<'a> Script<'a> {
     }
 }
 
-impl Drop for Script<'_> {
+impl Drop for Script {
     fn drop(&mut self) {
         let _ = self.remove();
     }
@@ -599,7 +612,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let (dir, path) = script_in(&tmp);
-        let mut script = Script::create(&dir, "console.log(1)").unwrap();
+        let mut script = Script::create(dir, "console.log(1)").unwrap();
         assert!(script.name.starts_with(".pify-node-") && script.name.ends_with(".cjs"));
         let meta = std::fs::metadata(path.join(&script.name)).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
@@ -616,7 +629,7 @@ mod tests {
     fn script_replaced_by_file_is_identity_changed_and_kept() {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, path) = script_in(&tmp);
-        let script = Script::create(&dir, "1").unwrap();
+        let script = Script::create(dir, "1").unwrap();
         let name = script.name.clone();
         std::fs::write(path.join("other"), "evil").unwrap();
         std::fs::rename(path.join("other"), path.join(&name)).unwrap();
@@ -631,7 +644,7 @@ mod tests {
     fn script_replaced_by_symlink_or_directory_is_not_regular() {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, path) = script_in(&tmp);
-        let script = Script::create(&dir, "1").unwrap();
+        let script = Script::create(dir, "1").unwrap();
         std::fs::write(path.join("target"), "x").unwrap();
         std::fs::remove_file(path.join(&script.name)).unwrap();
         std::os::unix::fs::symlink(path.join("target"), path.join(&script.name)).unwrap();

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::beneath::{identity_now, open_read_beneath};
+use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::open_error;
 use crate::tool::TypedTool;
@@ -168,7 +169,10 @@ impl TypedTool for ReadTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<ReadOutput, CallError> {
-        self.read(&valid, cancel)
+        // Opening and reading block: off the async workers (see the `blocking` module).
+        let tool = self.clone();
+        let cancel = cancel.clone();
+        off_reactor(move || tool.read(&valid, &cancel)).await
     }
 }
 

@@ -27,6 +27,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::TypedTool;
 
@@ -105,30 +106,45 @@ impl WriteTool {
             return Err(Cancelled.into());
         }
         self.root.verify()?;
-        let (parent, name) = open_parent(&self.root, &valid.path, cancel)?;
+        // Creating directories, writing, the two fsyncs and the rename block: they run off the
+        // async workers (see the `blocking` module).
+        let (root, path, stop) = (self.root.clone(), valid.path.clone(), cancel.clone());
+        let (parent, name) = off_reactor(move || {
+            open_parent(&root, &path, &stop).map(|(parent, name)| (parent, name.to_owned()))
+        })
+        .await?;
         let key = TargetKey {
             dev: parent.id.dev,
             ino: parent.id.ino,
-            name: name.to_owned(),
+            name: name.clone(),
         };
-        let _held = lock_target(key, cancel).await?;
+        let held = lock_target(key, cancel).await?;
 
-        let mut guard = Guard {
-            root: &self.root,
-            parent: &parent,
-            cancel,
-            reason: None,
-        };
-        let outcome =
-            atomicwrite::install_with(&parent.dir, name, valid.content.as_bytes(), &mut guard);
+        let (root, stop, content) = (self.root.clone(), cancel.clone(), valid.content.clone());
+        let (outcome, reason, parent, name) = off_reactor(move || {
+            // The lock goes with the work: should this future be dropped, no other writer of
+            // the target starts before the installation has ended.
+            let _held = held;
+            let mut guard = Guard {
+                root: &root,
+                parent: &parent,
+                cancel: &stop,
+                reason: None,
+            };
+            let outcome =
+                atomicwrite::install_with(&parent.dir, &name, content.as_bytes(), &mut guard);
+            let reason = guard.reason.take();
+            Ok((outcome, reason, parent, name))
+        })
+        .await?;
         match outcome {
             Ok(installed) => Ok(WriteOutput {
                 path: valid.path.as_str().to_owned(),
                 bytes: installed.len,
             }),
-            Err(e) => Err(match guard.reason.take() {
+            Err(e) => Err(match reason {
                 Some(reason) => reason,
-                None => failed(self.token(&e, &parent, name)),
+                None => failed(self.token(&e, &parent, &name)),
             }),
         }
     }
@@ -182,6 +198,8 @@ impl Guard<'_> {
 
 impl Hooks for Guard<'_> {
     fn before(&mut self, step: Step, _temp: Option<&OsStr>) -> io::Result<()> {
+        #[cfg(test)]
+        tests::stall_point(step, _temp);
         self.check(step).map_err(|e| {
             self.reason = Some(e);
             io::Error::other("refused by the write_file guard")
@@ -218,7 +236,84 @@ impl TypedTool for WriteTool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Mutex, mpsc};
+    use std::time::Duration;
+
     use super::*;
+
+    /// A write stalled before its temporary's fsync: the one whose temporary's name holds
+    /// `name` waits there until released (or a minute passed).
+    struct Gate {
+        name: &'static str,
+        reached: mpsc::Sender<()>,
+        release: mpsc::Receiver<()>,
+    }
+
+    static GATE: Mutex<Option<Gate>> = Mutex::new(None);
+
+    pub(super) fn stall_point(step: Step, temp: Option<&OsStr>) {
+        let temp = temp.map(|t| t.to_string_lossy().into_owned());
+        let gate = {
+            let mut gate = GATE.lock().unwrap();
+            match (&*gate, temp) {
+                (Some(g), Some(t)) if step == Step::SyncTemp && t.contains(g.name) => gate.take(),
+                _ => None,
+            }
+        };
+        if let Some(gate) = gate {
+            gate.reached.send(()).unwrap();
+            let _ = gate.release.recv_timeout(Duration::from_secs(60));
+        }
+    }
+
+    /// On a single-threaded runtime, the worst case: a write stalled inside its filesystem
+    /// work (as on a slow disk) must not keep a concurrent read from completing. Were the
+    /// write's work done on the reactor thread, the read could only run after the stall ended
+    /// (a minute later), when the write has finished: the check below would fail.
+    #[test]
+    fn a_stalled_write_does_not_delay_a_concurrent_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("r.txt"), "read me").unwrap();
+        let root = crate::capture_root(tmp.path()).unwrap();
+        let writer = WriteTool::new(root.clone());
+        let reader = crate::ReadTool::new(root);
+        let (reached_tx, reached) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel();
+        *GATE.lock().unwrap() = Some(Gate {
+            name: "stalled.txt",
+            reached: reached_tx,
+            release: release_rx,
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let cancel = CancellationToken::new();
+            let valid = WriteTool::check_input(input("stalled.txt", "new".into())).unwrap();
+            let write = tokio::spawn(async move {
+                let cancel = CancellationToken::new();
+                writer.write(&valid, &cancel).await
+            });
+            tokio::task::spawn_blocking(move || reached.recv().unwrap())
+                .await
+                .unwrap();
+            let path = pathgrammar::normalize("r.txt").unwrap();
+            let read = reader.run(path, &cancel).await.unwrap();
+            assert_eq!(read.content, "read me");
+            assert!(
+                !write.is_finished(),
+                "the read had to wait for the stalled write to finish"
+            );
+            release.send(()).unwrap();
+            let written = write.await.unwrap().unwrap();
+            assert_eq!(written.bytes, 3);
+        });
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("stalled.txt")).unwrap(),
+            "new"
+        );
+    }
 
     fn input(path: &str, content: String) -> WriteInput {
         WriteInput {
