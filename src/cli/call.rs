@@ -12,14 +12,12 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use serde_json::value::RawValue;
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
-use tools::{ToolCall, ToolRegistry, execute_tool_call};
+use tools::{ToolRegistry, execute_tool_call};
 
 use super::common::{ToolArgs, unusable};
+use super::callline::{Decoded, LINE_TOO_LONG, answer, decode, invalid};
 use super::lines::{Frame, Framer, MAX_LINE_BYTES};
 
 /// Arguments of `confine call`.
@@ -27,51 +25,6 @@ use super::lines::{Frame, Framer, MAX_LINE_BYTES};
 pub struct Args {
     #[command(flatten)]
     pub tools: ToolArgs,
-}
-
-#[derive(Deserialize)]
-struct Line {
-    // Raw, so the id is echoed exactly as given (an integer beyond 64 bits included).
-    id: Box<RawValue>,
-    name: String,
-    arguments: Box<RawValue>,
-}
-
-/// One output line: `{"id", "isError", "content"}` in that order.
-#[derive(Serialize)]
-struct Answer<'a> {
-    id: &'a RawValue,
-    #[serde(rename = "isError")]
-    is_error: bool,
-    content: Value,
-}
-
-/// The message of the answer to a line that is not a call.
-const INVALID_TOOL_CALL: &str = "INVALID_TOOL_CALL";
-/// The message of the answer to a line over [`MAX_LINE_BYTES`].
-const LINE_TOO_LONG: &str = "LINE_TOO_LONG";
-
-/// The answer to a line that is not a call: `id` null, code `INVALID_TOOL_CALL`.
-fn invalid(message: &str) -> Value {
-    serde_json::json!({
-        "id": null,
-        "isError": true,
-        "content": {"error": {"code": "INVALID_TOOL_CALL", "message": message}},
-    })
-}
-
-/// The call one input line holds, or the `INVALID_TOOL_CALL` line to answer.
-fn parse_line(line: &str) -> Result<(Box<RawValue>, ToolCall), Value> {
-    let parsed: Line = serde_json::from_str(line).map_err(|_| invalid(INVALID_TOOL_CALL))?;
-    if !line.trim_start().starts_with('{') || !parsed.arguments.get().starts_with('{') {
-        return Err(invalid(INVALID_TOOL_CALL));
-    }
-    let call = ToolCall {
-        id: parsed.id.get().to_owned(),
-        name: parsed.name,
-        arguments: parsed.arguments,
-    };
-    Ok((parsed.id, call))
 }
 
 /// Run the subcommand.
@@ -129,30 +82,21 @@ async fn serve(registry: ToolRegistry) -> ExitCode {
             None => return ExitCode::SUCCESS,
             Some(Frame::Line(bytes)) => bytes,
             Some(Frame::Oversized { .. }) => {
-                if answer(&invalid(LINE_TOO_LONG).to_string()).is_err() {
+                if write_line(&invalid(LINE_TOO_LONG)).is_err() {
                     return ExitCode::SUCCESS;
                 }
                 continue;
             }
         };
-        // A line that is not UTF-8 is not a call: it is answered, and the stream goes on.
-        let line = std::str::from_utf8(&bytes).unwrap_or("\u{0}");
-        if line.trim().is_empty() {
-            continue;
-        }
-        let out = match parse_line(line.trim_end_matches(['\n', '\r'])) {
-            Err(invalid) => invalid.to_string(),
-            Ok((id, call)) => match execute_tool_call(&registry, &call, &cancel).await {
-                Ok(result) => serde_json::to_string(&Answer {
-                    id: &id,
-                    is_error: result.is_error,
-                    content: result.record(),
-                })
-                .expect("an answer serializes"),
+        let out = match decode(&bytes) {
+            Decoded::Blank => continue,
+            Decoded::Invalid(invalid) => invalid,
+            Decoded::Call(id, call) => match execute_tool_call(&registry, &call, &cancel).await {
+                Ok(result) => answer(&id, &result),
                 Err(_cancelled) => return ExitCode::from(130),
             },
         };
-        if answer(&out).is_err() {
+        if write_line(&out).is_err() {
             // The reader went away: nothing more can be answered.
             return ExitCode::SUCCESS;
         }
@@ -160,7 +104,7 @@ async fn serve(registry: ToolRegistry) -> ExitCode {
 }
 
 /// Write one answer line and flush it.
-fn answer(line: &str) -> std::io::Result<()> {
+fn write_line(line: &str) -> std::io::Result<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{line}").and_then(|()| stdout.flush())
 }

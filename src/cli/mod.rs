@@ -1,6 +1,7 @@
 //! One module per subcommand, plus the options they share.
 
 pub mod call;
+pub mod callline;
 pub mod common;
 pub mod doctor;
 pub mod guard;
