@@ -164,8 +164,14 @@ fn agent_config_readme_shows_every_snippet_verbatim() {
             "README names {name}"
         );
     }
-    for flag in ["--read-only", "--sandbox"] {
+    for flag in ["--read-only", "--tools", "--sandbox"] {
         assert!(section.contains(flag), "README explains {flag}");
+    }
+    for tool in confine::tools::WORKSPACE_TOOLS {
+        assert!(
+            section.contains(&format!("`{tool}`")),
+            "README lists the tool {tool}"
+        );
     }
 }
 

@@ -49,6 +49,41 @@ fn call_answers_in_order_with_ids_and_records() {
 }
 
 #[test]
+fn call_serves_the_workspace_set_and_narrows_it_with_read_only_and_tools() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("a.txt"), "alpha").unwrap();
+    let write =
+        json!({"id": 1, "name": "write_file", "arguments": {"path": "b.txt", "content": "x"}})
+            .to_string();
+    let read = json!({"id": 2, "name": "read_file", "arguments": {"path": "a.txt"}}).to_string();
+    let input = format!("{write}\n{read}\n");
+
+    let out = call_lines(tmp.path(), &[], &input);
+    assert_eq!(out[0]["isError"], false, "{out:?}");
+    assert_eq!(out[1]["content"]["content"], "alpha");
+
+    std::fs::remove_file(tmp.path().join("b.txt")).unwrap();
+    let out = call_lines(tmp.path(), &["--read-only"], &input);
+    assert_eq!(out[0]["content"]["error"]["code"], "TOOL_NOT_FOUND");
+    assert_eq!(out[1]["content"]["content"], "alpha");
+    assert!(!tmp.path().join("b.txt").exists());
+
+    let out = call_lines(tmp.path(), &["--tools", "write_file"], &input);
+    assert_eq!(out[0]["isError"], false);
+    assert_eq!(out[1]["content"]["error"]["code"], "TOOL_NOT_FOUND");
+
+    let status = confine()
+        .args(["call", "--tools", "read_file,nope", "--root"])
+        .arg(tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(2));
+}
+
+#[test]
 fn call_flushes_each_line_before_reading_the_next() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("a.txt"), "alpha").unwrap();

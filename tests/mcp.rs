@@ -150,12 +150,26 @@ async fn mcp_initialize_reports_confine_and_instructions() {
 }
 
 #[tokio::test]
-async fn mcp_list_gives_three_tools_with_closed_schemas() {
+async fn mcp_list_gives_the_workspace_tool_set_with_closed_schemas_and_annotations() {
     let root = temp_root();
     let client = connect(root.path(), &[]).await;
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["read_file", "write_file", "node_process"]);
+    assert_eq!(names, confine::tools::WORKSPACE_TOOLS);
+    assert_eq!(names[..3], ["read_file", "write_file", "node_process"]);
+    for tool in &tools {
+        let hints = tool.annotations.as_ref().expect("annotations");
+        let read_only = confine::tools::READ_ONLY_TOOLS.contains(&tool.name.as_ref());
+        assert_eq!(hints.read_only_hint, Some(read_only), "{}", tool.name);
+        assert!(hints.title.is_some(), "{}", tool.name);
+        if !read_only {
+            assert!(hints.destructive_hint.is_some(), "{}", tool.name);
+            assert!(hints.idempotent_hint.is_some(), "{}", tool.name);
+        }
+    }
+    let node = &tools[2].annotations.as_ref().unwrap();
+    assert_eq!(node.destructive_hint, Some(true));
+    assert_eq!(node.idempotent_hint, Some(false));
     for tool in &tools {
         let schema = &tool.input_schema;
         assert_eq!(schema.get("type"), Some(&json!("object")), "{}", tool.name);
@@ -184,13 +198,17 @@ async fn mcp_list_gives_three_tools_with_closed_schemas() {
 }
 
 #[tokio::test]
-async fn mcp_read_only_lists_and_serves_read_file_alone() {
+async fn mcp_read_only_lists_and_serves_the_read_only_tools_alone() {
     let root = temp_root();
     std::fs::write(root.path().join("a.txt"), "alpha").unwrap();
     let client = connect(root.path(), &["--read-only"]).await;
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["read_file"]);
+    assert_eq!(names, confine::tools::READ_ONLY_TOOLS);
+    assert!(names.contains(&"read_file"));
+    for absent in ["write_file", "node_process"] {
+        assert!(!names.contains(&absent), "{absent} is not read-only");
+    }
     let read = call(&client, "read_file", json!({"path": "a.txt"}))
         .await
         .expect("read");
@@ -207,6 +225,45 @@ async fn mcp_read_only_lists_and_serves_read_file_alone() {
     }
     assert!(!root.path().join("b.txt").exists());
     client.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn mcp_tools_flag_serves_the_chosen_subset_in_set_order() {
+    let root = temp_root();
+    std::fs::write(root.path().join("a.txt"), "alpha").unwrap();
+    let client = connect(root.path(), &["--tools", "write_file,read_file"]).await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["read_file", "write_file"]);
+    match call(&client, "node_process", json!({"source": ""})).await {
+        Err(ServiceError::McpError(e)) => assert_eq!(e.code, ErrorCode::INVALID_PARAMS),
+        other => panic!("node_process is not served: {other:?}"),
+    }
+    client.cancel().await.expect("close");
+}
+
+#[test]
+fn mcp_tools_flag_refuses_an_unknown_name_and_a_writer_with_read_only() {
+    let root = temp_root();
+    for extra in [
+        &["--tools", "read_file,rm_rf"][..],
+        &["--tools", ""],
+        &["--read-only", "--tools", "read_file,write_file"],
+    ] {
+        #[allow(clippy::disallowed_methods)] // reason: the test drives the built binary itself
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_confine"))
+            .arg("mcp")
+            .arg("--root")
+            .arg(root.path())
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run confine mcp");
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(out.stdout.is_empty(), "{extra:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "one line of reason: {stderr}");
+    }
 }
 
 #[tokio::test]

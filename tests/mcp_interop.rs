@@ -25,6 +25,14 @@ fn mcp_interop_with_the_typescript_sdk_client() {
     let output = std::process::Command::new("node")
         .arg("client.mjs")
         .arg(env!("CARGO_BIN_EXE_confine"))
+        .env(
+            "CONFINE_EXPECT_TOOLS",
+            confine::tools::WORKSPACE_TOOLS.join(","),
+        )
+        .env(
+            "CONFINE_EXPECT_READ_ONLY",
+            confine::tools::READ_ONLY_TOOLS.join(","),
+        )
         .current_dir(&dir)
         .output()
         .expect("run node tests/interop/client.mjs (is Node.js installed?)");

@@ -8,6 +8,9 @@
 //! message `LINE_TOO_LONG`, without being read into memory: its bytes are dropped up to the
 //! next newline, and the stream goes on. Blank lines are skipped. SIGINT or
 //! SIGTERM cancels the running call (its processes die before we exit, status 130).
+//!
+//! The whole workspace tool set is served by default; `--read-only` and `--tools a,b` narrow
+//! it as for `confine mcp`.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -16,8 +19,8 @@ use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 use tools::{ToolRegistry, execute_tool_call};
 
-use super::common::{ToolArgs, unusable};
 use super::callline::{Decoded, LINE_TOO_LONG, answer, decode, invalid};
+use super::common::ToolArgs;
 use super::lines::{Frame, Framer, MAX_LINE_BYTES};
 
 /// Arguments of `confine call`.
@@ -29,9 +32,9 @@ pub struct Args {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
-    let registry = match tools::create_coding_tools(&args.tools.root, args.tools.node_options()) {
+    let registry = match args.tools.registry() {
         Ok(r) => r,
-        Err(e) => return unusable(&e),
+        Err(code) => return code,
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tools::{BuildError, NodeProcessOptions};
+use tools::{BuildError, NodeProcessOptions, SelectError, ToolRegistry};
 
 /// Where the tools work and how node_process is bounded.
 #[derive(Debug, Clone, clap::Args)]
@@ -28,6 +28,14 @@ pub struct ToolArgs {
     /// signal and abstract-socket scopes).
     #[arg(long, value_name = "N", requires = "sandbox", value_parser = clap::value_parser!(u32).range(4..))]
     pub sandbox_min_abi: Option<u32>,
+    /// Offer only the tools that change nothing: read_file, read_lines, list_directory,
+    /// find_files, grep and file_info.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Offer only these tools (comma-separated names, for example `read_file,grep`); with
+    /// --read-only each must be read-only.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub tools: Option<Vec<String>>,
 }
 
 impl ToolArgs {
@@ -44,6 +52,42 @@ impl ToolArgs {
             sandbox
         });
         options
+    }
+}
+
+impl ToolArgs {
+    /// The registry these flags ask for: the whole workspace tool set by default. A bad
+    /// `--tools` list is a usage error and an unusable root the factory's token (both exit 2).
+    pub fn registry(&self) -> Result<ToolRegistry, ExitCode> {
+        let names: Vec<String> = match (&self.tools, self.read_only) {
+            (None, false) => tools::WORKSPACE_TOOLS.iter().map(|&n| n.into()).collect(),
+            (None, true) => tools::READ_ONLY_TOOLS.iter().map(|&n| n.into()).collect(),
+            (Some(names), read_only) => {
+                if names.iter().all(|n| n.trim().is_empty()) {
+                    return Err(usage("--tools needs at least one tool name"));
+                }
+                let mut chosen = Vec::new();
+                for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+                    if !tools::WORKSPACE_TOOLS.contains(&name) {
+                        return Err(usage(&format!(
+                            "unknown tool {name:?} in --tools (known: {})",
+                            tools::WORKSPACE_TOOLS.join(", ")
+                        )));
+                    }
+                    if read_only && !tools::READ_ONLY_TOOLS.contains(&name) {
+                        return Err(usage(&format!(
+                            "{name} changes the workspace and --read-only was given"
+                        )));
+                    }
+                    chosen.push(name.to_owned());
+                }
+                chosen
+            }
+        };
+        tools::create_selected_tools(&self.root, self.node_options(), &names).map_err(|e| match e {
+            SelectError::Build(e) => unusable(&e),
+            other => usage(&other.to_string()),
+        })
     }
 }
 

@@ -1,9 +1,11 @@
 //! `confine mcp`: the tools served to any agent over the Model Context Protocol on stdio
 //! (SPEC section 9), with rmcp, the official Rust MCP SDK.
 //!
-//! - `tools/list` gives every tool of the registry (`read_file`, `write_file`, `node_process`;
-//!   `--read-only` gives `read_file` alone) with its model-facing description and the JSON
-//!   Schema derived from the type that validates its arguments.
+//! - `tools/list` gives every tool of the registry (the whole workspace tool set by default;
+//!   `--read-only` the tools that change nothing; `--tools a,b` a chosen subset) with its
+//!   model-facing description, the JSON Schema derived from the type that validates its
+//!   arguments, and its annotations (read-only, destructive, idempotent, open-world hints,
+//!   from [`tools::Tool::hints`]).
 //! - `tools/call` runs [`tools::execute_tool_call`] and answers with one text content item
 //!   holding the JSON record, `structuredContent` holding the same object, and `isError`.
 //!   Argument and execution errors are tool results (`isError: true`), never protocol errors;
@@ -37,7 +39,7 @@ use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-use super::common::{ToolArgs, unusable, usage};
+use super::common::{ToolArgs, usage};
 use super::lines::MAX_LINE_BYTES;
 pub use server::ConfineServer;
 
@@ -46,24 +48,16 @@ pub use server::ConfineServer;
 pub struct Args {
     #[command(flatten)]
     pub tools: ToolArgs,
-    /// Offer read_file alone.
-    #[arg(long)]
-    pub read_only: bool,
 }
 
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
     init_logging();
-    let registry = if args.read_only {
-        tools::create_read_only_tools(&args.tools.root)
-    } else {
-        tools::create_coding_tools(&args.tools.root, args.tools.node_options())
-    };
-    let registry = match registry {
+    let registry = match args.tools.registry() {
         Ok(r) => r,
-        Err(e) => return unusable(&e),
+        Err(code) => return code,
     };
-    let server = ConfineServer::new(registry, args.read_only, args.tools.timeout_ms);
+    let server = ConfineServer::new(registry, args.tools.read_only, args.tools.timeout_ms);
     // A multi-thread runtime so that concurrent calls run concurrently; a few workers are
     // plenty for a stdio server and keep its resident memory small.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));

@@ -121,7 +121,14 @@ async function main() {
   await step('list', async () => {
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name);
-    check('list: three tools', same(names, ['read_file', 'write_file', 'node_process']), names);
+    // The Rust side passes the set it builds (tools::WORKSPACE_TOOLS and READ_ONLY_TOOLS).
+    const expected = (process.env.CONFINE_EXPECT_TOOLS ?? 'read_file,write_file,node_process').split(',');
+    check('list: the workspace tool set', same(names, expected), names);
+    const readOnly = (process.env.CONFINE_EXPECT_READ_ONLY ?? 'read_file').split(',');
+    const hinted = tools.every(
+      (t) => t.annotations && t.annotations.readOnlyHint === readOnly.includes(t.name) && t.annotations.title,
+    );
+    check('list: annotations say which tools only read', hinted, tools.map((t) => [t.name, t.annotations]));
     const closed = tools.every(
       (t) => t.inputSchema.type === 'object' && t.inputSchema.additionalProperties === false && t.description,
     );
@@ -223,7 +230,8 @@ async function main() {
     const ro = await connect(roRoot, ['--read-only']);
     closers.push(ro);
     const { tools } = await ro.client.listTools();
-    check('read-only: read_file alone', same(tools.map((t) => t.name), ['read_file']), tools);
+    const readOnly = (process.env.CONFINE_EXPECT_READ_ONLY ?? 'read_file').split(',');
+    check('read-only: the read-only tools alone', same(tools.map((t) => t.name), readOnly), tools);
     const read = await ro.client.callTool({ name: 'read_file', arguments: { path: 'a.txt' } });
     check('read-only: read_file works', read.isError === false && read.structuredContent?.content === 'alpha\n', read);
     const { ok, detail } = await expectProtocolError(ro.client, 'write_file', { path: 'b.txt', content: 'x' });

@@ -320,7 +320,7 @@ fn run_calls(file: CallsFile, report: &mut FileReport) {
     }
     let mut options = NodeProcessOptions::default();
     options.timeout = file.options.timeout_ms.map(Duration::from_millis);
-    let registry = match tools::create_coding_tools(&places.root, options) {
+    let registry = match tools::create_workspace_tools(&places.root, options) {
         Ok(r) => r,
         Err(e) => return report.check(false, || format!("cannot build the tools: {}", e.code())),
     };

@@ -304,7 +304,8 @@ fn filesystem_of(path: &Path) -> String {
         .filter_map(|l| {
             let mut f = l.split_whitespace();
             let (_dev, mount, fstype) = (f.next()?, f.next()?, f.next()?);
-            path.starts_with(mount).then(|| (mount.len(), fstype.to_owned()))
+            path.starts_with(mount)
+                .then(|| (mount.len(), fstype.to_owned()))
         })
         .max()
         .map_or_else(|| "unknown".into(), |(_, t)| t)
@@ -516,7 +517,9 @@ async fn pump(
     let mut answered = 0;
     while answered < calls {
         let answer = session.recv().await?;
-        let id = answer["id"].as_u64().ok_or(format!("answer id: {answer}"))?;
+        let id = answer["id"]
+            .as_u64()
+            .ok_or(format!("answer id: {answer}"))?;
         let started = sent_at
             .remove(&id)
             .ok_or(format!("an answer to no request: {answer}"))?;
@@ -770,10 +773,17 @@ mod tests {
 
     #[test]
     fn options_parse() {
-        let args: Vec<String> = ["--matrix", "1x1,4x16", "--workloads", "read", "--calls", "10"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let args: Vec<String> = [
+            "--matrix",
+            "1x1,4x16",
+            "--workloads",
+            "read",
+            "--calls",
+            "10",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let o = parse(&args).unwrap();
         assert_eq!(o.matrix, [(1, 1), (4, 16)]);
         assert_eq!(o.workloads, [Workload::Read]);

@@ -24,7 +24,9 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("load") => load::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <conformance|layers|bench [criterion args…]|load [options]>");
+            eprintln!(
+                "usage: cargo xtask <conformance|layers|bench [criterion args…]|load [options]>"
+            );
             ExitCode::from(2)
         }
     }

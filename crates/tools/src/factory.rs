@@ -70,8 +70,87 @@ pub fn create_coding_tools(
     Ok(ToolRegistry::new(tools).expect("the three tool names are distinct"))
 }
 
-/// `read_file` alone, as a registry (`--read-only`).
+/// The names of the workspace tool set, in the order they are served: the three coding tools,
+/// then the file tools.
+pub const WORKSPACE_TOOLS: &[&str] = &["read_file", "write_file", "node_process"];
+
+/// The tools of [`WORKSPACE_TOOLS`] that change nothing, in the same order.
+pub const READ_ONLY_TOOLS: &[&str] = &["read_file"];
+
+/// A name that `--tools` or [`create_selected_tools`] was given and no tool has.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SelectError {
+    /// No workspace tool has this name.
+    #[error("unknown tool {0:?}")]
+    Unknown(String),
+    /// The tools could not be built.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}
+
+/// One tool of the workspace set over an already captured root; `None` for an unknown name.
+/// `node_process` alone needs `options` (and a Node.js executable).
+fn build_tool(
+    name: &str,
+    root: &Arc<WorkspaceRoot>,
+    options: &NodeProcessOptions,
+) -> Option<Result<Arc<dyn Tool>, BuildError>> {
+    let tool: Arc<dyn Tool> = match name {
+        "read_file" => Arc::new(ReadTool::new(root.clone())),
+        "write_file" => Arc::new(WriteTool::new(root.clone())),
+        "node_process" => {
+            return Some(
+                NodeProcessTool::new(root.clone(), options.clone())
+                    .map(|t| Arc::new(t) as Arc<dyn Tool>),
+            );
+        }
+        _ => return None,
+    };
+    Some(Ok(tool))
+}
+
+/// The tools named in `names` (in the order of [`WORKSPACE_TOOLS`], a name given twice served
+/// once) over one captured root. An unknown name fails before the root is captured.
+pub fn create_selected_tools<S: AsRef<str>>(
+    root: impl AsRef<Path>,
+    options: NodeProcessOptions,
+    names: &[S],
+) -> Result<ToolRegistry, SelectError> {
+    if let Some(unknown) = names
+        .iter()
+        .find(|n| !WORKSPACE_TOOLS.contains(&n.as_ref()))
+    {
+        return Err(SelectError::Unknown(unknown.as_ref().to_owned()));
+    }
+    let root = capture_root(root)?;
+    let mut tools = Vec::new();
+    for name in WORKSPACE_TOOLS {
+        if names.iter().any(|n| n.as_ref() == *name) {
+            let tool = build_tool(name, &root, &options).expect("every listed name builds")?;
+            tools.push(tool);
+        }
+    }
+    Ok(ToolRegistry::new(tools).expect("the listed names are distinct"))
+}
+
+/// The whole workspace tool set ([`WORKSPACE_TOOLS`]) over one captured root.
+pub fn create_workspace_tools(
+    root: impl AsRef<Path>,
+    options: NodeProcessOptions,
+) -> Result<ToolRegistry, BuildError> {
+    create_selected_tools(root, options, WORKSPACE_TOOLS).map_err(|e| match e {
+        SelectError::Build(e) => e,
+        SelectError::Unknown(_) => unreachable!("every workspace tool name is known"),
+    })
+}
+
+/// The read-only tools ([`READ_ONLY_TOOLS`]) over one captured root, as a registry
+/// (`--read-only`). No Node.js is needed.
 pub fn create_read_only_tools(root: impl AsRef<Path>) -> Result<ToolRegistry, BuildError> {
-    let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(create_read_tool(root)?)];
-    Ok(ToolRegistry::new(tools).expect("one tool"))
+    create_selected_tools(root, NodeProcessOptions::default(), READ_ONLY_TOOLS).map_err(|e| match e
+    {
+        SelectError::Build(e) => e,
+        SelectError::Unknown(_) => unreachable!("every read-only tool name is known"),
+    })
 }

@@ -48,13 +48,14 @@ pub mod write_file;
 
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{
-    BuildError, capture_root, create_coding_tools, create_node_process_tool,
-    create_read_only_tools, create_read_tool, create_write_tool,
+    BuildError, READ_ONLY_TOOLS, SelectError, WORKSPACE_TOOLS, capture_root, create_coding_tools,
+    create_node_process_tool, create_read_only_tools, create_read_tool, create_selected_tools,
+    create_workspace_tools, create_write_tool,
 };
 pub use node_process::{NodeProcessOptions, NodeProcessTool};
 pub use read_file::{MAX_READ_BYTES, ReadTool};
 pub use tool::{
-    BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolRegistry, ToolResult,
-    TypedTool, execute_tool_call, parse_arguments, schema_of,
+    BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,
+    ToolResult, TypedTool, execute_tool_call, parse_arguments, schema_of,
 };
 pub use write_file::WriteTool;

@@ -54,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::tool::TypedTool;
+use crate::tool::{ToolHints, TypedTool};
 pub use winquote::{quote_windows_arg, windows_command_line, windows_command_line_units};
 
 /// The most UTF-8 bytes of source.
@@ -309,6 +309,10 @@ impl TypedTool for NodeProcessTool {
         when it ends. Returns {exitCode, signal, stdout, stderr, stdoutTruncated, \
         stderrTruncated, timedOut}; each stream keeps at most 32,768 bytes. A nonzero exit is \
         a result, not an error; running out of time is the error NODE_PROCESS_TIMEOUT.";
+    const HINTS: ToolHints = ToolHints {
+        title: Some("Run JavaScript in the workspace"),
+        ..ToolHints::UNKNOWN
+    };
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidNodeProcessInput;
     const FAILED: ErrorKind = ErrorKind::NodeProcessFailed;
 

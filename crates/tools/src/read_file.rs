@@ -14,7 +14,7 @@ use crate::beneath::{identity_now, open_read_beneath};
 use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::open_error;
-use crate::tool::TypedTool;
+use crate::tool::{ToolHints, TypedTool};
 
 /// The most bytes `read_file` returns; one more is read to detect an oversized file.
 pub const MAX_READ_BYTES: usize = 65_536;
@@ -156,6 +156,7 @@ impl TypedTool for ReadTool {
         symlinks that leave the workspace are refused. Returns {path, content, bytes}. Files \
         over 65,536 bytes, non-UTF-8 files and non-regular files are refused with an error \
         record.";
+    const HINTS: ToolHints = ToolHints::read_only("Read a workspace file");
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidReadInput;
     const FAILED: ErrorKind = ErrorKind::ReadFailed;
 

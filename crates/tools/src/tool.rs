@@ -26,6 +26,11 @@ pub trait Tool: Send + Sync {
     fn description(&self) -> &'static str;
     /// The JSON Schema of the parameters, derived from the same type that validates them.
     fn parameters(&self) -> Value;
+    /// What the tool does to the workspace, as hints for an agent host (MCP tool annotations).
+    /// The default claims nothing: it may write, destroy and repeat differently.
+    fn hints(&self) -> ToolHints {
+        ToolHints::UNKNOWN
+    }
     /// Validate raw JSON arguments: pure, before any effect.
     fn validate(&self, arguments: &RawValue) -> Result<(), ToolError>;
     /// Validate and execute; the success record is a JSON object.
@@ -34,6 +39,59 @@ pub trait Tool: Send + Sync {
         arguments: &'a RawValue,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Value, CallError>>;
+}
+
+/// What a tool does to the workspace: the hints an agent host shows or uses to ask for
+/// confirmation (the MCP tool annotations `readOnlyHint`, `destructiveHint`, `idempotentHint`,
+/// `openWorldHint`). Hints only: the confinement never relies on them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolHints {
+    /// A short human-readable title.
+    pub title: Option<&'static str>,
+    /// The tool changes nothing.
+    pub read_only: bool,
+    /// The tool may destroy or overwrite what exists (meaningful when not read-only).
+    pub destructive: bool,
+    /// Calling it twice with the same arguments has no further effect (meaningful when not
+    /// read-only).
+    pub idempotent: bool,
+    /// The tool reaches beyond the workspace (a process it runs may).
+    pub open_world: bool,
+}
+
+impl ToolHints {
+    /// Nothing known: the protocol's own defaults (may write, destroy, differ on repeat, reach
+    /// out).
+    pub const UNKNOWN: Self = Self {
+        title: None,
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: true,
+    };
+
+    /// A tool that only reads the workspace.
+    pub const fn read_only(title: &'static str) -> Self {
+        Self {
+            title: Some(title),
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        }
+    }
+
+    /// A tool that changes the workspace and nothing beyond it.
+    pub const fn writes(title: &'static str, destructive: bool, idempotent: bool) -> Self {
+        Self {
+            title: Some(title),
+            read_only: false,
+            destructive,
+            idempotent,
+            open_world: false,
+        }
+    }
 }
 
 /// The typed way to write a tool: serde types validate the shape, `check` adds the rules serde
@@ -49,6 +107,8 @@ pub trait TypedTool: Send + Sync + 'static {
     const NAME: &'static str;
     /// The description for a model.
     const DESCRIPTION: &'static str;
+    /// What the tool does to the workspace (default: [`ToolHints::UNKNOWN`]).
+    const HINTS: ToolHints = ToolHints::UNKNOWN;
     /// The token for arguments of the wrong shape.
     const INVALID_INPUT: ErrorKind;
     /// The tool's catch-all execution token (`READ_FAILED`, `WRITE_FAILED`, …).
@@ -99,6 +159,10 @@ impl<T: TypedTool> Tool for T {
 
     fn parameters(&self) -> Value {
         schema_of::<T::Input>()
+    }
+
+    fn hints(&self) -> ToolHints {
+        T::HINTS
     }
 
     fn validate(&self, arguments: &RawValue) -> Result<(), ToolError> {
@@ -189,6 +253,9 @@ pub struct ToolDefinition {
     pub description: &'static str,
     /// The JSON Schema of the parameters.
     pub parameters: Value,
+    /// What the tool does to the workspace (not part of a provider's tool definition).
+    #[serde(skip)]
+    pub hints: ToolHints,
 }
 
 /// The tools a model may call, by unique name, in registration order.
@@ -237,6 +304,7 @@ impl ToolRegistry {
                 name: t.name(),
                 description: t.description(),
                 parameters: t.parameters(),
+                hints: t.hints(),
             })
             .collect()
     }

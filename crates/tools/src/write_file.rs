@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::tool::TypedTool;
+use crate::tool::{ToolHints, TypedTool};
 
 mod lock;
 mod parent;
@@ -218,6 +218,7 @@ impl TypedTool for WriteTool {
         the workspace are refused. `content` is the complete new text (at most 65,536 UTF-8 \
         bytes) and replaces the file atomically. Returns {path, bytes}. A target that is a \
         symlink, a directory or another non-regular file is refused with an error record.";
+    const HINTS: ToolHints = ToolHints::writes("Write a workspace file", true, true);
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidWriteInput;
     const FAILED: ErrorKind = ErrorKind::WriteFailed;
 

@@ -97,29 +97,25 @@ fn to_mcp_tool(def: tools::ToolDefinition) -> Tool {
         _ => serde_json::Map::new(),
     };
     let mut tool = Tool::new(def.name, def.description, Arc::new(schema));
-    tool.annotations = annotations(def.name);
+    tool.annotations = Some(annotations(def.hints));
     tool
 }
 
-/// Hints for the agent host about what each known tool does (hints only: MCP clients must not
+/// The tool's hints as MCP annotations, for the agent host (hints only: MCP clients must not
 /// trust them for security, and this server does not rely on them).
-fn annotations(name: &str) -> Option<ToolAnnotations> {
-    let a = match name {
-        "read_file" => ToolAnnotations::with_title("Read a workspace file")
-            .read_only(true)
-            .open_world(false),
-        "write_file" => ToolAnnotations::with_title("Write a workspace file")
-            .read_only(false)
-            .destructive(true)
-            .idempotent(true)
-            .open_world(false),
-        "node_process" => ToolAnnotations::with_title("Run JavaScript in the workspace")
-            .read_only(false)
-            .destructive(true)
-            .idempotent(false),
-        _ => return None,
-    };
-    Some(a)
+fn annotations(hints: tools::ToolHints) -> ToolAnnotations {
+    let mut a = match hints.title {
+        Some(title) => ToolAnnotations::with_title(title),
+        None => ToolAnnotations::new(),
+    }
+    .read_only(hints.read_only)
+    .open_world(hints.open_world);
+    if !hints.read_only {
+        a = a
+            .destructive(hints.destructive)
+            .idempotent(hints.idempotent);
+    }
+    a
 }
 
 /// The instructions sent to the client at initialization, for the model.
@@ -148,7 +144,7 @@ fn instructions(registry: &ToolRegistry, read_only: bool, timeout_ms: Option<u64
         ));
     }
     if read_only {
-        text.push_str(" This server is read-only: only read_file is offered.");
+        text.push_str(" This server is read-only: only tools that change nothing are offered.");
     }
     text
 }
@@ -259,11 +255,15 @@ mod tests {
     }
 
     #[test]
-    fn read_only_instructions_name_only_read_file() {
+    fn read_only_instructions_name_only_read_only_tools() {
         let tmp = tempfile::tempdir().unwrap();
         let registry = tools::create_read_only_tools(tmp.path()).unwrap();
         let server = ConfineServer::new(registry, true, None);
-        assert_eq!(server.tool_names(), ["read_file"]);
+        assert_eq!(server.tool_names(), tools::READ_ONLY_TOOLS);
+        for tool in server.listed.iter() {
+            let a = tool.annotations.as_ref().expect("annotations");
+            assert_eq!(a.read_only_hint, Some(true), "{}", tool.name);
+        }
         assert!(server.instructions.contains("read-only"));
         assert!(!server.instructions.contains("node_process runs"));
         assert_eq!(server.get_info().server_info.name, "confine");
