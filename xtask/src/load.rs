@@ -85,6 +85,12 @@ struct Server {
 
 impl Server {
     fn command(&self, root: &Path) -> Command {
+        // A server under measurement, killed and reaped at the end of its session; not a
+        // tool's child process.
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the load generator spawns the servers it measures"
+        )]
         let mut cmd = Command::new(&self.program);
         for arg in &self.args {
             if arg == "{root}" {
@@ -372,6 +378,10 @@ fn on_path(name: &str) -> Option<PathBuf> {
 
 fn build_confine() -> Result<PathBuf, String> {
     let root = crate::workspace_root();
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a build step of the xtask, not a tool's child"
+    )]
     let status = std::process::Command::new(env!("CARGO"))
         .args(["build", "--release", "--bin", "confine"])
         .current_dir(&root)
@@ -481,6 +491,7 @@ struct RunResult {
 }
 
 /// Keep `in_flight` calls outstanding until `calls` are answered.
+#[expect(clippy::too_many_arguments, reason = "one run's plain parameters")]
 async fn pump(
     session: &mut Session,
     server: &Server,
