@@ -157,6 +157,7 @@ impl WriteTool {
             K::TempNotRegular => ErrorKind::WriteTempNotRegular,
             K::TempIdentityChanged => ErrorKind::WriteTempIdentityChanged,
             K::TempCleanupFailed => ErrorKind::WriteTempCleanupFailed,
+            K::TargetReplaced => ErrorKind::WriteTargetReplaced,
             _ => ErrorKind::WriteFailed,
         }
     }
@@ -198,12 +199,13 @@ impl Guard<'_> {
 
 impl Hooks for Guard<'_> {
     fn before(&mut self, step: Step, _temp: Option<&OsStr>) -> io::Result<()> {
-        #[cfg(test)]
-        tests::stall_point(step, _temp);
         self.check(step).map_err(|e| {
             self.reason = Some(e);
             io::Error::other("refused by the write_file guard")
-        })
+        })?;
+        #[cfg(test)]
+        tests::after_check(step, _temp);
+        Ok(())
     }
 }
 
@@ -242,28 +244,35 @@ mod tests {
 
     use super::*;
 
-    /// A write stalled before its temporary's fsync: the one whose temporary's name holds
-    /// `name` waits there until released (or a minute passed).
+    /// A test's action between the guard's check at a step and the step itself, for the
+    /// write whose temporary's name holds `name` (run once).
     struct Gate {
         name: &'static str,
-        reached: mpsc::Sender<()>,
-        release: mpsc::Receiver<()>,
+        step: Step,
+        action: Box<dyn FnOnce() + Send>,
     }
 
-    static GATE: Mutex<Option<Gate>> = Mutex::new(None);
+    static GATES: Mutex<Vec<Gate>> = Mutex::new(Vec::new());
 
-    pub(super) fn stall_point(step: Step, temp: Option<&OsStr>) {
+    fn gate(name: &'static str, step: Step, action: impl FnOnce() + Send + 'static) {
+        GATES.lock().unwrap().push(Gate {
+            name,
+            step,
+            action: Box::new(action),
+        });
+    }
+
+    pub(super) fn after_check(step: Step, temp: Option<&OsStr>) {
         let temp = temp.map(|t| t.to_string_lossy().into_owned());
         let gate = {
-            let mut gate = GATE.lock().unwrap();
-            match (&*gate, temp) {
-                (Some(g), Some(t)) if step == Step::SyncTemp && t.contains(g.name) => gate.take(),
-                _ => None,
-            }
+            let mut gates = GATES.lock().unwrap();
+            let at = gates.iter().position(|g| {
+                g.step == step && temp.as_deref().is_some_and(|t| t.contains(g.name))
+            });
+            at.map(|i| gates.remove(i))
         };
         if let Some(gate) = gate {
-            gate.reached.send(()).unwrap();
-            let _ = gate.release.recv_timeout(Duration::from_secs(60));
+            (gate.action)();
         }
     }
 
@@ -279,11 +288,10 @@ mod tests {
         let writer = WriteTool::new(root.clone());
         let reader = crate::ReadTool::new(root);
         let (reached_tx, reached) = mpsc::channel();
-        let (release, release_rx) = mpsc::channel();
-        *GATE.lock().unwrap() = Some(Gate {
-            name: "stalled.txt",
-            reached: reached_tx,
-            release: release_rx,
+        let (release, release_rx) = mpsc::channel::<()>();
+        gate("stalled.txt", Step::SyncTemp, move || {
+            reached_tx.send(()).unwrap();
+            let _ = release_rx.recv_timeout(Duration::from_secs(60));
         });
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -314,6 +322,44 @@ mod tests {
             std::fs::read_to_string(tmp.path().join("stalled.txt")).unwrap(),
             "new"
         );
+    }
+
+    /// The parent directory is moved out of the workspace after the last check and before
+    /// the rename, so the commit lands outside, over a file there. The write must fail
+    /// (`PATH_OUTSIDE_WORKSPACE`) and leave that file as it was: the commit exchanged it
+    /// aside, and the refusal exchanges it back. (A plain rename, then removing our file,
+    /// would lose it: that is what this closes.)
+    #[test]
+    fn a_parent_moved_out_before_the_rename_loses_nothing_there() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("sub/moved.txt"), "precious").unwrap();
+        let root = crate::capture_root(&ws).unwrap();
+        let writer = WriteTool::new(root);
+        let (from, to) = (ws.join("sub"), tmp.path().join("away"));
+        let to2 = to.clone();
+        gate("moved.txt", Step::Rename, move || {
+            std::fs::rename(&from, &to2).unwrap();
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let valid = WriteTool::check_input(input("sub/moved.txt", "overwritten".into())).unwrap();
+        let got = rt.block_on(writer.write(&valid, &CancellationToken::new()));
+        match got {
+            Err(CallError::Failed(e)) => {
+                assert_eq!(e.kind(), Some(ErrorKind::PathOutsideWorkspace))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            std::fs::read_to_string(to.join("moved.txt")).unwrap(),
+            "precious"
+        );
+        let left: Vec<_> = std::fs::read_dir(&to).unwrap().flatten().collect();
+        assert_eq!(left.len(), 1, "no temporary left: {left:?}");
     }
 
     fn input(path: &str, content: String) -> WriteInput {
