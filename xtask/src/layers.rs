@@ -1,6 +1,6 @@
-//! `cargo xtask layers`: dependencies point down (STYLE.md section 2).
+//! `cargo xtask layers`: dependencies point down.
 //!
-//! L0 `pathgrammar`; L1 `rootid`, `atomicwrite`, `nodeexec`; L2 `jail`, `tools`. A crate may
+//! L0 `pathgrammar` and `beneath` (the descriptor layer); L1 `rootid`, `atomicwrite`, `nodeexec`; L2 `jail`, `tools`. A crate may
 //! depend (normally, for building, or for its tests) only on crates of a strictly lower layer,
 //! and every crate under `crates/` must have a layer.
 
@@ -10,11 +10,14 @@ use std::process::ExitCode;
 /// The layer of each library crate.
 pub const LAYERS: &[(&str, u8)] = &[
     ("pathgrammar", 0),
+    ("beneath", 0),
     ("rootid", 1),
     ("atomicwrite", 1),
     ("nodeexec", 1),
     ("jail", 2),
     ("tools", 2),
+    // Repository tooling (`publish = false`): the case runner of the binary and the xtask.
+    ("grading", 3),
 ];
 
 fn layer_of(name: &str) -> Option<u8> {

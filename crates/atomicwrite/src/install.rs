@@ -1,11 +1,12 @@
 //! The installation itself (SPEC section 5, steps 1 to 7).
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::Path;
 
+use beneath::{FileId, FsErrorKind, Temporary, remove_if_same};
 use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -19,24 +20,6 @@ pub const DEFAULT_MODE: u32 = 0o644;
 
 /// How many fresh names are tried when a temporary's name is already taken.
 const CREATE_ATTEMPTS: usize = 16;
-
-/// A file's identity: `(st_dev, st_ino)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FileId {
-    /// Device number.
-    pub dev: u64,
-    /// Inode number.
-    pub ino: u64,
-}
-
-impl FileId {
-    fn of(st: &rustix::fs::Stat) -> Self {
-        Self {
-            dev: st.st_dev,
-            ino: st.st_ino,
-        }
-    }
-}
 
 /// What an installation put in place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +63,7 @@ pub fn install_with(
     // 1. The temporary, created exclusively, 0600, never through a symlink.
     hook(hooks, Step::CreateTemp, None)?;
     let (temp, mut file) = Temp::create(dir, name)?;
-    let temp_name = Some(temp.name.as_os_str());
+    let temp_name = Some(temp.name());
 
     // 2. Every byte, then fsync.
     if let Err(e) = hook(hooks, Step::WriteTemp, temp_name) {
@@ -100,16 +83,16 @@ pub fn install_with(
     if let Err(e) = hook(hooks, Step::CheckTemp, temp_name) {
         return Err(temp.abort(e));
     }
-    match rustix::fs::statat(dir, &temp.name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) if FileId::of(&st) == temp.id => {}
-        Ok(_) | Err(Errno::NOENT) => {
+    match temp.0.still_ours() {
+        Ok(true) => {}
+        Ok(false) => {
             return Err(temp.abort(Error::new(
                 ErrorKind::TempIdentityChanged,
                 Step::CheckTemp,
                 None,
             )));
         }
-        Err(e) => return Err(temp.abort(failed(Step::CheckTemp, e.into()))),
+        Err(e) => return Err(temp.abort(failed(Step::CheckTemp, e))),
     }
     // The mode is taken from this fresher look at the target.
     let mode = match target_mode(dir, name, Step::CheckTemp) {
@@ -129,13 +112,13 @@ pub fn install_with(
     if let Err(e) = hook(hooks, Step::Rename, temp_name) {
         return Err(temp.abort(e));
     }
-    let tmp = temp.name.clone();
+    let tmp = temp.name().to_owned();
     let displaced = match commit(dir, &tmp, name) {
         Ok(displaced) => displaced,
         Err(e) => {
-            let kind = match e {
+            let kind = match FsErrorKind::of_errno(e) {
                 // The target became a directory (or something a file cannot replace).
-                Errno::ISDIR | Errno::NOTEMPTY | Errno::EXIST => ErrorKind::TargetNotRegular,
+                FsErrorKind::NotRegular | FsErrorKind::Exists => ErrorKind::TargetNotRegular,
                 _ => ErrorKind::Failed,
             };
             return Err(temp.abort(Error::new(kind, Step::Rename, Some(e.into()))));
@@ -153,7 +136,7 @@ pub fn install_with(
     }
     // The displaced old target goes, as a plain rename would have dropped it.
     if let Some(old) = displaced {
-        let _ = remove_if(dir, &tmp, old);
+        let _ = remove_if_same(dir, &tmp, old);
     }
 
     // 7. What the name holds now must be our file. Anything else is another writer's (it
@@ -230,12 +213,12 @@ fn undo(dir: &Dir, tmp: &OsStr, name: &OsStr, ours: FileId, displaced: Option<Fi
         && is(tmp, old)
         && rustix::fs::renameat_with(dir, tmp, dir, name, rustix::fs::RenameFlags::EXCHANGE).is_ok()
     {
-        let _ = remove_if(dir, tmp, ours);
+        let _ = remove_if_same(dir, tmp, ours);
         return;
     }
     // Could not put it back (the names changed meanwhile): a displaced entry stays at the
     // temporary's name rather than being lost.
-    let _ = remove_if(dir, name, ours);
+    let _ = remove_if_same(dir, name, ours);
 }
 
 /// `fsync` the directory `dir` names. A cap-std `Dir` may be an `O_PATH` handle, which cannot
@@ -275,105 +258,40 @@ fn target_mode(dir: &Dir, name: &OsStr, step: Step) -> Result<u32, Error> {
     }
 }
 
-/// Unlink `name` if it still is `id`. Never removes a directory (no `AT_REMOVEDIR`), so an
-/// attacker's tree is never removed, recursively or at all. Between the check and the unlink
-/// a racing process could swap the entry once more; what would then be unlinked is one
-/// non-directory entry, never followed.
-fn remove_if(dir: &Dir, name: &OsStr, id: FileId) -> io::Result<bool> {
-    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) if FileId::of(&st) == id => {
-            if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
-                return Ok(false);
-            }
-            match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
-                Ok(()) | Err(Errno::NOENT) => Ok(true),
-                Err(e) => Err(e.into()),
-            }
-        }
-        Ok(_) | Err(Errno::NOENT) => Ok(false),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// This operation's temporary: removed (by identity) on every path that does not commit it,
 /// including a panic in a hook.
-struct Temp<'d> {
-    dir: &'d Dir,
-    name: OsString,
-    id: FileId,
-    armed: bool,
-}
+struct Temp<'d>(Temporary<'d>);
 
 impl<'d> Temp<'d> {
     fn create(dir: &'d Dir, target: &OsStr) -> Result<(Self, File), Error> {
-        let flags = OFlags::WRONLY
-            | OFlags::CREATE
-            | OFlags::EXCL
-            | OFlags::NOFOLLOW
-            | OFlags::CLOEXEC
-            | OFlags::NOCTTY;
-        let mut last = None;
-        for _ in 0..CREATE_ATTEMPTS {
-            let name = temp_name(target);
-            match rustix::fs::openat(dir, &name, flags, Mode::from_raw_mode(0o600)) {
-                Ok(fd) => {
-                    let file = File::from(fd);
-                    let st = rustix::fs::fstat(file.as_fd());
-                    let mut temp = Temp {
-                        dir,
-                        name,
-                        id: FileId { dev: 0, ino: 0 },
-                        armed: false,
-                    };
-                    let st = match st {
-                        Ok(st) => st,
-                        Err(e) => {
-                            // No identity to check against: the name is left alone.
-                            return Err(failed(Step::CreateTemp, e.into()));
-                        }
-                    };
-                    temp.id = FileId::of(&st);
-                    temp.armed = true;
-                    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-                        return Err(temp.abort(Error::new(
-                            ErrorKind::TempNotRegular,
-                            Step::CreateTemp,
-                            None,
-                        )));
-                    }
-                    return Ok((temp, file));
-                }
-                Err(Errno::EXIST) => last = Some(Errno::EXIST),
-                Err(e) => return Err(failed(Step::CreateTemp, e.into())),
-            }
+        let (temp, file) = Temporary::create(dir.as_fd(), || temp_name(target), CREATE_ATTEMPTS)
+            .map_err(|e| failed(Step::CreateTemp, e))?;
+        let temp = Temp(temp);
+        if !temp.0.is_regular() {
+            return Err(temp.abort(Error::new(
+                ErrorKind::TempNotRegular,
+                Step::CreateTemp,
+                None,
+            )));
         }
-        Err(failed(
-            Step::CreateTemp,
-            last.unwrap_or(Errno::EXIST).into(),
-        ))
+        Ok((temp, file))
+    }
+
+    fn name(&self) -> &OsStr {
+        self.0.name()
     }
 
     /// The rename happened: the name is gone, nothing to remove any more.
-    fn committed(mut self) -> FileId {
-        self.armed = false;
-        self.id
+    fn committed(self) -> FileId {
+        self.0.keep()
     }
 
     /// Give up: remove our temporary (by identity) and return `error`, or
     /// `WRITE_TEMP_CLEANUP_FAILED` if our temporary could not be removed.
-    fn abort(mut self, error: Error) -> Error {
-        self.armed = false;
-        match remove_if(self.dir, &self.name, self.id) {
+    fn abort(self, error: Error) -> Error {
+        match self.0.remove() {
             Ok(_) => error,
             Err(e) => Error::new(ErrorKind::TempCleanupFailed, error.step(), Some(e)),
-        }
-    }
-}
-
-impl Drop for Temp<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = remove_if(self.dir, &self.name, self.id);
         }
     }
 }

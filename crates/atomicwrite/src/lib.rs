@@ -94,7 +94,8 @@ mod hooks;
 mod install;
 mod temp_name;
 
+pub use beneath::FileId;
 pub use error::{Error, ErrorKind};
 pub use hooks::{Hooks, NoHooks, Step};
-pub use install::{DEFAULT_MODE, FileId, Installed, install, install_with, sync_dir};
+pub use install::{DEFAULT_MODE, Installed, install, install_with, sync_dir};
 pub use temp_name::{MAX_NAME_BYTES, TEMP_MARKER};

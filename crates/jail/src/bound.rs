@@ -3,30 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
+use beneath::FileId;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use rustix::fs::{FileType, Stat};
+use rustix::fs::FileType;
 
 use crate::error::{Error, ErrorKind};
 use crate::walk::{lexical_absolute, walk};
-
-/// A file's identity: `(st_dev, st_ino)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Id {
-    dev: u64,
-    ino: u64,
-}
-
-impl Id {
-    // `st_dev`/`st_ino` are `u64` on Linux but narrower on some other Unix targets.
-    #[allow(clippy::useless_conversion)]
-    pub fn of(st: &Stat) -> Self {
-        Self {
-            dev: u64::from(st.st_dev),
-            ino: u64::from(st.st_ino),
-        }
-    }
-}
 
 /// An allow bound: the resolved path, and the deepest existing directory at or above it
 /// (usually the bound itself), held open.
@@ -40,14 +23,14 @@ pub(crate) struct AllowBound {
     /// The open anchor directory; every descriptor-based open is made beneath it.
     pub anchor: Dir,
     /// The anchor's identity, where the upward identity walk stops.
-    pub anchor_id: Id,
+    pub anchor_id: FileId,
 }
 
 /// A deny bound: the resolved path, and the identity of what stood there at construction.
 #[derive(Debug)]
 pub(crate) struct DenyBound {
     pub path: PathBuf,
-    pub id: Option<Id>,
+    pub id: Option<FileId>,
 }
 
 fn resolve_bound(cwd: &Path, bound: &Path) -> Result<crate::walk::Walked, Error> {
@@ -75,7 +58,7 @@ impl AllowBound {
         let anchor = Dir::open_ambient_dir(&anchor_path, ambient_authority())
             .map_err(|e| Error::with_source(ErrorKind::InvalidBound, e))?;
         let anchor_id = rustix::fs::fstat(&anchor)
-            .map(|st| Id::of(&st))
+            .map(|st| FileId::of(&st))
             .map_err(|e| Error::with_source(ErrorKind::InvalidBound, e))?;
         Ok(Self {
             path: w.path,
@@ -90,7 +73,7 @@ impl DenyBound {
     pub fn new(cwd: &Path, bound: &Path) -> Result<Self, Error> {
         let w = resolve_bound(cwd, bound)?;
         let id = if w.exists() {
-            rustix::fs::lstat(&w.path).ok().map(|st| Id::of(&st))
+            rustix::fs::lstat(&w.path).ok().map(|st| FileId::of(&st))
         } else {
             None
         };

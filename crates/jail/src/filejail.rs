@@ -2,9 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
+use beneath::FileId;
 use rustix::fs::FileType;
 
-use crate::bound::{AllowBound, DenyBound, Id};
+use crate::bound::{AllowBound, DenyBound};
 use crate::error::{Error, ErrorKind};
 use crate::walk::{Walked, check_path_text, lexical_absolute, walk, within};
 
@@ -29,7 +30,7 @@ pub struct FileJail {
     pub(crate) read: Vec<AllowBound>,
     pub(crate) write: Vec<AllowBound>,
     pub(crate) deny: Vec<DenyBound>,
-    pub(crate) deny_ids: Vec<Id>,
+    pub(crate) deny_ids: Vec<FileId>,
 }
 
 /// Which allow list a decision uses.

@@ -112,7 +112,6 @@
 mod bound;
 mod error;
 mod filejail;
-pub mod grading;
 mod guard;
 mod open;
 mod walk;

@@ -16,24 +16,20 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
+use std::io;
+use std::ops::ControlFlow;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
-use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use beneath::{Climb, FileId, FsErrorKind, Symlinks, climb_to, open_beneath, remove_if_same};
+use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::bound::{AllowBound, Id};
+use crate::bound::AllowBound;
 use crate::error::{Error, ErrorKind};
 use crate::filejail::FileJail;
 use crate::walk::{leaf, within};
-
-/// The most directory levels the upward identity walk climbs before it gives up.
-const MAX_CLIMB: usize = 4096;
-
-/// Set once `openat2` has been found missing (ENOSYS), so later calls go straight to the walk.
-static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
 impl FileJail {
     /// Open `requested` for reading, with the decision of [`FileJail::resolve_for_read`] made
@@ -45,23 +41,26 @@ impl FileJail {
     pub fn open_for_read(&self, requested: impl AsRef<Path>) -> Result<File, Error> {
         let (w, bound) = self.decide_read(requested.as_ref())?;
         let (parent_rel, name) = split(&w.path, bound)?;
-        let parent = open_dir_beneath(bound.anchor.as_fd(), parent_rel).map_err(|e| match e {
-            Errno::NOENT => Error::new(ErrorKind::NotFound),
-            e => open_error(e),
-        })?;
+        let parent =
+            open_dir_beneath(bound.anchor.as_fd(), parent_rel).map_err(
+                |e| match FsErrorKind::of(&e) {
+                    FsErrorKind::NotFound => Error::new(ErrorKind::NotFound),
+                    _ => open_error(e),
+                },
+            )?;
         let parent_fd = parent.as_ref().map_or(bound.anchor.as_fd(), |p| p.as_fd());
         let flags =
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
         let fd =
             rustix::fs::openat(parent_fd, name, flags, Mode::empty()).map_err(|e| match e {
                 Errno::NOENT => Error::new(ErrorKind::NotFound),
-                e => open_error(e),
+                e => open_error(e.into()),
             })?;
         let st = rustix::fs::fstat(&fd).map_err(io)?;
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
             return Err(Error::new(ErrorKind::NotRegular));
         }
-        self.check_opened(parent_fd, &fd, Id::of(&st), bound)?;
+        self.check_opened(parent_fd, &fd, FileId::of(&st), bound)?;
         rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(io)?;
         Ok(File::from(fd))
     }
@@ -80,10 +79,13 @@ impl FileJail {
     pub fn open_for_write(&self, requested: impl AsRef<Path>) -> Result<File, Error> {
         let (w, bound) = self.decide_write(requested.as_ref())?;
         let (parent_rel, name) = split(&w.path, bound)?;
-        let parent = open_dir_beneath(bound.anchor.as_fd(), parent_rel).map_err(|e| match e {
-            Errno::NOENT => Error::new(ErrorKind::ParentNotFound),
-            e => open_error(e),
-        })?;
+        let parent =
+            open_dir_beneath(bound.anchor.as_fd(), parent_rel).map_err(
+                |e| match FsErrorKind::of(&e) {
+                    FsErrorKind::NotFound => Error::new(ErrorKind::ParentNotFound),
+                    _ => open_error(e),
+                },
+            )?;
         let parent_fd = parent.as_ref().map_or(bound.anchor.as_fd(), |p| p.as_fd());
         // Before anything is created: the parent must not be (or lie in) a deny bound.
         self.check_chain(parent_fd, bound.anchor_id)?;
@@ -99,7 +101,7 @@ impl FileJail {
                     break;
                 }
                 Err(Errno::EXIST) => {}
-                Err(e) => return Err(open_error(e)),
+                Err(e) => return Err(open_error(e.into())),
             }
             match rustix::fs::openat(parent_fd, name, base | OFlags::NONBLOCK, Mode::empty()) {
                 Ok(fd) => {
@@ -108,12 +110,12 @@ impl FileJail {
                 }
                 // Removed between the two opens: try creating again.
                 Err(Errno::NOENT) => {}
-                Err(e) => return Err(open_error(e)),
+                Err(e) => return Err(open_error(e.into())),
             }
         }
         let (fd, created) = opened.ok_or_else(|| Error::new(ErrorKind::Changed))?;
         let st = rustix::fs::fstat(&fd).map_err(io)?;
-        let id = Id::of(&st);
+        let id = FileId::of(&st);
         let checked = if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
             Err(Error::new(ErrorKind::NotRegular))
         } else {
@@ -121,7 +123,7 @@ impl FileJail {
         };
         if let Err(e) = checked {
             if created {
-                remove_if_same(parent_fd, name, id);
+                let _ = remove_if_same(parent_fd, name, id);
             }
             return Err(e);
         }
@@ -138,7 +140,7 @@ impl FileJail {
         &self,
         parent: BorrowedFd<'_>,
         fd: &OwnedFd,
-        id: Id,
+        id: FileId,
         bound: &AllowBound,
     ) -> Result<(), Error> {
         if self.deny_ids.contains(&id) {
@@ -151,27 +153,19 @@ impl FileJail {
     /// Climb from `start` through `..` until the directory whose identity is `stop`; refuse if
     /// any directory on the way (`start` and `stop` included) is a deny bound, and report a
     /// change if `/` is reached without meeting `stop` (the object was moved out).
-    pub(crate) fn check_chain(&self, start: BorrowedFd<'_>, stop: Id) -> Result<(), Error> {
-        let mut held: Option<OwnedFd> = None;
-        let mut id = Id::of(&rustix::fs::fstat(start).map_err(io)?);
-        for _ in 0..MAX_CLIMB {
+    pub(crate) fn check_chain(&self, start: BorrowedFd<'_>, stop: FileId) -> Result<(), Error> {
+        let deny = |id| {
             if self.deny_ids.contains(&id) {
-                return Err(Error::new(ErrorKind::Denied));
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
             }
-            if id == stop {
-                return Ok(());
-            }
-            let cur = held.as_ref().map_or(start, |f| f.as_fd());
-            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-            let up = rustix::fs::openat(cur, "..", flags, Mode::empty()).map_err(io)?;
-            let up_id = Id::of(&rustix::fs::fstat(&up).map_err(io)?);
-            if up_id == id {
-                return Err(Error::new(ErrorKind::Changed));
-            }
-            id = up_id;
-            held = Some(up);
+        };
+        match climb_to(start, stop, deny).map_err(|e| Error::with_source(ErrorKind::Io, e))? {
+            Climb::Reached => Ok(()),
+            Climb::Stopped(_) => Err(Error::new(ErrorKind::Denied)),
+            Climb::NotBeneath => Err(Error::new(ErrorKind::Changed)),
         }
-        Err(Error::new(ErrorKind::Changed))
     }
 
     /// Where the descriptor stands now, read back from procfs, must lie `within` and in no deny
@@ -207,96 +201,26 @@ fn split<'a>(path: &'a Path, bound: &AllowBound) -> Result<(&'a Path, &'a OsStr)
 
 /// Open the directory `rel` (plain names only) beneath `anchor`, following no symlink and
 /// leaving the anchor never. `None` stands for the anchor itself.
-pub(crate) fn open_dir_beneath(
-    anchor: BorrowedFd<'_>,
-    rel: &Path,
-) -> Result<Option<OwnedFd>, Errno> {
+fn open_dir_beneath(anchor: BorrowedFd<'_>, rel: &Path) -> io::Result<Option<OwnedFd>> {
     if rel.as_os_str().is_empty() {
         return Ok(None);
     }
-    if !NO_OPENAT2.load(Ordering::Relaxed) {
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let resolve =
-            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-        for _ in 0..16 {
-            match rustix::fs::openat2(anchor, rel, flags, Mode::empty(), resolve) {
-                Ok(fd) => return Ok(Some(fd)),
-                // A rename raced the lookup; the kernel asks for a retry.
-                Err(Errno::AGAIN) => continue,
-                Err(Errno::NOSYS) => {
-                    NO_OPENAT2.store(true, Ordering::Relaxed);
-                    break;
-                }
-                // Filtered by a seccomp policy: use the walk, but try again next time.
-                Err(Errno::PERM) => break,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    open_dir_walk(anchor, rel)
-}
-
-/// The fallback of [`open_dir_beneath`]: one `openat(O_PATH | O_DIRECTORY | O_NOFOLLOW)` per
-/// component. Each step opens a plain name in the directory held, so the walk cannot leave the
-/// anchor; a symlink on the way fails with `ENOTDIR` (or `ELOOP`).
-pub(crate) fn open_dir_walk(anchor: BorrowedFd<'_>, rel: &Path) -> Result<Option<OwnedFd>, Errno> {
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut held: Option<OwnedFd> = None;
-    for c in rel.components() {
-        let Component::Normal(name) = c else {
-            return Err(Errno::XDEV);
-        };
-        let cur = held.as_ref().map_or(anchor, |f| f.as_fd());
-        held = Some(rustix::fs::openat(cur, name, flags, Mode::empty())?);
-    }
-    Ok(held)
-}
-
-/// Remove `name` in `dir` only while it still names the file `id` (the one this call created).
-fn remove_if_same(dir: BorrowedFd<'_>, name: &OsStr, id: Id) {
-    if let Ok(st) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-        && Id::of(&st) == id
-    {
-        let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
-    }
+    let flags = OFlags::PATH | OFlags::DIRECTORY;
+    open_beneath(anchor, rel, flags, Symlinks::Refuse).map(Some)
 }
 
 /// Map an open failure: a symlink met, an escape attempt or a component that is no longer a
 /// directory all mean the tree changed since the decision.
-fn open_error(e: Errno) -> Error {
-    match e {
-        Errno::LOOP | Errno::XDEV | Errno::NOTDIR => Error::with_source(ErrorKind::Changed, e),
-        Errno::ISDIR | Errno::NXIO => Error::with_source(ErrorKind::NotRegular, e),
-        e => Error::with_source(ErrorKind::Io, e),
+fn open_error(e: io::Error) -> Error {
+    match FsErrorKind::of(&e) {
+        FsErrorKind::Symlink | FsErrorKind::Escape | FsErrorKind::NotDirectory => {
+            Error::with_source(ErrorKind::Changed, e)
+        }
+        FsErrorKind::NotRegular => Error::with_source(ErrorKind::NotRegular, e),
+        _ => Error::with_source(ErrorKind::Io, e),
     }
 }
 
 fn io(e: Errno) -> Error {
     Error::with_source(ErrorKind::Io, e)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use cap_std::ambient_authority;
-    use cap_std::fs::Dir;
-
-    #[test]
-    fn open_dir_walk_refuses_symlinks_and_parent_steps() {
-        let t = tempfile::tempdir().unwrap();
-        let root = t.path();
-        std::fs::create_dir_all(root.join("a/b")).unwrap();
-        std::os::unix::fs::symlink("a", root.join("link")).unwrap();
-        let dir = Dir::open_ambient_dir(root, ambient_authority()).unwrap();
-        for resolver in [open_dir_walk, open_dir_beneath] {
-            assert!(resolver(dir.as_fd(), Path::new("a/b")).unwrap().is_some());
-            assert!(resolver(dir.as_fd(), Path::new("")).unwrap().is_none());
-            let e = resolver(dir.as_fd(), Path::new("link/b")).unwrap_err();
-            assert!(matches!(e, Errno::NOTDIR | Errno::LOOP), "{e:?}");
-            let e = resolver(dir.as_fd(), Path::new("a/../..")).unwrap_err();
-            assert_eq!(e, Errno::XDEV);
-            let e = resolver(dir.as_fd(), Path::new("missing")).unwrap_err();
-            assert_eq!(e, Errno::NOENT);
-        }
-    }
 }

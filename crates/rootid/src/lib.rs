@@ -36,38 +36,14 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, MetadataExt};
+use cap_std::fs::Dir;
 
 mod error;
 pub use error::{RootError, RootErrorKind};
 
-/// A file's identity: `(st_dev, st_ino)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FileIdentity {
-    /// Device number.
-    pub dev: u64,
-    /// Inode number.
-    pub ino: u64,
-}
-
-impl FileIdentity {
-    /// The identity of std metadata.
-    pub fn of_std(m: &std::fs::Metadata) -> Self {
-        use std::os::unix::fs::MetadataExt as _;
-        Self {
-            dev: m.dev(),
-            ino: m.ino(),
-        }
-    }
-
-    /// The identity of cap-std metadata.
-    pub fn of_cap(m: &cap_std::fs::Metadata) -> Self {
-        Self {
-            dev: m.dev(),
-            ino: m.ino(),
-        }
-    }
-}
+/// A file's identity: `(st_dev, st_ino)` (the descriptor layer's type, under the name this
+/// crate has always given it).
+pub use beneath::FileId as FileIdentity;
 
 /// A captured workspace root: the original entry, its canonical path, its identity and an open
 /// directory handle.
@@ -97,8 +73,8 @@ impl WorkspaceRoot {
         }
         let dir = Dir::open_ambient_dir(&canonical, ambient_authority()).map_err(classify)?;
         let identity = FileIdentity::of_std(&meta);
-        let held = dir.dir_metadata().map_err(classify)?;
-        if FileIdentity::of_cap(&held) != identity {
+        let held = FileIdentity::of_fd(&dir).map_err(classify)?;
+        if held != identity {
             // Swapped between the stat and the open: refuse rather than adopt either.
             return Err(RootError::new(RootErrorKind::Changed, None));
         }

@@ -41,10 +41,12 @@
 mod winquote;
 
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use beneath::{FsErrorKind, Temporary};
 use cap_std::fs::{Dir, File, OpenOptions, OpenOptionsExt};
 use nodeexec::ErrorKind as ExecErrorKind;
 use rootid::{FileIdentity, WorkspaceRoot};
@@ -89,8 +91,10 @@ pub struct NodeProcessOptions {
     /// Variables to set in the child, beside PATH, LANG, LC_* and TZ taken from the host.
     /// `NODE_OPTIONS` is dropped.
     pub env: Vec<(String, String)>,
-    /// The opt-in kernel sandbox (Linux Landlock and resource limits, see
-    /// [`nodeexec::Sandbox`]), with the workspace root as the one writable tree; `None` runs
+    /// The opt-in kernel sandbox (Linux Landlock, seccomp and resource limits, see
+    /// [`nodeexec::Sandbox`]), with the workspace root as the writable tree; the tool adds
+    /// the Node.js installation to what it may read. More places to read or write are added
+    /// on the policy itself (`Sandbox::allow_read`, `Sandbox::allow_write`). `None` runs
     /// Node.js unconfined. Where the kernel cannot enforce it a call fails with
     /// `NODE_SANDBOX_UNAVAILABLE` and nothing runs.
     pub sandbox: Option<nodeexec::Sandbox>,
@@ -163,12 +167,17 @@ impl NodeProcessTool {
             .into_iter()
             .filter(|(k, _)| !REFUSED_ENV.contains(&k.as_str()))
             .collect();
+        // Node.js must read its own installation, wherever it lives.
+        let sandbox = options.sandbox.map(|mut sandbox| {
+            sandbox.allow_installation(&node);
+            sandbox
+        });
         Ok(Self {
             root,
             node,
             timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
             env,
-            sandbox: options.sandbox,
+            sandbox,
         })
     }
 
@@ -218,7 +227,7 @@ impl NodeProcessTool {
     /// pre-exec steps here.
     fn command(
         &self,
-        script: &Script,
+        script: &Script<'_>,
         readable: &File,
         arguments: &[String],
     ) -> Result<nodeexec::Command, CallError> {
@@ -257,20 +266,14 @@ impl NodeProcessTool {
             return Err(Cancelled.into());
         }
         self.root.verify()?;
-        // Creating, writing and fsyncing the script block: off the async workers (see the
-        // `blocking` module). The script owns a duplicate of the root's handle.
-        let dir = self
-            .root
-            .dir()
-            .try_clone()
-            .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
-        let source = run.source;
-        let (mut script, readable) = off_reactor(move || {
-            let script = Script::create(dir, &source)?;
-            let readable = script.open_checked()?;
-            Ok((script, readable))
+        let (mut script, file) = Script::create(self.root.dir(), &run.source)?;
+        // The script's fsync blocks: off the async workers (see the `blocking` module).
+        off_reactor(move || {
+            file.sync_all()
+                .map_err(|_| failed(ErrorKind::NodeProcessFailed))
         })
         .await?;
+        let readable = script.open_checked()?;
         self.root.verify()?;
         let cmd = self.command(&script, &readable, &run.arguments)?;
         drop(readable);
@@ -374,50 +377,43 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         .find_map(|dir| canonical_executable(&dir.join(name)))
 }
 
-/// The temporary script of one call; removed when dropped, unless already removed.
-struct Script {
-    dir: Dir,
+/// The temporary script of one call; removed (by identity) when dropped, unless already
+/// removed.
+struct Script<'a> {
+    dir: &'a Dir,
     name: String,
-    identity: FileIdentity,
-    removed: bool,
+    temp: Option<Temporary<'a>>,
 }
 
-impl Script {
+/// How many fresh names are tried for the script (a taken name is never written through).
+const SCRIPT_ATTEMPTS: usize = 4;
+
+impl<'a> Script<'a> {
     /// Create `.pify-node-<uuid>.cjs` exclusively, mode 0600, write `source`, fsync.
-    fn create(dir: Dir, source: &str) -> Result<Self, CallError> {
-        let name = format!(".pify-node-{}.cjs", uuid::Uuid::new_v4());
-        let mut options = OpenOptions::new();
-        options
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-        let mut file = dir
-            .open_with(&name, &options)
+    /// The fsync is the caller's (it blocks: the tool runs it off the async workers), on the
+    /// file returned beside the script.
+    fn create(dir: &'a Dir, source: &str) -> Result<(Self, std::fs::File), CallError> {
+        let fresh = || format!(".pify-node-{}.cjs", uuid::Uuid::new_v4()).into();
+        let (temp, mut file) = Temporary::create(dir.as_fd(), fresh, SCRIPT_ATTEMPTS)
             .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
-        let identity = match file.metadata() {
-            Ok(meta) => FileIdentity::of_cap(&meta),
-            Err(_) => {
-                // Nothing is known to be ours by identity: remove by name what we just created.
-                let _ = dir.remove_file(&name);
-                return Err(failed(ErrorKind::NodeProcessFailed));
-            }
-        };
         // From here on the guard removes the script on every path.
         let script = Script {
             dir,
-            name,
-            identity,
-            removed: false,
+            name: temp.name().to_string_lossy().into_owned(),
+            temp: Some(temp),
         };
         file.write_all(source.as_bytes())
-            .and_then(|()| file.sync_all())
             .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
-        Ok(script)
+        Ok((script, file))
     }
 
     /// Reopen the script read-only by name and check it is the file this call wrote.
     fn open_checked(&self) -> Result<File, CallError> {
+        let identity = self
+            .temp
+            .as_ref()
+            .map(Temporary::id)
+            .ok_or_else(|| failed(ErrorKind::NodeScriptIdentityChanged))?;
         let mut options = OpenOptions::new();
         options
             .read(true)
@@ -430,7 +426,7 @@ impl Script {
             return Err(failed(ErrorKind::NodeScriptNotRegular));
         }
         let file = self.dir.open_with(&self.name, &options).map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
+            if FsErrorKind::of(&e) == FsErrorKind::Symlink {
                 failed(ErrorKind::NodeScriptNotRegular)
             } else {
                 failed(ErrorKind::NodeScriptIdentityChanged)
@@ -442,9 +438,8 @@ impl Script {
         if !opened.is_file() {
             return Err(failed(ErrorKind::NodeScriptNotRegular));
         }
-        if FileIdentity::of_cap(&opened) != self.identity
-            || FileIdentity::of_cap(&meta) != self.identity
-        {
+        let named = FileIdentity::at(self.dir, &self.name);
+        if FileIdentity::of_fd(&file).ok() != Some(identity) || named.ok() != Some(identity) {
             return Err(failed(ErrorKind::NodeScriptIdentityChanged));
         }
         Ok(file)
@@ -453,25 +448,10 @@ impl Script {
     /// Remove the script if its name still names this call's file. A name that is gone (the
     /// script removed itself) or names something else (not ours to remove) is fine.
     fn remove(&mut self) -> Result<(), CallError> {
-        if self.removed {
-            return Ok(());
+        match self.temp.take().map(Temporary::remove) {
+            None | Some(Ok(_)) => Ok(()),
+            Some(Err(_)) => Err(failed(ErrorKind::NodeScriptCleanupFailed)),
         }
-        self.removed = true;
-        match self.dir.symlink_metadata(&self.name) {
-            Ok(meta) if FileIdentity::of_cap(&meta) == self.identity => self
-                .dir
-                .remove_file(&self.name)
-                .map_err(|_| failed(ErrorKind::NodeScriptCleanupFailed)),
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(_) => Err(failed(ErrorKind::NodeScriptCleanupFailed)),
-        }
-    }
-}
-
-impl Drop for Script {
-    fn drop(&mut self) {
-        let _ = self.remove();
     }
 }
 
@@ -616,7 +596,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let (dir, path) = script_in(&tmp);
-        let mut script = Script::create(dir, "console.log(1)").unwrap();
+        let (mut script, _) = Script::create(&dir, "console.log(1)").unwrap();
         assert!(script.name.starts_with(".pify-node-") && script.name.ends_with(".cjs"));
         let meta = std::fs::metadata(path.join(&script.name)).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
@@ -633,7 +613,7 @@ mod tests {
     fn script_replaced_by_file_is_identity_changed_and_kept() {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, path) = script_in(&tmp);
-        let script = Script::create(dir, "1").unwrap();
+        let (script, _) = Script::create(&dir, "1").unwrap();
         let name = script.name.clone();
         std::fs::write(path.join("other"), "evil").unwrap();
         std::fs::rename(path.join("other"), path.join(&name)).unwrap();
@@ -648,7 +628,7 @@ mod tests {
     fn script_replaced_by_symlink_or_directory_is_not_regular() {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, path) = script_in(&tmp);
-        let script = Script::create(dir, "1").unwrap();
+        let (script, _) = Script::create(&dir, "1").unwrap();
         std::fs::write(path.join("target"), "x").unwrap();
         std::fs::remove_file(path.join(&script.name)).unwrap();
         std::os::unix::fs::symlink(path.join("target"), path.join(&script.name)).unwrap();

@@ -114,8 +114,7 @@ impl WriteTool {
         })
         .await?;
         let key = TargetKey {
-            dev: parent.id.dev,
-            ino: parent.id.ino,
+            dir: parent.id,
             name: name.clone(),
         };
         let held = lock_target(key, cancel).await?;

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
+use beneath::FileId;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 use tokio_util::sync::CancellationToken;
 
@@ -16,8 +17,8 @@ use crate::error::Cancelled;
 /// A target: its parent directory's identity and its name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct TargetKey {
-    pub(crate) dev: u64,
-    pub(crate) ino: u64,
+    /// The parent directory's identity.
+    pub(crate) dir: FileId,
     pub(crate) name: String,
 }
 
@@ -59,8 +60,7 @@ mod tests {
 
     fn key(name: &str) -> TargetKey {
         TargetKey {
-            dev: 1,
-            ino: 2,
+            dir: FileId { dev: 1, ino: 2 },
             name: name.into(),
         }
     }

@@ -14,21 +14,18 @@
 //! the way is not created through: `WRITE_PARENT_NOT_DIRECTORY`.
 
 use std::io;
-use std::os::fd::AsFd;
 use std::path::{Component, Path, PathBuf};
 
+use beneath::FsErrorKind;
 use cap_std::fs::Dir;
 use pathgrammar::RelPath;
 use rootid::{FileIdentity, WorkspaceRoot};
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::Mode;
 use rustix::io::Errno;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::is_escape;
-
-/// Deepest `..` walk before giving up on finding the root above a directory.
-const MAX_DEPTH: usize = 4096;
 
 /// The opened parent directory of a write target.
 #[derive(Debug)]
@@ -47,11 +44,9 @@ fn failed(kind: ErrorKind) -> CallError {
 
 /// The token for a failure to open a parent prefix beneath the root.
 fn parent_error(e: &io::Error) -> CallError {
-    if is_escape(e) {
-        return failed(ErrorKind::PathOutsideWorkspace);
-    }
-    match e.raw_os_error() {
-        Some(libc::ENOTDIR) | Some(libc::ENOENT) | Some(libc::ELOOP) => {
+    match FsErrorKind::of(e) {
+        FsErrorKind::Escape => failed(ErrorKind::PathOutsideWorkspace),
+        FsErrorKind::NotDirectory | FsErrorKind::NotFound | FsErrorKind::Symlink => {
             failed(ErrorKind::WriteParentNotDirectory)
         }
         _ => failed(ErrorKind::WriteFailed),
@@ -59,9 +54,7 @@ fn parent_error(e: &io::Error) -> CallError {
 }
 
 fn identity(dir: &Dir) -> Result<FileIdentity, CallError> {
-    dir.dir_metadata()
-        .map(|m| FileIdentity::of_cap(&m))
-        .map_err(|_| failed(ErrorKind::WriteFailed))
+    FileIdentity::of_fd(dir).map_err(|_| failed(ErrorKind::WriteFailed))
 }
 
 /// Open (creating what is missing) the parent directory of `path` beneath `root`, and return
@@ -131,34 +124,10 @@ impl Parent {
     }
 }
 
-/// Walk `..` up from `dir` until the root's identity is met (true) or the filesystem's root is
-/// reached (false). Works on descriptors, so it sees where the directory is *now*, whatever
-/// path led to it.
+/// The directory lies now beneath the root (the climb by `..` on descriptors sees where it is
+/// now, whatever path led to it).
 fn is_beneath(dir: &Dir, root: FileIdentity) -> Result<bool, CallError> {
-    let id_of = |st: &rustix::fs::Stat| FileIdentity {
-        dev: st.st_dev,
-        ino: st.st_ino,
-    };
-    let mut current = rustix::fs::fstat(dir.as_fd())
-        .map(|st| id_of(&st))
-        .map_err(|_| failed(ErrorKind::WriteFailed))?;
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let mut up = rustix::fs::openat(dir, "..", flags, Mode::empty())
-        .map_err(|_| failed(ErrorKind::WriteFailed))?;
-    for _ in 0..MAX_DEPTH {
-        if current == root {
-            return Ok(true);
-        }
-        let st = rustix::fs::fstat(&up).map_err(|_| failed(ErrorKind::WriteFailed))?;
-        let parent = id_of(&st);
-        if parent == current {
-            return Ok(false); // `/`: its own parent
-        }
-        current = parent;
-        up = rustix::fs::openat(&up, "..", flags, Mode::empty())
-            .map_err(|_| failed(ErrorKind::WriteFailed))?;
-    }
-    Ok(false)
+    beneath::is_beneath(dir, root).map_err(|_| failed(ErrorKind::WriteFailed))
 }
 
 /// The token for a target that is a symlink: `PATH_OUTSIDE_WORKSPACE` when it leads outside
