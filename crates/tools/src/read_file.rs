@@ -69,9 +69,12 @@ impl ReadTool {
         self.root.verify()?;
         let rel = Path::new(path.as_str());
         let dir = self.root.dir();
-        // Non-blocking: a FIFO opens at once instead of waiting for a writer.
-        let mut file =
-            open_read_beneath(dir, rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
+        // Located with O_PATH and checked to be a regular file before it is opened (a device
+        // or a FIFO is never opened); non-blocking all the same.
+        let mut file = open_read_beneath(dir, rel).map_err(|e| match e.raw_os_error() {
+            Some(libc::ESTALE) => failed(ErrorKind::PathChangedDuringRead),
+            _ => open_error(&e, ErrorKind::ReadFailed),
+        })?;
         let meta = file.metadata().map_err(|_| failed(ErrorKind::ReadFailed))?;
         if !meta.is_file() {
             return Err(failed(ErrorKind::FileNotRegular));
