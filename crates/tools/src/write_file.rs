@@ -1,5 +1,5 @@
 //! `write_file`: replace one file beneath the workspace atomically, through an
-//! identity-checked temporary (SPEC section 5).
+//! identity-checked temporary.
 //!
 //! Validation, pure and before any effect, in this order: the shape (exactly
 //! `{"path": string, "content": string}`, else `INVALID_WRITE_INPUT`), the path grammar
@@ -15,6 +15,17 @@
 //! the parent's identity at its path, and (after the rename) that the parent is still beneath
 //! the root. Cancellation is never honoured after the rename: the call then reports what
 //! happened.
+//!
+//! After the commit:
+//! - if the parent directory was moved out of the workspace between the last check and the
+//!   commit, the call fails with `PATH_OUTSIDE_WORKSPACE` and the commit is undone: the file
+//!   it replaced out there is put back (the commit exchanged it aside, see `atomicwrite`);
+//! - if the target's name then holds another writer's file (an editor saving by
+//!   temp-and-rename renamed over ours in between), the call fails with
+//!   `WRITE_TARGET_REPLACED` and removes nothing: the name keeps that writer's whole file.
+//!
+//! The directory work, the writing, both fsyncs and the rename run on tokio's blocking pool,
+//! never on the async worker threads, so a slow disk stalls only the calls that wait for it.
 
 use std::ffi::OsStr;
 use std::io;
@@ -275,10 +286,11 @@ mod tests {
         }
     }
 
-    /// On a single-threaded runtime, the worst case: a write stalled inside its filesystem
-    /// work (as on a slow disk) must not keep a concurrent read from completing. Were the
-    /// write's work done on the reactor thread, the read could only run after the stall ended
-    /// (a minute later), when the write has finished: the check below would fail.
+    /// On a multi-thread runtime with a single worker, the worst case: a write stalled inside
+    /// its filesystem work (as on a slow disk) must not keep a concurrent read from
+    /// completing. Were the write's work done on the worker thread, the read could only run
+    /// after the stall ended (a minute later), when the write has finished: the check below
+    /// would fail (it does, with the hand-off removed).
     #[test]
     fn a_stalled_write_does_not_delay_a_concurrent_read() {
         let tmp = tempfile::tempdir().unwrap();
@@ -292,7 +304,8 @@ mod tests {
             reached_tx.send(()).unwrap();
             let _ = release_rx.recv_timeout(Duration::from_secs(60));
         });
-        let rt = tokio::runtime::Builder::new_current_thread()
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
@@ -306,8 +319,12 @@ mod tests {
             tokio::task::spawn_blocking(move || reached.recv().unwrap())
                 .await
                 .unwrap();
+            // On the runtime's one worker, as the write is.
             let path = pathgrammar::normalize("r.txt").unwrap();
-            let read = reader.run(path, &cancel).await.unwrap();
+            let read = tokio::spawn(async move { reader.run(path, &cancel).await })
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(read.content, "read me");
             assert!(
                 !write.is_finished(),
