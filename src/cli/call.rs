@@ -32,6 +32,7 @@ pub struct Args {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
+    super::common::init_logging();
     let registry = match args.tools.registry() {
         Ok(r) => r,
         Err(code) => return code,

@@ -122,3 +122,16 @@ pub fn usage(reason: &str) -> ExitCode {
     eprintln!("confine: {reason}");
     ExitCode::from(2)
 }
+
+/// Logs to stderr only, filtered by `CONFINE_LOG` (default `warn`). At `debug`, every failed
+/// tool call is logged with the error behind its token (the OS error and the step), which a
+/// record never carries.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CONFINE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}

@@ -1,4 +1,4 @@
-//! The stable error vocabulary of tool results (SPEC section 7).
+//! The stable error vocabulary of tool results (listed per tool in `docs/TOOLS.md`).
 
 use std::fmt;
 
@@ -115,6 +115,32 @@ kinds! {
     NodeProcessFailed => "NODE_PROCESS_FAILED",
     /// The opt-in kernel sandbox was requested and cannot be fully enforced here.
     NodeSandboxUnavailable => "NODE_SANDBOX_UNAVAILABLE",
+    /// edit_file arguments are not `{path, edits: [{oldText, newText, replaceAll?}], dryRun?}`
+    /// with at least one edit and no empty `oldText`.
+    InvalidEditInput => "INVALID_EDIT_INPUT",
+    /// read_lines arguments are not `{path, offset?, limit?}` with offset from 1 and limit 1 to
+    /// 2,000.
+    InvalidReadLinesInput => "INVALID_READ_LINES_INPUT",
+    /// file_info arguments are not exactly `{path}`.
+    InvalidInfoInput => "INVALID_INFO_INPUT",
+    /// create_directory arguments are not exactly `{path}`.
+    InvalidMkdirInput => "INVALID_MKDIR_INPUT",
+    /// move_file arguments are not exactly `{source, destination}`.
+    InvalidMoveInput => "INVALID_MOVE_INPUT",
+    /// delete_file arguments are not exactly `{path}`.
+    InvalidDeleteInput => "INVALID_DELETE_INPUT",
+    /// An edit's `oldText` does not occur in the text the previous edits left.
+    EditTextNotFound => "EDIT_TEXT_NOT_FOUND",
+    /// An edit's `oldText` occurs more than once and `replaceAll` is not set.
+    EditTextNotUnique => "EDIT_TEXT_NOT_UNIQUE",
+    /// The file changed between the edit's read and its installation; nothing was written.
+    EditConflict => "EDIT_CONFLICT",
+    /// Something already exists at the move's destination.
+    MoveDestinationExists => "MOVE_DESTINATION_EXISTS",
+    /// The directory to delete is not empty (deletion is never recursive).
+    DeleteDirectoryNotEmpty => "DELETE_DIRECTORY_NOT_EMPTY",
+    /// A directory was needed and something else is there.
+    NotADirectory => "NOT_A_DIRECTORY",
 }
 
 impl fmt::Display for ErrorKind {
@@ -123,14 +149,34 @@ impl fmt::Display for ErrorKind {
     }
 }
 
+/// The operating-system (or other) error behind a token, kept for diagnosis.
+type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+
 /// A recoverable tool error: serialized as `{"error": {"code", "message"}}` with `is_error`.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+///
+/// It may keep the error that caused it ([`ToolError::with_source`], reachable through
+/// [`std::error::Error::source`]): that cause may name host paths, so it is never serialized
+/// into the record a model reads; [`execute_tool_call`](crate::execute_tool_call) logs it
+/// with `tracing` at debug level (`CONFINE_LOG=debug` in the binary). Equality ignores it.
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{}: {}", .code.code(), .message)]
 pub struct ToolError {
     code: ErrorCode,
     kind: Option<ErrorKind>,
     message: String,
+    edit: Option<usize>,
+    #[source]
+    cause: Option<Cause>,
 }
+
+impl PartialEq for ToolError {
+    fn eq(&self, other: &Self) -> bool {
+        (self.code, self.kind, &self.message, self.edit)
+            == (other.code, other.kind, &other.message, other.edit)
+    }
+}
+
+impl Eq for ToolError {}
 
 impl ToolError {
     /// A validation refusal (`TOOL_ARGUMENTS_INVALID`).
@@ -139,6 +185,8 @@ impl ToolError {
             code: ErrorCode::ToolArgumentsInvalid,
             kind: Some(kind),
             message: kind.code().to_owned(),
+            edit: None,
+            cause: None,
         }
     }
 
@@ -148,6 +196,8 @@ impl ToolError {
             code: ErrorCode::ToolExecutionFailed,
             kind: Some(kind),
             message: kind.code().to_owned(),
+            edit: None,
+            cause: None,
         }
     }
 
@@ -158,7 +208,31 @@ impl ToolError {
             code: ErrorCode::ToolNotFound,
             kind: None,
             message: format!("Tool {shown:?} is not registered."),
+            edit: None,
+            cause: None,
         }
+    }
+
+    /// The same error naming the edit (its index in `edits`, from 0) that caused it; the
+    /// record then holds `"edit": index` beside `code` and `message`.
+    pub fn with_edit(mut self, index: usize) -> Self {
+        self.edit = Some(index);
+        self
+    }
+
+    /// The same error keeping `cause` (an `io::Error`, say) as its source, for logs. Never
+    /// part of the record.
+    pub fn with_source(
+        mut self,
+        cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        self.cause = Some(Cause::from(cause.into()));
+        self
+    }
+
+    /// The index of the edit that failed, for edit_file's errors.
+    pub fn edit(&self) -> Option<usize> {
+        self.edit
     }
 
     /// The outer code.
@@ -178,7 +252,14 @@ impl ToolError {
 
     /// The error record `{"error": {"code": …, "message": …}}`.
     pub fn to_record(&self) -> serde_json::Value {
-        serde_json::json!({ "error": { "code": self.code.code(), "message": self.message } })
+        match self.edit {
+            None => {
+                serde_json::json!({ "error": { "code": self.code.code(), "message": self.message } })
+            }
+            Some(edit) => serde_json::json!({
+                "error": { "code": self.code.code(), "message": self.message, "edit": edit }
+            }),
+        }
     }
 }
 
@@ -198,10 +279,21 @@ pub enum CallError {
     Failed(#[from] ToolError),
 }
 
+impl CallError {
+    /// A failure keeping `cause` as its source (see [`ToolError::with_source`]); a
+    /// cancellation is returned unchanged.
+    pub fn with_source(self, cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        match self {
+            Self::Failed(e) => Self::Failed(e.with_source(cause)),
+            cancelled => cancelled,
+        }
+    }
+}
+
 impl From<rootid::RootError> for ToolError {
-    fn from(_: rootid::RootError) -> Self {
+    fn from(e: rootid::RootError) -> Self {
         // Any failure to re-verify the root during a call means it changed.
-        ToolError::failed(ErrorKind::WorkspaceRootChanged)
+        ToolError::failed(ErrorKind::WorkspaceRootChanged).with_source(e)
     }
 }
 
@@ -214,6 +306,31 @@ impl From<rootid::RootError> for CallError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cause_is_kept_as_source_and_never_serialized() {
+        let cause = std::io::Error::other("open /home/someone/secret: permission denied");
+        let e = ToolError::failed(ErrorKind::ReadFailed).with_source(cause);
+        let source = std::error::Error::source(&e).expect("the cause is the source");
+        assert!(source.to_string().contains("permission denied"));
+        let record = e.to_record().to_string();
+        assert_eq!(
+            record,
+            r#"{"error":{"code":"TOOL_EXECUTION_FAILED","message":"READ_FAILED"}}"#
+        );
+        // Equality is the record's: a cause does not make two errors differ.
+        assert_eq!(e, ToolError::failed(ErrorKind::ReadFailed));
+        let call = CallError::from(ToolError::failed(ErrorKind::WriteFailed))
+            .with_source(std::io::Error::from_raw_os_error(28));
+        let CallError::Failed(inner) = call else {
+            panic!("still a failure")
+        };
+        assert!(std::error::Error::source(&inner).is_some());
+        assert_eq!(
+            CallError::Cancelled(Cancelled).with_source(std::io::Error::other("x")),
+            CallError::Cancelled(Cancelled)
+        );
+    }
 
     #[test]
     fn every_token_is_pinned() {
@@ -250,6 +367,18 @@ mod tests {
             "NODE_PROCESS_TIMEOUT",
             "NODE_PROCESS_FAILED",
             "NODE_SANDBOX_UNAVAILABLE",
+            "INVALID_EDIT_INPUT",
+            "INVALID_READ_LINES_INPUT",
+            "INVALID_INFO_INPUT",
+            "INVALID_MKDIR_INPUT",
+            "INVALID_MOVE_INPUT",
+            "INVALID_DELETE_INPUT",
+            "EDIT_TEXT_NOT_FOUND",
+            "EDIT_TEXT_NOT_UNIQUE",
+            "EDIT_CONFLICT",
+            "MOVE_DESTINATION_EXISTS",
+            "DELETE_DIRECTORY_NOT_EMPTY",
+            "NOT_A_DIRECTORY",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);
@@ -273,6 +402,13 @@ mod tests {
         );
         let rec = ToolError::invalid(ErrorKind::FileTooLarge).to_record();
         assert_eq!(rec["error"]["code"], "TOOL_ARGUMENTS_INVALID");
+        let rec = ToolError::failed(ErrorKind::EditTextNotFound)
+            .with_edit(2)
+            .to_record();
+        assert_eq!(
+            rec.to_string(),
+            r#"{"error":{"code":"TOOL_EXECUTION_FAILED","message":"EDIT_TEXT_NOT_FOUND","edit":2}}"#
+        );
     }
 
     #[test]

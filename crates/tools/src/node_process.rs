@@ -1,4 +1,4 @@
-//! `node_process`: JavaScript run by a fixed Node.js, bounded, in the workspace (SPEC section 6).
+//! `node_process`: JavaScript run by a fixed Node.js, bounded, in the workspace (`docs/TOOLS.md`).
 //!
 //! Arguments are exactly `{ "source": string, "arguments"?: string[] }`. A missing `arguments`
 //! means none; `"arguments": null` is refused (`INVALID_NODE_PROCESS_INPUT`), as for any other
@@ -57,7 +57,7 @@ use tokio_util::sync::CancellationToken;
 use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
-pub use winquote::{quote_windows_arg, windows_command_line, windows_command_line_units};
+use winquote::windows_command_line_units;
 
 /// The most UTF-8 bytes of source.
 pub const MAX_SOURCE_BYTES: usize = 32_768;
@@ -186,7 +186,7 @@ impl NodeProcessTool {
         &self.node
     }
 
-    /// The limits of SPEC section 6, in order: source, count, NUL, each size, total, Windows.
+    /// The argument limits, in order: source, count, NUL, each size, total, Windows.
     fn check_limits(&self, input: &NodeInput) -> Result<(), ToolError> {
         let invalid = |k| Err(ToolError::invalid(k));
         if input.source.len() > MAX_SOURCE_BYTES {
@@ -243,7 +243,7 @@ impl NodeProcessTool {
             cmd.env(name, value);
         }
         cmd.pass_fd(readable, SCRIPT_FD)
-            .map_err(|_| failed(ErrorKind::NodeProcessStartFailed))?;
+            .map_err(|e| failed(ErrorKind::NodeProcessStartFailed).with_source(e))?;
         if let Some(sandbox) = &self.sandbox {
             // Built per call, beneath the root's handle: the rules follow the directory the
             // tool captured, whatever its path names now.
@@ -395,7 +395,7 @@ impl<'a> Script<'a> {
     fn create(dir: &'a Dir, source: &str) -> Result<(Self, std::fs::File), CallError> {
         let fresh = || format!(".pify-node-{}.cjs", uuid::Uuid::new_v4()).into();
         let (temp, mut file) = Temporary::create(dir.as_fd(), fresh, SCRIPT_ATTEMPTS)
-            .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
+            .map_err(|e| failed(ErrorKind::NodeProcessFailed).with_source(e))?;
         // From here on the guard removes the script on every path.
         let script = Script {
             dir,
@@ -403,7 +403,7 @@ impl<'a> Script<'a> {
             temp: Some(temp),
         };
         file.write_all(source.as_bytes())
-            .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
+            .map_err(|e| failed(ErrorKind::NodeProcessFailed).with_source(e))?;
         Ok((script, file))
     }
 
@@ -421,7 +421,7 @@ impl<'a> Script<'a> {
         let meta = self
             .dir
             .symlink_metadata(&self.name)
-            .map_err(|_| failed(ErrorKind::NodeScriptIdentityChanged))?;
+            .map_err(|e| failed(ErrorKind::NodeScriptIdentityChanged).with_source(e))?;
         if !meta.is_file() {
             return Err(failed(ErrorKind::NodeScriptNotRegular));
         }
@@ -434,7 +434,7 @@ impl<'a> Script<'a> {
         })?;
         let opened = file
             .metadata()
-            .map_err(|_| failed(ErrorKind::NodeScriptIdentityChanged))?;
+            .map_err(|e| failed(ErrorKind::NodeScriptIdentityChanged).with_source(e))?;
         if !opened.is_file() {
             return Err(failed(ErrorKind::NodeScriptNotRegular));
         }

@@ -1,4 +1,4 @@
-//! `read_file`: a regular UTF-8 file beneath the workspace, at most 65,536 bytes (SPEC section 4).
+//! `read_file`: a regular UTF-8 file beneath the workspace, at most 65,536 bytes.
 
 use std::io::{self, Read};
 use std::path::Path;
@@ -75,7 +75,9 @@ impl ReadTool {
             Some(libc::ESTALE) => failed(ErrorKind::PathChangedDuringRead),
             _ => open_error(&e, ErrorKind::ReadFailed),
         })?;
-        let meta = file.metadata().map_err(|_| failed(ErrorKind::ReadFailed))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| failed(ErrorKind::ReadFailed).with_source(e))?;
         if !meta.is_file() {
             return Err(failed(ErrorKind::FileNotRegular));
         }
@@ -84,7 +86,8 @@ impl ReadTool {
         let buf = read_bounded(&mut file, meta.len(), cancel, || {})?;
 
         // The name must still lead (beneath the root) to the object that was read.
-        let now = identity_now(dir, rel).map_err(|_| failed(ErrorKind::PathChangedDuringRead))?;
+        let now = identity_now(dir, rel)
+            .map_err(|e| failed(ErrorKind::PathChangedDuringRead).with_source(e))?;
         if now != opened {
             return Err(failed(ErrorKind::PathChangedDuringRead));
         }
@@ -92,7 +95,8 @@ impl ReadTool {
             return Err(Cancelled.into());
         }
         let bytes = buf.len();
-        let content = String::from_utf8(buf).map_err(|_| failed(ErrorKind::FileNotUtf8))?;
+        let content =
+            String::from_utf8(buf).map_err(|e| failed(ErrorKind::FileNotUtf8).with_source(e))?;
         Ok(ReadOutput {
             path: path.as_str().to_owned(),
             content,
@@ -107,7 +111,7 @@ impl ReadTool {
 /// `size` is a hint, never trusted: reading goes on until end of file or one byte past the
 /// limit. It only lets a file of the size it claims be read in one `read`: a short read that
 /// ends exactly at the reported size is end of file for a regular file.
-fn read_bounded(
+pub(crate) fn read_bounded(
     file: &mut impl Read,
     size: u64,
     cancel: &CancellationToken,
@@ -165,7 +169,7 @@ impl TypedTool for ReadTool {
 
     fn check(&self, input: ReadInput) -> Result<RelPath, ToolError> {
         pathgrammar::normalize(&input.path)
-            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+            .map_err(|e| ToolError::invalid(ErrorKind::InvalidRelativePath).with_source(e))
     }
 
     async fn run(

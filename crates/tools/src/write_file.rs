@@ -42,8 +42,8 @@ use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 
-mod lock;
-mod parent;
+pub(crate) mod lock;
+pub(crate) mod parent;
 
 use lock::{TargetKey, lock_target};
 use parent::{Parent, open_parent, symlink_target_kind};
@@ -73,13 +73,24 @@ pub struct WriteOutput {
     pub bytes: usize,
 }
 
-/// Arguments that passed validation.
+/// Arguments that passed validation. The only way to make one is [`WriteTool::check_input`],
+/// so [`WriteTool::write`] never sees an unchecked path or an oversized content.
 #[derive(Clone, Debug)]
 pub struct ValidWrite {
+    path: RelPath,
+    content: String,
+}
+
+impl ValidWrite {
     /// The normalized path.
-    pub path: RelPath,
+    pub fn path(&self) -> &RelPath {
+        &self.path
+    }
+
     /// The content, at most [`MAX_WRITE_BYTES`].
-    pub content: String,
+    pub fn content(&self) -> &str {
+        &self.content
+    }
 }
 
 /// The `write_file` tool over one workspace.
@@ -97,7 +108,7 @@ impl WriteTool {
     /// Validate arguments: the grammar, then the size. Pure.
     pub fn check_input(input: WriteInput) -> Result<ValidWrite, ToolError> {
         let path = pathgrammar::normalize(&input.path)
-            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))?;
+            .map_err(|e| ToolError::invalid(ErrorKind::InvalidRelativePath).with_source(e))?;
         if input.content.len() > MAX_WRITE_BYTES {
             return Err(ToolError::invalid(ErrorKind::FileTooLarge));
         }
@@ -131,45 +142,39 @@ impl WriteTool {
         let held = lock_target(key, cancel).await?;
 
         let (root, stop, content) = (self.root.clone(), cancel.clone(), valid.content.clone());
-        let (outcome, reason, parent, name) = off_reactor(move || {
+        let installed = off_reactor(move || {
             // The lock goes with the work: should this future be dropped, no other writer of
             // the target starts before the installation has ended.
             let _held = held;
-            let mut guard = Guard {
-                root: &root,
-                parent: &parent,
-                cancel: &stop,
-                reason: None,
-            };
-            let outcome =
-                atomicwrite::install_with(&parent.dir, &name, content.as_bytes(), &mut guard);
-            let reason = guard.reason.take();
-            Ok((outcome, reason, parent, name))
+            install_checked(
+                &root,
+                &parent,
+                &name,
+                content.as_bytes(),
+                &stop,
+                &|| Ok(()),
+                &|e| token(&root, e, &parent, &name),
+            )
         })
         .await?;
-        match outcome {
-            Ok(installed) => Ok(WriteOutput {
-                path: valid.path.as_str().to_owned(),
-                bytes: installed.len,
-            }),
-            Err(e) => Err(match reason {
-                Some(reason) => reason,
-                None => failed(self.token(&e, &parent, &name)),
-            }),
-        }
+        Ok(WriteOutput {
+            path: valid.path.as_str().to_owned(),
+            bytes: installed.len,
+        })
     }
+}
 
-    fn token(&self, e: &atomicwrite::Error, parent: &Parent, name: &str) -> ErrorKind {
-        use atomicwrite::ErrorKind as K;
-        match e.kind() {
-            K::TargetSymlink => symlink_target_kind(&self.root, parent, name),
-            K::TargetNotRegular => ErrorKind::WriteTargetNotRegular,
-            K::TempNotRegular => ErrorKind::WriteTempNotRegular,
-            K::TempIdentityChanged => ErrorKind::WriteTempIdentityChanged,
-            K::TempCleanupFailed => ErrorKind::WriteTempCleanupFailed,
-            K::TargetReplaced => ErrorKind::WriteTargetReplaced,
-            _ => ErrorKind::WriteFailed,
-        }
+/// The token of an installation error.
+fn token(root: &WorkspaceRoot, e: &atomicwrite::Error, parent: &Parent, name: &str) -> ErrorKind {
+    use atomicwrite::ErrorKind as K;
+    match e.kind() {
+        K::TargetSymlink => symlink_target_kind(root, parent, name),
+        K::TargetNotRegular => ErrorKind::WriteTargetNotRegular,
+        K::TempNotRegular => ErrorKind::WriteTempNotRegular,
+        K::TempIdentityChanged => ErrorKind::WriteTempIdentityChanged,
+        K::TempCleanupFailed => ErrorKind::WriteTempCleanupFailed,
+        K::TargetReplaced => ErrorKind::WriteTargetReplaced,
+        _ => ErrorKind::WriteFailed,
     }
 }
 
@@ -177,11 +182,40 @@ fn failed(kind: ErrorKind) -> CallError {
     CallError::Failed(ToolError::failed(kind))
 }
 
+/// Install `bytes` as `name` in the held `parent` through [`atomicwrite::install_with`], with
+/// the checks of the module docs between its steps; `before_rename` runs last before the
+/// commit (edit_file's conflict check). A refusal by a check is reported as itself, an
+/// installation error by the token `token` gives it. The caller holds the target's lock.
+pub(crate) fn install_checked(
+    root: &WorkspaceRoot,
+    parent: &Parent,
+    name: &str,
+    bytes: &[u8],
+    cancel: &CancellationToken,
+    before_rename: &dyn Fn() -> Result<(), CallError>,
+    token: &dyn Fn(&atomicwrite::Error) -> ErrorKind,
+) -> Result<atomicwrite::Installed, CallError> {
+    let mut guard = Guard {
+        root,
+        parent,
+        cancel,
+        before_rename,
+        reason: None,
+    };
+    atomicwrite::install_with(&parent.dir, name, bytes, &mut guard).map_err(|e| {
+        match guard.reason.take() {
+            Some(reason) => reason,
+            None => failed(token(&e)),
+        }
+    })
+}
+
 /// The tool's checks between the installation's steps.
 struct Guard<'a> {
     root: &'a WorkspaceRoot,
     parent: &'a Parent,
     cancel: &'a CancellationToken,
+    before_rename: &'a dyn Fn() -> Result<(), CallError>,
     /// Why the guard stopped the installation, reported instead of `WRITE_FAILED`.
     reason: Option<CallError>,
 }
@@ -194,7 +228,8 @@ impl Guard<'_> {
         match step {
             Step::Rename => {
                 self.root.verify()?;
-                self.parent.recheck(self.root)
+                self.parent.recheck(self.root)?;
+                (self.before_rename)()
             }
             Step::CheckInstalled => match self.parent.still_beneath(self.root)? {
                 true => Ok(()),
@@ -211,7 +246,7 @@ impl Hooks for Guard<'_> {
     fn before(&mut self, step: Step, _temp: Option<&OsStr>) -> io::Result<()> {
         self.check(step).map_err(|e| {
             self.reason = Some(e);
-            io::Error::other("refused by the write_file guard")
+            io::Error::other("refused by the installation guard")
         })?;
         #[cfg(test)]
         tests::after_check(step, _temp);
