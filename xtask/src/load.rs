@@ -171,9 +171,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--servers" => o.servers = value()?.split(',').map(str::to_owned).collect(),
             "--calls" => o.calls = value()?.parse().map_err(|_| "--calls N")?,
             "--soak" => o.soak = Some(value()?.parse().map_err(|_| "--soak N")?),
-            "--confine" => o.confine = Some(value()?.into()),
-            "--reference" => o.reference = Some(value()?.into()),
-            "--rmf" => o.rmf = Some(value()?.into()),
+            // Absolute: each server runs with its workspace as current directory.
+            "--confine" => o.confine = Some(absolute(value()?)?),
+            "--reference" => o.reference = Some(absolute(value()?)?),
+            "--rmf" => o.rmf = Some(absolute(value()?)?),
             "--matrix" => {
                 o.matrix = value()?
                     .split(',')
@@ -201,6 +202,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
         }
     }
     Ok(o)
+}
+
+fn absolute(path: String) -> Result<PathBuf, String> {
+    std::path::absolute(&path).map_err(|e| format!("{path}: {e}"))
 }
 
 /// Run `cargo xtask load …`.
