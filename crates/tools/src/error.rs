@@ -141,6 +141,19 @@ kinds! {
     DeleteDirectoryNotEmpty => "DELETE_DIRECTORY_NOT_EMPTY",
     /// A directory was needed and something else is there.
     NotADirectory => "NOT_A_DIRECTORY",
+    /// run_command arguments are not exactly `{ "command": string, "timeoutMs"?: integer }`,
+    /// or the command is empty or holds NUL.
+    InvalidRunCommandInput => "INVALID_RUN_COMMAND_INPUT",
+    /// The command is over 32,768 bytes.
+    RunCommandTooLarge => "RUN_COMMAND_TOO_LARGE",
+    /// `timeoutMs` is 0 or over the server's maximum.
+    RunCommandTimeoutOutOfRange => "RUN_COMMAND_TIMEOUT_OUT_OF_RANGE",
+    /// The shell could not be started.
+    RunCommandStartFailed => "RUN_COMMAND_START_FAILED",
+    /// The command's output could not be read.
+    RunCommandOutputFailed => "RUN_COMMAND_OUTPUT_FAILED",
+    /// Another failure of run_command (its temporary directory could not be made).
+    RunCommandFailed => "RUN_COMMAND_FAILED",
 }
 
 impl fmt::Display for ErrorKind {
@@ -379,6 +392,12 @@ mod tests {
             "MOVE_DESTINATION_EXISTS",
             "DELETE_DIRECTORY_NOT_EMPTY",
             "NOT_A_DIRECTORY",
+            "INVALID_RUN_COMMAND_INPUT",
+            "RUN_COMMAND_TOO_LARGE",
+            "RUN_COMMAND_TIMEOUT_OUT_OF_RANGE",
+            "RUN_COMMAND_START_FAILED",
+            "RUN_COMMAND_OUTPUT_FAILED",
+            "RUN_COMMAND_FAILED",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);
