@@ -1,4 +1,4 @@
-//! `confine call`: JSON Lines in, one flushed result line out per call, in order (SPEC section 9).
+//! `confine call`: JSON Lines in, one flushed result line out per call, in order.
 //!
 //! Each input line is `{"id": any, "name": string, "arguments": object}`; each output line is
 //! `{"id": <same>, "isError": bool, "content": <record>}`. A line that is not such an object
@@ -68,6 +68,7 @@ fn parse_line(line: &str) -> Result<(Box<RawValue>, ToolCall), Value> {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
+    super::common::init_logging();
     let registry = match args.tools.registry() {
         Ok(r) => r,
         Err(code) => return code,

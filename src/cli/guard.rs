@@ -1,4 +1,4 @@
-//! `confine guard CASE.json` (SPEC section 9): the grading program of the path guard.
+//! `confine guard CASE.json`: the grading program of the path guard.
 //!
 //! Builds the case in a fresh temporary parent (`cc-task-abc` and its prefix-sharing sibling
 //! `cc-task-abc-evil`), maps every path through `jail::resolve_in_sandbox`, prints

@@ -1,4 +1,4 @@
-//! `confine jail CASE.json` (SPEC section 9): the grading program of `FileJail`.
+//! `confine jail CASE.json`: the grading program of `FileJail`.
 //!
 //! Builds the case like `confine guard`, makes the `FileJail` from the case's `cwd` (relative
 //! to the root) and `policy`, decides every check with `resolve_for_read` /

@@ -61,8 +61,10 @@ pub mod file_info;
 mod fsmap;
 pub mod move_file;
 pub mod node_process;
+mod progress;
 pub mod read_file;
 pub mod read_lines;
+pub mod run_command;
 mod tool;
 pub mod write_file;
 
@@ -71,15 +73,17 @@ pub use delete_file::DeleteTool;
 pub use edit_file::EditTool;
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{
-    BuildError, READ_ONLY_TOOLS, SelectError, WORKSPACE_TOOLS, capture_root, create_coding_tools,
-    create_node_process_tool, create_read_only_tools, create_read_tool, create_selected_tools,
-    create_workspace_tools, create_write_tool,
+    BuildError, READ_ONLY_TOOLS, RUN_COMMAND, SelectError, WORKSPACE_TOOLS, capture_root,
+    create_coding_tools, create_node_process_tool, create_read_only_tools, create_read_tool,
+    create_selected_tools, create_workspace_tools, create_write_tool,
 };
 pub use file_info::InfoTool;
 pub use move_file::MoveTool;
 pub use node_process::{NodeProcessOptions, NodeProcessTool};
+pub use progress::{ProgressReport, ProgressSink, with_progress};
 pub use read_file::{MAX_READ_BYTES, ReadTool};
 pub use read_lines::ReadLinesTool;
+pub use run_command::{RunCommandOptions, RunCommandTool};
 pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,
     ToolResult, TypedTool, execute_tool_call, parse_arguments, schema_of,

@@ -1,5 +1,5 @@
 //! `write_file`: replace one file beneath the workspace atomically, through an
-//! identity-checked temporary (SPEC section 5).
+//! identity-checked temporary.
 //!
 //! Validation, pure and before any effect, in this order: the shape (exactly
 //! `{"path": string, "content": string}`, else `INVALID_WRITE_INPUT`), the path grammar
@@ -61,13 +61,24 @@ pub struct WriteOutput {
     pub bytes: usize,
 }
 
-/// Arguments that passed validation.
+/// Arguments that passed validation. The only way to make one is [`WriteTool::check_input`],
+/// so [`WriteTool::write`] never sees an unchecked path or an oversized content.
 #[derive(Clone, Debug)]
 pub struct ValidWrite {
+    path: RelPath,
+    content: String,
+}
+
+impl ValidWrite {
     /// The normalized path.
-    pub path: RelPath,
+    pub fn path(&self) -> &RelPath {
+        &self.path
+    }
+
     /// The content, at most [`MAX_WRITE_BYTES`].
-    pub content: String,
+    pub fn content(&self) -> &str {
+        &self.content
+    }
 }
 
 /// The `write_file` tool over one workspace.
@@ -85,7 +96,7 @@ impl WriteTool {
     /// Validate arguments: the grammar, then the size. Pure.
     pub fn check_input(input: WriteInput) -> Result<ValidWrite, ToolError> {
         let path = pathgrammar::normalize(&input.path)
-            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))?;
+            .map_err(|e| ToolError::invalid(ErrorKind::InvalidRelativePath).with_source(e))?;
         if input.content.len() > MAX_WRITE_BYTES {
             return Err(ToolError::invalid(ErrorKind::FileTooLarge));
         }
