@@ -149,7 +149,7 @@
 //!   seccomp filter sees system calls, not paths, so this holds inside the write root too:
 //!   `chmod` and `fs.copyFile`, which copies the mode, fail there);
 //! * may not create a socket of any family, Unix included (`EACCES`; so no pathname Unix
-//!   socket anywhere is reachable), only a connected Unix stream pair (`socketpair`, which
+//!   socket anywhere is reachable), only a connected Unix stream or sequenced-packet pair (`socketpair`, which
 //!   child stdio and Node.js's IPC use); may not `bind` or `connect` TCP (Landlock, ABI 4);
 //!   from ABI 6, may not signal a process outside the sandbox;
 //! * runs with [`DEFAULT_ADDRESS_SPACE`] (4 GiB) of address space and
