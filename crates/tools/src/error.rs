@@ -112,6 +112,18 @@ kinds! {
     NodeProcessFailed => "NODE_PROCESS_FAILED",
     /// The opt-in kernel sandbox was requested and cannot be fully enforced here.
     NodeSandboxUnavailable => "NODE_SANDBOX_UNAVAILABLE",
+    /// list_directory arguments are not exactly `{ "path"?: string }`.
+    InvalidListInput => "INVALID_LIST_INPUT",
+    /// find_files arguments are not exactly `{ "pattern": string, "path"?, "includeIgnored"? }`.
+    InvalidFindInput => "INVALID_FIND_INPUT",
+    /// grep arguments are not of the documented shape, or a number is out of its range.
+    InvalidGrepInput => "INVALID_GREP_INPUT",
+    /// A glob pattern that does not parse.
+    InvalidGlob => "INVALID_GLOB",
+    /// A regular expression that does not parse (or would match a line end).
+    InvalidRegex => "INVALID_REGEX",
+    /// A directory was needed and the path names something else.
+    NotADirectory => "NOT_A_DIRECTORY",
 }
 
 impl fmt::Display for ErrorKind {
@@ -246,6 +258,12 @@ mod tests {
             "NODE_PROCESS_TIMEOUT",
             "NODE_PROCESS_FAILED",
             "NODE_SANDBOX_UNAVAILABLE",
+            "INVALID_LIST_INPUT",
+            "INVALID_FIND_INPUT",
+            "INVALID_GREP_INPUT",
+            "INVALID_GLOB",
+            "INVALID_REGEX",
+            "NOT_A_DIRECTORY",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);

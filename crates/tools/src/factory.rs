@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use rootid::{RootError, WorkspaceRoot};
 
+use crate::find_files::FindTool;
+use crate::grep::GrepTool;
+use crate::list_directory::ListTool;
 use crate::node_process::{NodeProcessOptions, NodeProcessTool};
 use crate::read_file::ReadTool;
 use crate::tool::{Tool, ToolRegistry};
@@ -72,10 +75,17 @@ pub fn create_coding_tools(
 
 /// The names of the workspace tool set, in the order they are served: the three coding tools,
 /// then the file tools.
-pub const WORKSPACE_TOOLS: &[&str] = &["read_file", "write_file", "node_process"];
+pub const WORKSPACE_TOOLS: &[&str] = &[
+    "read_file",
+    "write_file",
+    "node_process",
+    "list_directory",
+    "find_files",
+    "grep",
+];
 
 /// The tools of [`WORKSPACE_TOOLS`] that change nothing, in the same order.
-pub const READ_ONLY_TOOLS: &[&str] = &["read_file"];
+pub const READ_ONLY_TOOLS: &[&str] = &["read_file", "list_directory", "find_files", "grep"];
 
 /// A name that `--tools` or [`create_selected_tools`] was given and no tool has.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +109,9 @@ fn build_tool(
     let tool: Arc<dyn Tool> = match name {
         "read_file" => Arc::new(ReadTool::new(root.clone())),
         "write_file" => Arc::new(WriteTool::new(root.clone())),
+        "list_directory" => Arc::new(ListTool::new(root.clone())),
+        "find_files" => Arc::new(FindTool::new(root.clone())),
+        "grep" => Arc::new(GrepTool::new(root.clone())),
         "node_process" => {
             return Some(
                 NodeProcessTool::new(root.clone(), options.clone())

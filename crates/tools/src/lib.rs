@@ -39,10 +39,14 @@
 mod beneath;
 mod error;
 mod factory;
+pub mod find_files;
 mod fsmap;
+pub mod grep;
+pub mod list_directory;
 pub mod node_process;
 pub mod read_file;
 mod tool;
+mod walk;
 pub mod write_file;
 
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
@@ -51,6 +55,9 @@ pub use factory::{
     create_node_process_tool, create_read_only_tools, create_read_tool, create_selected_tools,
     create_workspace_tools, create_write_tool,
 };
+pub use find_files::FindTool;
+pub use grep::GrepTool;
+pub use list_directory::ListTool;
 pub use node_process::{NodeProcessOptions, NodeProcessTool};
 pub use read_file::{MAX_READ_BYTES, ReadTool};
 pub use tool::{

@@ -2,6 +2,8 @@
 
 mod read_file;
 mod registry;
+mod walk_race;
+mod walking;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
