@@ -355,7 +355,7 @@ async fn mcp_unknown_tool_is_a_protocol_error() {
         .list_all_tools()
         .await
         .expect("tools/list after the error");
-    assert_eq!(tools.len(), 3);
+    assert_eq!(tools.len(), confine::tools::WORKSPACE_TOOLS.len());
     client.cancel().await.expect("close");
 }
 
