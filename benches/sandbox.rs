@@ -1,14 +1,17 @@
 //! The opt-in kernel sandbox's cost per call: an empty `node_process` call through the tool
 //! with `NodeProcessOptions::sandbox` beside `_baseline`, the same call without it. Two more
 //! pairs isolate the parts: `node -e ""` through `nodeexec` with and without the sandbox's
-//! pre-exec step (no-new-privs, rlimits, capabilities, `landlock_restrict_self`, and whatever
-//! Node.js pays at startup under them), and `build_rules` alone, the parent-side work each
-//! sandboxed call repeats (opening `/` and `/dev/null`, creating and filling the ruleset).
+//! pre-exec step (no-new-privs, capabilities, the Landlock ruleset made in the child and
+//! enforced, rlimits, the seccomp filter, and whatever Node.js pays at startup under them),
+//! and `build_rules` alone, the parent-side work each sandboxed call repeats (opening the
+//! thirty-odd paths of the read and write rules, building a throw-away ruleset from them).
 //!
 //! Criterion measures one line after the other, so on a shared, loaded machine the load can
 //! change between a line and its baseline. Before criterion, `alternating` therefore runs the
-//! two empty calls in alternating rounds (the order swapped every round) and prints the
-//! medians and the median of the per-round differences, which such drift does not bias.
+//! empty call unsandboxed, sandboxed, and sandboxed without the seccomp filter (Landlock,
+//! rlimits and capabilities only) in alternating rounds (the order rotated every round) and
+//! prints the medians and the medians of the per-round differences from the unsandboxed call,
+//! which such drift does not bias.
 
 use std::time::Duration;
 
@@ -71,22 +74,25 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// Alternating rounds of the unsandboxed and the sandboxed empty call; prints medians (ms).
+/// Alternating rounds of the unsandboxed call, the sandboxed call and the sandboxed call
+/// without the seccomp filter; prints medians (ms).
 fn alternating() {
     const ROUNDS: usize = 60;
     let tmp = tempfile::tempdir().unwrap();
     let cancel = CancellationToken::new();
     let rt = runtime();
     let call = empty_call();
-    let registries = [None, Some(Sandbox::new())].map(|sandbox| {
+    let mut unfiltered = Sandbox::new();
+    unfiltered.socket_filter(false).metadata_filter(false);
+    let registries = [None, Some(Sandbox::new()), Some(unfiltered)].map(|sandbox| {
         let mut options = node_options(&node());
         options.sandbox = sandbox;
         create_coding_tools(tmp.path(), options).unwrap()
     });
-    let mut times = [Vec::new(), Vec::new()];
+    let mut times = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..ROUNDS {
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-        for i in order {
+        for k in 0..3 {
+            let i = (round + k) % 3;
             let start = std::time::Instant::now();
             let r = rt
                 .block_on(execute_tool_call(&registries[i], &call, &cancel))
@@ -95,12 +101,16 @@ fn alternating() {
             assert!(!r.is_error, "{}", r.content);
         }
     }
-    let mut diffs: Vec<f64> = times[1].iter().zip(&times[0]).map(|(s, b)| s - b).collect();
-    let diff = median(&mut diffs);
-    let (base, sandboxed) = (median(&mut times[0]), median(&mut times[1]));
+    let diff = |i: usize| {
+        let mut d: Vec<f64> = times[i].iter().zip(&times[0]).map(|(s, b)| s - b).collect();
+        median(&mut d)
+    };
+    let (sandboxed_diff, unfiltered_diff) = (diff(1), diff(2));
+    let [base, sandboxed, unfiltered] = times.map(|mut t| median(&mut t));
     println!(
         "alternating {ROUNDS} rounds: node_process_baseline {base:.2} ms, \
-         node_process_sandboxed {sandboxed:.2} ms, median difference {diff:+.2} ms"
+         node_process_sandboxed {sandboxed:.2} ms ({sandboxed_diff:+.2} ms), \
+         without the seccomp filter {unfiltered:.2} ms ({unfiltered_diff:+.2} ms)"
     );
 }
 

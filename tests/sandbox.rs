@@ -156,9 +156,15 @@ fn probe(name: &'static str, source: &str, args: &[&str], confined: &str, open: 
     }
 }
 
-/// The table of issue 7, run through the tool and the binary, confined then unconfined.
+/// Whether the tests run as root.
+fn root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// The probes, run through the tool and the binary, confined then unconfined.
 #[test]
 fn sandbox_probes_through_the_tool_and_the_binary() {
+    use std::os::unix::fs::PermissionsExt;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -172,7 +178,28 @@ fn sandbox_probes_through_the_tool_and_the_binary() {
         let tmp_file = PathBuf::from("/tmp").join(unique("confine-sandbox-probe"));
         let s = |p: &Path| p.to_str().unwrap().to_owned();
         let (out_file_s, grandchild_s, tmp_s) = (s(&out_file), s(&grandchild_file), s(&tmp_file));
-        let probes = [
+        // A secret, a file whose mode must not change and a module, all outside; a listener
+        // in /tmp; a module and data inside.
+        let secret = outside.path().join("secret.txt");
+        std::fs::write(&secret, "s3cret").unwrap();
+        let mode_file = outside.path().join("mode.txt");
+        std::fs::write(&mode_file, "x").unwrap();
+        std::fs::set_permissions(&mode_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let module = outside.path().join("outside.js");
+        std::fs::write(&module, "module.exports = 'outside';").unwrap();
+        let socket = PathBuf::from("/tmp").join(unique("confine-sandbox-listener"));
+        let unix_listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        unix_listener.set_nonblocking(true).unwrap();
+        std::fs::create_dir_all(workspace.path().join("node_modules/sum")).unwrap();
+        std::fs::write(
+            workspace.path().join("node_modules/sum/index.js"),
+            "module.exports = (n) => n * (n + 1) / 2;",
+        )
+        .unwrap();
+        std::fs::write(workspace.path().join("n.txt"), "20").unwrap();
+        let (secret_s, mode_s, module_s, socket_s) =
+            (s(&secret), s(&mode_file), s(&module), s(&socket));
+        let mut probes = vec![
             probe(
                 "write outside the workspace",
                 "say(code(() => fs.writeFileSync(process.argv[1], 'x')))",
@@ -236,7 +263,60 @@ fn sandbox_probes_through_the_tool_and_the_binary() {
                 r#""RangeError""#,
                 r#""ok""#,
             ),
+            probe(
+                "read a secret outside the workspace",
+                "say(code(() => fs.readFileSync(process.argv[1])))",
+                &[&secret_s],
+                r#""EACCES""#,
+                r#""ok""#,
+            ),
+            probe(
+                "chmod, chown and utimes outside the workspace",
+                "const p = process.argv[1];\
+                 say([code(() => fs.chmodSync(p, 0o777)),\
+                      code(() => fs.chownSync(p, process.getuid(), process.getgid())),\
+                      code(() => fs.utimesSync(p, 0, 0))])",
+                &[&mode_s],
+                r#"["EPERM","EPERM","EPERM"]"#,
+                r#"["ok","ok","ok"]"#,
+            ),
+            probe(
+                "connect to a pathname socket in /tmp",
+                "const c = net.connect({ path: process.argv[1] });\
+                 c.on('connect', () => { say('ok'); c.destroy(); });\
+                 c.on('error', (e) => say(e.code));",
+                &[&socket_s],
+                r#""EACCES""#,
+                r#""ok""#,
+            ),
+            probe(
+                "require a module outside the workspace",
+                "say(code(() => require(process.argv[1])))",
+                &[&module_s],
+                r#""EACCES""#,
+                r#""ok""#,
+            ),
+            probe(
+                "a real workload: read, require, write, spawn",
+                "const n = Number(fs.readFileSync('n.txt', 'utf8'));\
+                 fs.writeFileSync('sum.txt', String(require('sum')(n)));\
+                 const r = cp.spawnSync(process.execPath, ['-e', \
+                   \"process.stdout.write(require('fs').readFileSync('sum.txt', 'utf8'))\"]);\
+                 say([String(r.stdout), String(cp.execFileSync('/bin/sh', ['-c', 'echo sh'])).trim()])",
+                &[],
+                r#"["210","sh"]"#,
+                r#"["210","sh"]"#,
+            ),
         ];
+        if root() {
+            probes.push(probe(
+                "read /etc/shadow as root",
+                "say(code(() => fs.readFileSync('/etc/shadow')))",
+                &[],
+                r#""EACCES""#,
+                r#""ok""#,
+            ));
+        }
         let table: Vec<(String, Vec<String>)> = probes
             .iter()
             .map(|p| (p.source.clone(), p.args.clone()))
@@ -247,6 +327,12 @@ fn sandbox_probes_through_the_tool_and_the_binary() {
             assert_eq!(said(record), p.confined, "{route:?} confined: {}", p.name);
         }
         assert!(!out_file.exists() && !grandchild_file.exists() && !tmp_file.exists());
+        let mode = std::fs::metadata(&mode_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7777, 0o644, "{route:?}: the mode changed");
+        assert!(
+            unix_listener.accept().is_err(),
+            "{route:?}: the listener received a connection from the sandbox"
+        );
 
         let open = run_all(route, Mode::Open, workspace.path(), &table);
         for (p, record) in probes.iter().zip(&open) {
@@ -263,8 +349,62 @@ fn sandbox_probes_through_the_tool_and_the_binary() {
         let mut buf = [0u8; 8];
         let (n, _) = udp.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"hi");
+        assert!(
+            unix_listener.accept().is_ok(),
+            "{route:?}: the unconfined twin connected"
+        );
+        std::fs::remove_file(&socket).unwrap();
         assert_no_pify(workspace.path());
     }
+}
+
+/// `--sandbox-read` and `--sandbox-write` add places; without them the same calls are refused.
+#[test]
+fn sandbox_read_and_write_flags_add_places() {
+    let workspace = tempfile::tempdir().unwrap();
+    let readable = tempfile::tempdir().unwrap();
+    let writable = tempfile::tempdir().unwrap();
+    std::fs::write(readable.path().join("r.txt"), "readable").unwrap();
+    let source = format!(
+        "{HELPERS}const [r, w] = process.argv.slice(1);\
+         say([code(() => fs.readFileSync(r + '/r.txt', 'utf8')),\
+              code(() => fs.writeFileSync(r + '/new.txt', 'x')),\
+              code(() => fs.writeFileSync(w + '/w.txt', 'x'))])"
+    );
+    let line = json!({"id": 1, "name": "node_process", "arguments": {"source": source,
+        "arguments": [readable.path(), writable.path()]}});
+    let input = format!("{line}\n");
+    let timeout = TIMEOUT_MS.to_string();
+    let base = ["--timeout-ms", &timeout, "--sandbox"];
+    let refused = call_lines(workspace.path(), &base, &input);
+    assert_eq!(
+        said(&refused[0]["content"]),
+        r#"["EACCES","EACCES","EACCES"]"#
+    );
+    let (r, w) = (
+        readable.path().to_str().unwrap(),
+        writable.path().to_str().unwrap(),
+    );
+    let mut flags = base.to_vec();
+    flags.extend(["--sandbox-read", r, "--sandbox-write", w]);
+    let added = call_lines(workspace.path(), &flags, &input);
+    assert_eq!(said(&added[0]["content"]), r#"["ok","EACCES","ok"]"#);
+    assert!(writable.path().join("w.txt").exists());
+    assert!(!readable.path().join("new.txt").exists());
+    // A path that does not exist is a usage error, before anything runs.
+    let missing = workspace.path().join("missing");
+    let out = support::confine()
+        .args(["call", "--sandbox", "--sandbox-read"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // And the flags need --sandbox.
+    let out = support::confine()
+        .args(["call", "--sandbox-read", r])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
@@ -321,7 +461,33 @@ fn doctor_reports_landlock_and_the_sandbox_check() {
     assert_eq!(report["sandbox"]["abi"], abi.min(nodeexec::MAX_TESTED_ABI));
     assert_eq!(
         report["sandbox"]["check"],
-        json!({"ran": true, "passed": true, "writeInside": "ok", "writeTmp": "EACCES"})
+        json!({"ran": true, "passed": true, "writeInside": "ok", "writeTmp": "EACCES",
+               "readOutside": "EACCES", "chmodOutside": "EPERM"})
+    );
+    // The effective policy: what may be read and written, metadata, Unix sockets.
+    let read = report["sandbox"]["read"].as_array().unwrap();
+    assert_eq!(read[0], "<workspace>");
+    for path in ["/usr", "/etc/passwd", "/dev/null", "/proc/meminfo"] {
+        assert!(read.contains(&json!(path)), "{path}: {report}");
+    }
+    for path in ["/", "/etc", "/etc/shadow", "/root", "/tmp", "/proc"] {
+        assert!(!read.contains(&json!(path)), "{path}: {report}");
+    }
+    assert_eq!(
+        report["sandbox"]["write"],
+        json!(["<workspace>", "/dev/null"])
+    );
+    assert!(
+        report["sandbox"]["metadata"]
+            .as_str()
+            .unwrap()
+            .contains("seccomp")
+    );
+    assert!(
+        report["sandbox"]["pathnameUnixSockets"]
+            .as_str()
+            .unwrap()
+            .starts_with("seccomp")
     );
     assert!(report["node"]["version"].as_str().unwrap().starts_with('v'));
     assert!(
@@ -342,4 +508,139 @@ fn doctor_reports_landlock_and_the_sandbox_check() {
         "{text}"
     );
     assert!(text.contains("sandbox check: passed"), "{text}");
+    assert!(text.contains("sandbox read:  <workspace>, /usr"), "{text}");
+    assert!(
+        text.contains("unix sockets:  pathname sockets unreachable (seccomp"),
+        "{text}"
+    );
+}
+
+/// The probe of the environment tests: a secret outside, a `chmod` outside, `/etc/shadow`, a
+/// write inside and a child process, as one JSON object.
+const ENVIRONMENT_PROBE: &str = "const [secret, mode] = process.argv.slice(1);\
+    say({ secret: code(() => fs.readFileSync(secret)), chmod: code(() => fs.chmodSync(mode, 0o777)),\
+          shadow: code(() => fs.readFileSync('/etc/shadow')), inside: code(() => fs.writeFileSync('in.txt', 'x')),\
+          child: String(cp.execFileSync(process.execPath, ['-e', 'console.log(1 + 1)'])).trim() })";
+
+/// Run [`ENVIRONMENT_PROBE`] through `<prefix…> <confine> call --root <root> [--sandbox]`;
+/// what the script printed.
+fn probe_as(
+    prefix: &[&str],
+    confine: &Path,
+    root: &Path,
+    sandbox: bool,
+    args: [&Path; 2],
+) -> String {
+    use std::io::Write as _;
+    let line = json!({"id": 1, "name": "node_process", "arguments": {
+        "source": format!("{HELPERS}{ENVIRONMENT_PROBE}"), "arguments": args}});
+    #[allow(clippy::disallowed_methods)]
+    let mut cmd = std::process::Command::new(prefix[0]);
+    cmd.args(&prefix[1..])
+        .arg(confine)
+        .args(["call", "--timeout-ms", &TIMEOUT_MS.to_string(), "--root"])
+        .arg(root)
+        .args(sandbox.then_some("--sandbox"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{prefix:?}: {e}"));
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{line}").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let record: Value = serde_json::from_str(text.trim()).unwrap_or_else(|_| {
+        panic!(
+            "{prefix:?} sandbox={sandbox}: no record; stdout {text}; stderr {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    said(&record["content"])
+}
+
+/// The policy holds for an ordinary user (`nobody`, through `runuser`) and in a container-like
+/// setup (a private mount namespace with `/sys/fs/cgroup` read-only and `CAP_SYS_ADMIN`
+/// dropped with `capsh`), through the built binary; each beside its unconfined twin.
+#[test]
+fn sandbox_holds_as_a_user_and_in_a_container_like_setup() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        root(),
+        "this test needs root, to run the binary as another user and to drop a capability"
+    );
+    let nobody = rustix::process::Uid::from_raw(65534);
+    let nogroup = rustix::process::Gid::from_raw(65534);
+    let open_to_all = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    // The binary where any user may run it, a workspace and files outside owned by nobody.
+    let bin = tempfile::tempdir().unwrap();
+    open_to_all(bin.path(), 0o755);
+    let confine = bin.path().join("confine");
+    std::fs::copy(env!("CARGO_BIN_EXE_confine"), &confine).unwrap();
+    open_to_all(&confine, 0o755);
+    let workspace = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    open_to_all(outside.path(), 0o755);
+    let secret = outside.path().join("secret.txt");
+    let mode = outside.path().join("mode.txt");
+    for file in [&secret, &mode] {
+        std::fs::write(file, "x").unwrap();
+    }
+    for path in [workspace.path(), secret.as_path(), mode.as_path()] {
+        rustix::fs::chown(path, Some(nobody), Some(nogroup)).unwrap();
+    }
+    open_to_all(&secret, 0o600);
+    let reset = || open_to_all(&mode, 0o644);
+    let args = [secret.as_path(), mode.as_path()];
+    let confined =
+        r#"{"secret":"EACCES","chmod":"EPERM","shadow":"EACCES","inside":"ok","child":"2"}"#;
+
+    // An ordinary user: /etc/shadow is unreadable to it either way.
+    let user = ["runuser", "-u", "nobody", "--"];
+    reset();
+    assert_eq!(
+        probe_as(&user, &confine, workspace.path(), true, args),
+        confined
+    );
+    assert_eq!(
+        std::fs::metadata(&mode).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    assert_eq!(
+        probe_as(&user, &confine, workspace.path(), false, args),
+        r#"{"secret":"ok","chmod":"ok","shadow":"EACCES","inside":"ok","child":"2"}"#
+    );
+
+    // Root in a container-like setup: no CAP_SYS_ADMIN (so no namespace of its own), a
+    // read-only cgroup file system.
+    let script = "mount --bind /sys/fs/cgroup /sys/fs/cgroup \
+        && mount -o remount,bind,ro /sys/fs/cgroup \
+        && exec capsh --drop=cap_sys_admin -- -c 'exec \"$0\" \"$@\"' \"$@\"";
+    let container = [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        "sh",
+    ];
+    // A workspace of root's own: root without capabilities could not write nobody's files.
+    let workspace = tempfile::tempdir().unwrap();
+    reset();
+    assert_eq!(
+        probe_as(&container, &confine, workspace.path(), true, args),
+        confined
+    );
+    assert_eq!(
+        std::fs::metadata(&mode).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    assert_eq!(
+        probe_as(&container, &confine, workspace.path(), false, args),
+        r#"{"secret":"ok","chmod":"ok","shadow":"ok","inside":"ok","child":"2"}"#
+    );
 }

@@ -19,15 +19,24 @@ pub struct ToolArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub timeout_ms: Option<u64>,
     /// Confine node_process children with the Linux kernel sandbox (Landlock and seccomp):
-    /// write only beneath the root, no network sockets (Unix ones excepted), 4 GiB of address
-    /// space, 1024 open files. A call fails with NODE_SANDBOX_UNAVAILABLE where the kernel
-    /// cannot enforce it.
+    /// read only the root, Node.js's installation and the system's non-secret files; write
+    /// only beneath the root; no change of mode, owner, times or extended attributes; no
+    /// socket (Unix ones included); 4 GiB of address space, 1024 open files. A call fails
+    /// with NODE_SANDBOX_UNAVAILABLE where the kernel cannot enforce it.
     #[arg(long)]
     pub sandbox: bool,
     /// With --sandbox: the oldest Landlock ABI accepted (default 4; 6 also insists on the
     /// signal and abstract-socket scopes).
     #[arg(long, value_name = "N", requires = "sandbox", value_parser = clap::value_parser!(u32).range(4..))]
     pub sandbox_min_abi: Option<u32>,
+    /// With --sandbox: also let the child read (and execute) beneath PATH, a directory or a
+    /// file that must exist. Repeatable.
+    #[arg(long, value_name = "PATH", requires = "sandbox", value_parser = existing_path)]
+    pub sandbox_read: Vec<PathBuf>,
+    /// With --sandbox: also let the child write beneath PATH, a directory or a file that must
+    /// exist. Repeatable.
+    #[arg(long, value_name = "PATH", requires = "sandbox", value_parser = existing_path)]
+    pub sandbox_write: Vec<PathBuf>,
     /// Offer only the tools that change nothing: read_file, read_lines, list_directory,
     /// find_files, grep and file_info.
     #[arg(long)]
@@ -36,6 +45,11 @@ pub struct ToolArgs {
     /// --read-only each must be read-only.
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub tools: Option<Vec<String>>,
+}
+
+/// A path that exists, canonicalized now (the sandbox opens it at each call).
+fn existing_path(path: &str) -> Result<PathBuf, String> {
+    std::fs::canonicalize(path).map_err(|e| format!("{path}: {e}"))
 }
 
 impl ToolArgs {
@@ -48,6 +62,12 @@ impl ToolArgs {
             let mut sandbox = nodeexec::Sandbox::new();
             if let Some(abi) = self.sandbox_min_abi {
                 sandbox.min_abi(abi);
+            }
+            for path in &self.sandbox_read {
+                sandbox.allow_read(path);
+            }
+            for path in &self.sandbox_write {
+                sandbox.allow_write(path);
             }
             sandbox
         });

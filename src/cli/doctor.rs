@@ -1,9 +1,11 @@
 //! `confine doctor`: what this machine gives the tools, checked rather than assumed.
 //!
 //! * Landlock: available or not (not built in, not enabled at boot) and the kernel's ABI;
-//! * the sandbox `--sandbox` would apply: usable or not, the ABI its rules use, and an end-to-end
-//!   check through `node_process` in a scratch workspace (a write inside must succeed, a write to
-//!   `/tmp` must be refused with `EACCES`);
+//! * the sandbox `--sandbox` would apply: usable or not, the ABI its rules use, its effective
+//!   policy (the paths it may read and write, metadata changes, which mechanism keeps pathname
+//!   Unix sockets out of reach), and an end-to-end check through `node_process` in a scratch
+//!   workspace (a write inside must succeed; a write to `/tmp`, a read of a file outside and a
+//!   `chmod` of it must be refused with `EACCES`, `EACCES` and `EPERM`);
 //! * the containment `nodeexec` gets for a run (a cgroup v2 of its own, else a PID namespace,
 //!   else the process-group fallback);
 //! * the Node.js found (`--node`, else `node` on PATH) and its version.
@@ -34,12 +36,15 @@ pub struct Args {
 /// How long each probe run may take (a cold Node.js on a loaded machine is slow).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The end-to-end sandbox probe: a write inside and a write to `/tmp`, as error codes.
+/// The end-to-end sandbox probe: a write inside, a write to `/tmp`, a read and a `chmod` of a
+/// file outside (`argv[2]`), as error codes.
 const SANDBOX_PROBE: &str = "const fs = require('fs');\
     const code = (f) => { try { f(); return 'ok'; } catch (e) { return e.code || String(e); } };\
     const outside = '/tmp/.confine-doctor-' + process.argv[1];\
     const r = { inside: code(() => fs.writeFileSync('inside.txt', 'x')),\
-                outside: code(() => fs.writeFileSync(outside, 'x')) };\
+                outside: code(() => fs.writeFileSync(outside, 'x')),\
+                read: code(() => fs.readFileSync(process.argv[2])),\
+                chmod: code(() => fs.chmodSync(process.argv[2], 0o600)) };\
     if (r.outside === 'ok') fs.unlinkSync(outside);\
     console.log(JSON.stringify(r));";
 
@@ -76,16 +81,21 @@ pub fn run(args: Args) -> ExitCode {
 
 async fn examine(args: &Args, scratch: &Path) -> Report {
     let landlock = LandlockSupport::probe();
-    let rules = std::fs::File::open(scratch)
-        .map_err(|_| nodeexec::ErrorKind::StartFailed)
-        .and_then(|dir| Sandbox::new().build(&dir).map_err(|e| e.kind()));
-
     let mut options = NodeProcessOptions::default();
     options.node = args.node.clone();
     options.timeout = Some(PROBE_TIMEOUT);
     let node = tools::create_node_process_tool(scratch, options.clone())
         .ok()
         .map(|tool| tool.node().to_owned());
+
+    // The rules `--sandbox` gives a call: node_process adds Node.js's installation.
+    let mut policy = Sandbox::new();
+    if let Some(node) = &node {
+        policy.allow_installation(node);
+    }
+    let rules = std::fs::File::open(scratch)
+        .map_err(|_| nodeexec::ErrorKind::StartFailed)
+        .and_then(|dir| policy.build(&dir).map_err(|e| e.kind()));
 
     // The containment a run gets: run Node.js (or, without one, this binary) once.
     let probe_program = node
@@ -127,7 +137,15 @@ async fn sandbox_check(scratch: &Path, options: NodeProcessOptions) -> Value {
         return json!({"ran": false, "reason": "the tools could not be built"});
     };
     let tag = format!("{}", std::process::id());
-    let arguments = json!({"source": SANDBOX_PROBE, "arguments": [tag]});
+    // A file outside the workspace, as a secret elsewhere on the disk would be.
+    let Some((outside, file)) = tempfile::tempdir().ok().and_then(|dir| {
+        let file = dir.path().join("outside.txt");
+        std::fs::write(&file, "x").ok()?;
+        Some((dir, file))
+    }) else {
+        return json!({"ran": false, "reason": "cannot make a scratch file"});
+    };
+    let arguments = json!({"source": SANDBOX_PROBE, "arguments": [tag, file]});
     let call = ToolCall::new("doctor", "node_process", &arguments);
     let Ok(result) = execute_tool_call(&registry, &call, &CancellationToken::new()).await else {
         return json!({"ran": false, "reason": "cancelled"});
@@ -141,12 +159,18 @@ async fn sandbox_check(scratch: &Path, options: NodeProcessOptions) -> Value {
         .as_str()
         .and_then(|s| serde_json::from_str(s.trim()).ok())
         .unwrap_or(Value::Null);
-    let passed = said["inside"] == "ok" && said["outside"] == "EACCES";
+    drop(outside);
+    let passed = said["inside"] == "ok"
+        && said["outside"] == "EACCES"
+        && said["read"] == "EACCES"
+        && said["chmod"] == "EPERM";
     json!({
         "ran": true,
         "passed": passed,
         "writeInside": said["inside"],
         "writeTmp": said["outside"],
+        "readOutside": said["read"],
+        "chmodOutside": said["chmod"],
     })
 }
 
@@ -163,6 +187,11 @@ impl Report {
             Ok(rules) => json!({
                 "usable": true,
                 "abi": rules.abi(),
+                "read": shown(&rules.readable()),
+                "readOwnProc": true,
+                "write": shown(&rules.writable()),
+                "metadata": metadata_policy(rules),
+                "pathnameUnixSockets": rules.pathname_socket_mechanism(),
                 "refusesTcp": rules.refuses_tcp(),
                 "refusesIpSockets": rules.refuses_ip_sockets(),
                 "scoped": rules.scoped(),
@@ -206,12 +235,15 @@ impl Report {
         };
         let sandbox = match &self.rules {
             Ok(rules) => format!(
-                "usable: rules of Landlock ABI {}; writes only beneath the root and /dev/null, \
-                 no TCP bind or connect{}{}; {} GiB of address space, {} open files, \
-                 no capabilities",
+                "usable: rules of Landlock ABI {}; no TCP bind or connect{}{}; \
+                 {} GiB of address space, {} open files, no capabilities\n\
+                 sandbox read:  {}, and the program's own /proc/<pid>\n\
+                 sandbox write: {}\n\
+                 metadata:      {}\n\
+                 unix sockets:  {}",
                 rules.abi(),
                 if rules.refuses_ip_sockets() {
-                    ", no socket but Unix ones (no UDP)"
+                    ", no socket of any family (no UDP, no Unix socket; Unix stream pairs only)"
                 } else {
                     ""
                 },
@@ -222,6 +254,13 @@ impl Report {
                 },
                 nodeexec::DEFAULT_ADDRESS_SPACE >> 30,
                 nodeexec::DEFAULT_OPEN_FILES,
+                shown(&rules.readable()).join(", "),
+                shown(&rules.writable()).join(", "),
+                metadata_policy(rules),
+                rules.pathname_socket_mechanism().map_or_else(
+                    || "pathname sockets reachable (no mechanism)".to_owned(),
+                    |m| format!("pathname sockets unreachable ({m})"),
+                ),
             ),
             Err(kind) => format!(
                 "unusable ({}): --sandbox calls fail with NODE_SANDBOX_UNAVAILABLE \
@@ -232,14 +271,17 @@ impl Report {
         };
         let check = if self.check["ran"] == true {
             format!(
-                "{}: a write inside: {}; a write to /tmp: {}",
+                "{}: a write inside: {}; a write to /tmp: {}; a read outside: {}; \
+                 a chmod outside: {}",
                 if self.check["passed"] == true {
                     "passed"
                 } else {
                     "FAILED"
                 },
                 self.check["writeInside"],
-                self.check["writeTmp"]
+                self.check["writeTmp"],
+                self.check["readOutside"],
+                self.check["chmodOutside"]
             )
         } else {
             format!("not run ({})", self.check["reason"])
@@ -272,4 +314,23 @@ impl Report {
              node:          {node}\n"
         )
     }
+}
+
+/// The metadata policy, in words.
+fn metadata_policy(rules: &SandboxRules) -> &'static str {
+    if rules.refuses_metadata_changes() {
+        "mode, owner, times and extended attributes unchangeable, the workspace's included \
+         (seccomp)"
+    } else {
+        "changeable on any file the user owns"
+    }
+}
+
+/// A rule list as shown: the first rule is the workspace (here the scratch directory), named
+/// as such.
+fn shown(paths: &[&Path]) -> Vec<String> {
+    let rest = paths.iter().skip(1).map(|p| p.display().to_string());
+    std::iter::once("<workspace>".to_owned())
+        .chain(rest)
+        .collect()
 }

@@ -109,26 +109,39 @@
 //!
 //! # Sandbox
 //!
-//! Opt-in, Linux Landlock: [`Sandbox`] is the policy, [`Sandbox::build`] makes the Landlock
-//! ruleset in the calling process with the write root, and [`Command::sandbox`] adds the
-//! pre-exec step that applies it (only raw system calls after `fork`: `PR_SET_NO_NEW_PRIVS`,
-//! `setrlimit`, the capabilities dropped, `landlock_restrict_self`, a seccomp filter). The
-//! program and every descendant then:
+//! Opt-in, Linux Landlock and seccomp: [`Sandbox`] is the policy, [`Sandbox::build`] opens
+//! and checks its paths in the calling process with the write root, and
+//! [`Command::sandbox`] adds the pre-exec step that applies it (only raw system calls after
+//! `fork`: `PR_SET_NO_NEW_PRIVS`, the capabilities dropped, a Landlock ruleset made and
+//! enforced, `setrlimit`, a seccomp filter). The program and every descendant then:
 //!
-//! * may read and execute anything the user can, everywhere;
+//! * may read only the write root, the system's programs and libraries (`/usr`, `/bin`,
+//!   `/sbin`, `/lib*`), the installation of its interpreter where the embedder names it
+//!   ([`Sandbox::allow_installation`]), named non-secret files of `/etc` (the loader cache,
+//!   `passwd`, `group`, name resolution, the time zone, public certificates), `/dev/null`,
+//!   `/dev/zero`, `/dev/random`, `/dev/urandom`, a few system-wide `/proc` files, the
+//!   program's own `/proc/<pid>`, and what [`Sandbox::allow_read`] adds: not the home
+//!   directory, `/root`, `/tmp`, `/etc/shadow` or other processes' `/proc` entries, as root
+//!   too (the capabilities that would bypass file permissions are gone, and Landlock does
+//!   not care about them anyway);
 //! * may write, create, rename, remove and link only beneath the write root (no device
 //!   nodes there), plus `/dev/null` and what [`Sandbox::allow_write`] adds: anything else
 //!   fails with `EACCES`, `/tmp` included;
-//! * may not `bind` or `connect` a TCP socket (Landlock, ABI 4), nor create any socket but a
-//!   Unix-domain one (the seccomp filter: no UDP, no other family), nor, from ABI 6, signal a
-//!   process outside the sandbox or connect to an abstract Unix socket made outside it;
+//! * may not change the mode, owner, times or extended attributes of any file (`EPERM`; the
+//!   seccomp filter sees system calls, not paths, so this holds inside the write root too:
+//!   `chmod` and `fs.copyFile`, which copies the mode, fail there);
+//! * may not create a socket of any family, Unix included (`EACCES`; so no pathname Unix
+//!   socket anywhere is reachable), only a connected Unix stream pair (`socketpair`, which
+//!   child stdio and Node.js's IPC use); may not `bind` or `connect` TCP (Landlock, ABI 4);
+//!   from ABI 6, may not signal a process outside the sandbox;
 //! * runs with [`DEFAULT_ADDRESS_SPACE`] (4 GiB) of address space and
 //!   [`DEFAULT_OPEN_FILES`] (1024) descriptors, no capabilities and no way to gain any.
 //!
-//! It does **not** stop pathname Unix sockets (a daemon's socket elsewhere on disk is
-//! reachable), reading secrets elsewhere on the disk, `chmod`/`utimes` of files the user owns,
-//! or exhausting the CPU, the disk beneath the root or the number of processes within the time
-//! bound. `docs/SECURITY.md` says more, and compares it with other agents' sandboxes.
+//! Nothing here needs a namespace or a privilege: the same policy holds as root, as an
+//! ordinary user and in a container that refuses namespaces. It does **not** hide that a
+//! path exists (`stat` is not governed), nor stop exhausting the CPU, the disk beneath the
+//! root or the number of processes within the time bound. `docs/SECURITY.md` says more,
+//! and compares it with other agents' sandboxes.
 //!
 //! Enforcement is all or nothing: where the kernel lacks Landlock, or has an ABI older than
 //! [`Sandbox::min_abi`] (default 4), [`Sandbox::build`] fails with

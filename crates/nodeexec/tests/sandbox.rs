@@ -65,7 +65,21 @@ const HELPERS: &str = "const fs = require('fs'), cp = require('child_process'), 
 
 /// Run `source` (after the helpers) with `args` in `dirs.ws()`, sandboxed by `sandbox` or not.
 fn run(dirs: &Dirs, sandbox: Option<&Sandbox>, source: &str, args: &[&str]) -> Outcome {
+    run_env(dirs, sandbox, source, args, &[])
+}
+
+/// [`run`] with variables set in the child.
+fn run_env(
+    dirs: &Dirs,
+    sandbox: Option<&Sandbox>,
+    source: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Outcome {
     let mut cmd = Command::new(node());
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
     cmd.arg("-e")
         .arg(format!("{HELPERS}\n{source}"))
         .arg("--")
@@ -361,28 +375,62 @@ fn sandbox_refuses_abstract_unix_sockets_outside_it() {
         s.on('connect', () => { say('ok'); s.destroy(); });\
         s.on('error', (e) => say(e.code));";
     let (confined, open) = twin(&dirs, probe, &[&name]);
-    if kernel_abi() >= 6 {
-        assert_eq!(confined, r#""EPERM""#);
-    }
+    // The seccomp filter refuses the Unix socket itself.
+    assert_eq!(confined, r#""EACCES""#);
     assert_eq!(open, r#""ok""#);
+    // Without it, Landlock's scope refuses the connection (ABI 6 and above).
+    if kernel_abi() >= 6 {
+        let scoped = said(&run(&dirs, Some(&landlock_only()), probe, &[&name]));
+        assert_eq!(scoped, r#""EPERM""#);
+    }
 }
 
-// What the sandbox does not block, pinned so that docs/SECURITY.md stays true.
+#[test]
+fn sandbox_refuses_pathname_unix_sockets_outside_it() {
+    use std::io::Read;
+    let dirs = Dirs::new();
+    // A listener in /tmp, as a daemon's socket would be (the Docker socket, an SSH agent).
+    let path = Path::new("/tmp").join(unique("confine-sandbox-socket"));
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let probe = "const s = net.connect({ path: process.argv[1] });\
+        s.on('connect', () => { s.end('secret', () => { say('ok'); s.destroy(); }); });\
+        s.on('error', (e) => say(e.code));";
+    let arg = path.to_str().unwrap();
+    let confined = said(&run(&dirs, Some(&Sandbox::new()), probe, &[arg]));
+    assert_eq!(confined, r#""EACCES""#);
+    assert_eq!(
+        listener.accept().unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "the listener received a connection from the sandbox"
+    );
+    // Landlock alone (ABI 7) has no right for connecting to a pathname socket.
+    let landlock = said(&run(&dirs, Some(&landlock_only()), probe, &[arg]));
+    assert_eq!(landlock, r#""ok""#);
+    let open = said(&run(&dirs, None, probe, &[arg]));
+    assert_eq!(open, r#""ok""#);
+    let mut received = Vec::new();
+    while let Ok((mut stream, _)) = listener.accept() {
+        stream.set_nonblocking(false).unwrap();
+        stream.read_to_end(&mut received).unwrap();
+    }
+    assert_eq!(received, b"secretsecret");
+    std::fs::remove_file(&path).unwrap();
+}
 
 #[test]
-fn sandbox_does_not_block_pathname_unix_sockets() {
+fn sandbox_keeps_unix_stream_pairs_for_child_stdio_and_ipc() {
     let dirs = Dirs::new();
-    let path = dirs.out().join("s.sock");
-    let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-    let probe = "const s = net.connect({ path: process.argv[1] });\
-        s.on('connect', () => { say('ok'); s.destroy(); });\
-        s.on('error', (e) => say(e.code));";
-    let (confined, open) = twin(&dirs, probe, &[path.to_str().unwrap()]);
-    assert_eq!(
-        confined, r#""ok""#,
-        "Landlock ABI 9 would refuse this; docs/SECURITY.md must change"
-    );
-    assert_eq!(open, r#""ok""#);
+    // libuv gives a child's stdio and Node.js's IPC channel a socketpair(AF_UNIX, SOCK_STREAM).
+    let probe = "fs.writeFileSync('child.js', \
+            \"process.on('message', (m) => { process.send(m + '!'); process.exit(0); })\");\
+        const child = cp.fork('./child.js');\
+        child.on('message', (m) => say([m, String(cp.execFileSync('/bin/sh', ['-c', 'echo sh']))]));\
+        child.on('error', (e) => say(e.code));\
+        child.send('ping');";
+    let (confined, open) = twin(&dirs, probe, &[]);
+    assert_eq!(confined, r#"["ping!","sh\n"]"#);
+    assert_eq!(open, confined);
 }
 
 /// Send one datagram to a Rust UDP socket; answers "ok" or the error code.
@@ -415,52 +463,209 @@ fn sandbox_refuses_udp_and_other_ip_sockets() {
 }
 
 #[test]
-fn sandbox_does_not_hide_readable_files() {
+fn sandbox_refuses_reading_secrets_outside_the_workspace() {
     let dirs = Dirs::new();
+    // A fake home with the usual secrets, and a secret elsewhere outside the workspace.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join(".ssh")).unwrap();
+    std::fs::write(home.path().join(".ssh/id_ed25519"), "home-key").unwrap();
+    std::fs::write(home.path().join(".env"), "TOKEN=home").unwrap();
     let secret = dirs.out().join("secret.txt");
     std::fs::write(&secret, "s3cret").unwrap();
-    let probe = "say(fs.readFileSync(process.argv[1], 'utf8'))";
-    let (confined, open) = twin(&dirs, probe, &[secret.to_str().unwrap()]);
-    assert_eq!(confined, r#""s3cret""#);
-    assert_eq!(open, r#""s3cret""#);
+    let probe = "const home = require('os').homedir();\
+        const read = (p) => { try { return fs.readFileSync(p, 'utf8'); } catch (e) { return e.code; } };\
+        const list = (p) => { try { return fs.readdirSync(p).length > 0 ? 'listed' : 'empty'; } catch (e) { return e.code; } };\
+        say([read(home + '/.ssh/id_ed25519'), read(home + '/.env'), list(home),\
+             read(process.argv[1]), list(process.argv[2]), list('/tmp')])";
+    let args = [secret.to_str().unwrap(), dirs.out().to_str().unwrap()];
+    let env = [("HOME", home.path().to_str().unwrap())];
+    let confined = said(&run_env(&dirs, Some(&Sandbox::new()), probe, &args, &env));
+    assert_eq!(
+        confined,
+        r#"["EACCES","EACCES","EACCES","EACCES","EACCES","EACCES"]"#
+    );
+    let open = said(&run_env(&dirs, None, probe, &args, &env));
+    assert_eq!(
+        open,
+        r#"["home-key","TOKEN=home","listed","s3cret","listed","listed"]"#
+    );
+    // An embedder may add a place to read.
+    let mut more = Sandbox::new();
+    more.allow_read(dirs.out());
+    let added = said(&run_env(&dirs, Some(&more), probe, &args, &env));
+    assert_eq!(
+        added,
+        r#"["EACCES","EACCES","EACCES","s3cret","listed","EACCES"]"#
+    );
 }
 
 #[test]
-fn sandbox_does_not_block_metadata_changes_outside() {
+fn sandbox_refuses_reading_etc_shadow_and_root_as_root() {
+    if !root() {
+        eprintln!("SKIPPED sandbox_refuses_reading_etc_shadow_and_root_as_root: needs root");
+        return;
+    }
     let dirs = Dirs::new();
-    let target = dirs.out().join("mode.txt");
-    std::fs::write(&target, "x").unwrap();
-    // Landlock has no right for chmod, utimes or xattrs: a file the user owns stays open to
-    // them (its contents do not).
-    let probe = "say([\
-        code(() => fs.chmodSync(process.argv[1], 0o604)),\
-        code(() => fs.utimesSync(process.argv[1], 0, 0)),\
-        code(() => fs.appendFileSync(process.argv[1], 'y')),\
-    ])";
-    let confined = said(&run(
-        &dirs,
-        Some(&Sandbox::new()),
-        probe,
-        &[target.to_str().unwrap()],
-    ));
-    assert_eq!(confined, r#"["ok","ok","EACCES"]"#);
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(&target).unwrap();
-    assert_eq!(meta.permissions().mode() & 0o777, 0o604);
-    let open = said(&run(&dirs, None, probe, &[target.to_str().unwrap()]));
-    assert_eq!(open, r#"["ok","ok","ok"]"#);
-}
-
-#[test]
-fn sandbox_refuses_reading_other_processes_memory_and_environment() {
-    let dirs = Dirs::new();
-    // /proc is the host's: the test process is visible, but Landlock treats reading its
-    // environment or memory map as ptrace access to a process outside the sandbox.
-    let probe = "const p = '/proc/' + process.argv[1];\
-        say([code(() => fs.readFileSync(p + '/environ')), code(() => fs.readFileSync(p + '/maps')),\
-             code(() => fs.readFileSync(p + '/status'))])";
-    let pid = std::process::id().to_string();
-    let (confined, open) = twin(&dirs, probe, &[&pid]);
+    let probe = "say([code(() => fs.readFileSync('/etc/shadow')), code(() => fs.readdirSync('/root')),\
+        code(() => fs.readFileSync('/etc/passwd'))])";
+    let (confined, open) = twin(&dirs, probe, &[]);
     assert_eq!(confined, r#"["EACCES","EACCES","ok"]"#);
     assert_eq!(open, r#"["ok","ok","ok"]"#);
+}
+
+#[test]
+fn sandbox_refuses_requiring_modules_outside_the_workspace() {
+    let dirs = Dirs::new();
+    std::fs::write(dirs.out().join("outside.js"), "module.exports = 'outside';").unwrap();
+    let module = dirs.ws().join("node_modules/inside");
+    std::fs::create_dir_all(&module).unwrap();
+    std::fs::write(module.join("index.js"), "module.exports = 'inside';").unwrap();
+    let probe = "const load = (m) => { try { return require(m); } catch (e) { return e.code; } };\
+        say([load('inside'), load(process.argv[1])])";
+    let outside = dirs.out().join("outside.js");
+    let args = [outside.to_str().unwrap()];
+    let (confined, open) = twin(&dirs, probe, &args);
+    assert_eq!(confined, r#"["inside","EACCES"]"#);
+    assert_eq!(open, r#"["inside","outside"]"#);
+    let mut more = Sandbox::new();
+    more.allow_read(dirs.out());
+    assert_eq!(
+        said(&run(&dirs, Some(&more), probe, &args)),
+        r#"["inside","outside"]"#
+    );
+}
+
+#[test]
+fn sandbox_runs_a_real_workload() {
+    let dirs = Dirs::new();
+    std::fs::write(dirs.ws().join("data.json"), r#"{"n": 20}"#).unwrap();
+    let module = dirs.ws().join("node_modules/sum");
+    std::fs::create_dir_all(&module).unwrap();
+    std::fs::write(
+        module.join("index.js"),
+        "module.exports = (n) => n * (n + 1) / 2;",
+    )
+    .unwrap();
+    let probe = "const sum = require('sum');\
+        const { n } = JSON.parse(fs.readFileSync('data.json', 'utf8'));\
+        fs.mkdirSync('out', { recursive: true });\
+        fs.writeFileSync('out/result.txt', String(sum(n)));\
+        const child = cp.spawnSync(process.execPath, ['-e',\
+            \"process.stdout.write(require('fs').readFileSync('out/result.txt', 'utf8'))\"]);\
+        const shell = cp.execFileSync('/bin/sh', ['-c', 'cat out/result.txt | wc -c']);\
+        say([String(child.stdout), child.status, String(shell).trim(), require('os').cpus().length > 0])";
+    let (confined, open) = twin(&dirs, probe, &[]);
+    assert_eq!(confined, r#"["210",0,"3",true]"#);
+    assert_eq!(open, confined);
+    assert_eq!(
+        std::fs::read_to_string(dirs.ws().join("out/result.txt")).unwrap(),
+        "210"
+    );
+}
+
+/// `setxattr(path, "user.confine", "v", 1, 0)` by Perl's raw `syscall` (Node.js has no
+/// extended-attribute call; Perl is part of every Debian system).
+fn setxattr_source() -> String {
+    #[cfg(target_arch = "x86_64")]
+    const SETXATTR: u32 = 188;
+    #[cfg(target_arch = "aarch64")]
+    const SETXATTR: u32 = 5;
+    format!(
+        "const setxattr = (p) => {{ const r = cp.spawnSync('/usr/bin/perl', ['-e',\
+            'my ($p, $n, $v) = (shift, \"user.confine\", \"v\"); print syscall({SETXATTR}, $p, $n, $v, 1, 0) == 0 ? \"ok\" : ($!{{EPERM}} ? \"EPERM\" : \"errno \" . ($! + 0))',\
+            p]); return r.error ? r.error.code : String(r.stdout); }};"
+    )
+}
+
+#[test]
+fn sandbox_refuses_metadata_changes_outside_the_workspace() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dirs = Dirs::new();
+    let target = dirs.out().join("mode.txt");
+    let reset = || {
+        std::fs::write(&target, "x").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+    };
+    reset();
+    let before = std::fs::metadata(&target).unwrap();
+    // By path, and by a descriptor opened for reading (a file the program may read: as root
+    // that is every system file).
+    let probe = format!(
+        "{}\
+        const p = process.argv[1];\
+        const fd = (() => {{ try {{ return fs.openSync(p, 'r'); }} catch (e) {{ return -1; }} }})();\
+        say([code(() => fs.chmodSync(p, 0o777)), code(() => fs.fchmodSync(fd, 0o777)),\
+             code(() => fs.chownSync(p, process.getuid(), process.getgid())),\
+             code(() => fs.fchownSync(fd, process.getuid(), process.getgid())),\
+             code(() => fs.utimesSync(p, 0, 0)), code(() => fs.futimesSync(fd, 0, 0)),\
+             code(() => fs.lutimesSync(p, 0, 0)), setxattr(p)])",
+        setxattr_source()
+    );
+    let args = [target.to_str().unwrap()];
+    let mut readable = Sandbox::new();
+    readable.allow_read(dirs.out());
+    let confined = said(&run(&dirs, Some(&readable), &probe, &args));
+    assert_eq!(
+        confined,
+        r#"["EPERM","EPERM","EPERM","EPERM","EPERM","EPERM","EPERM","EPERM"]"#
+    );
+    let after = std::fs::metadata(&target).unwrap();
+    assert_eq!(after.permissions().mode() & 0o7777, 0o644);
+    assert_eq!((after.mtime(), after.uid()), (before.mtime(), before.uid()));
+    assert!(xattr_absent(&target));
+
+    // Landlock alone does not govern metadata: without the filter it all goes through.
+    let mut landlock = Sandbox::new();
+    landlock.allow_read(dirs.out()).metadata_filter(false);
+    let ok8 = r#"["ok","ok","ok","ok","ok","ok","ok","ok"]"#;
+    assert_eq!(said(&run(&dirs, Some(&landlock), &probe, &args)), ok8);
+    reset();
+    let open = said(&run(&dirs, None, &probe, &args));
+    assert_eq!(open, ok8);
+    assert_eq!(
+        std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777,
+        0o777
+    );
+    assert!(!xattr_absent(&target));
+}
+
+/// Whether `path` has no `user.confine` attribute.
+fn xattr_absent(path: &Path) -> bool {
+    let mut buf = [0u8; 8];
+    matches!(
+        rustix::fs::getxattr(path, "user.confine", &mut buf),
+        Err(rustix::io::Errno::NODATA)
+    )
+}
+
+#[test]
+fn sandbox_refuses_metadata_changes_inside_the_workspace_too() {
+    // The price of a filter that sees system calls, not paths (see the crate docs).
+    let dirs = Dirs::new();
+    let probe = "fs.writeFileSync('a.txt', 'x');\
+        say([code(() => fs.chmodSync('a.txt', 0o755)), code(() => fs.copyFileSync('a.txt', 'b.txt')),\
+             code(() => fs.writeFileSync('c.txt', fs.readFileSync('a.txt')))])";
+    let (confined, open) = twin(&dirs, probe, &[]);
+    assert_eq!(confined, r#"["EPERM","EPERM","ok"]"#);
+    assert_eq!(open, r#"["ok","ok","ok"]"#);
+}
+
+#[test]
+fn sandbox_reads_its_own_proc_entries_only() {
+    let dirs = Dirs::new();
+    // Another process's entries: its environment and memory map (which Landlock's ptrace
+    // restriction would refuse anyway), and its status and command line (which it would
+    // not: command lines may hold secrets).
+    let probe = "const p = '/proc/' + process.argv[1];\
+        say([code(() => fs.readFileSync(p + '/environ')), code(() => fs.readFileSync(p + '/maps')),\
+             code(() => fs.readFileSync(p + '/status')), code(() => fs.readFileSync(p + '/cmdline')),\
+             code(() => fs.readFileSync('/proc/self/status')), code(() => fs.readFileSync('/proc/self/maps')),\
+             code(() => fs.readdirSync('/proc/self/fd')), code(() => fs.readFileSync('/proc/meminfo'))])";
+    let pid = std::process::id().to_string();
+    let (confined, open) = twin(&dirs, probe, &[&pid]);
+    assert_eq!(
+        confined,
+        r#"["EACCES","EACCES","EACCES","EACCES","ok","ok","ok","ok"]"#
+    );
+    assert_eq!(open, r#"["ok","ok","ok","ok","ok","ok","ok","ok"]"#);
 }

@@ -90,8 +90,10 @@ pub struct NodeProcessOptions {
     /// Variables to set in the child, beside PATH, LANG, LC_* and TZ taken from the host.
     /// `NODE_OPTIONS` is dropped.
     pub env: Vec<(String, String)>,
-    /// The opt-in kernel sandbox (Linux Landlock and resource limits, see
-    /// [`nodeexec::Sandbox`]), with the workspace root as the one writable tree; `None` runs
+    /// The opt-in kernel sandbox (Linux Landlock, seccomp and resource limits, see
+    /// [`nodeexec::Sandbox`]), with the workspace root as the writable tree; the tool adds
+    /// the Node.js installation to what it may read. More places to read or write are added
+    /// on the policy itself (`Sandbox::allow_read`, `Sandbox::allow_write`). `None` runs
     /// Node.js unconfined. Where the kernel cannot enforce it a call fails with
     /// `NODE_SANDBOX_UNAVAILABLE` and nothing runs.
     pub sandbox: Option<nodeexec::Sandbox>,
@@ -164,12 +166,17 @@ impl NodeProcessTool {
             .into_iter()
             .filter(|(k, _)| !REFUSED_ENV.contains(&k.as_str()))
             .collect();
+        // Node.js must read its own installation, wherever it lives.
+        let sandbox = options.sandbox.map(|mut sandbox| {
+            sandbox.allow_installation(&node);
+            sandbox
+        });
         Ok(Self {
             root,
             node,
             timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
             env,
-            sandbox: options.sandbox,
+            sandbox,
         })
     }
 

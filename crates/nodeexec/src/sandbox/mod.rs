@@ -1,0 +1,637 @@
+//! The opt-in kernel sandbox: Landlock rules and a seccomp filter, prepared in the parent and
+//! enforced after `fork`.
+//!
+//! [`Sandbox`] is the policy (which Landlock ABI is required, what may be read and written
+//! besides the defaults, the resource limits, whether capabilities are dropped, which seccomp
+//! rules apply). [`Sandbox::build`] turns it, with the write root, into [`SandboxRules`]: the
+//! paths are opened and checked **in the parent** (opening paths and allocating are not
+//! async-signal-safe), and [`Command::sandbox`] adds a pre-exec step that makes only raw
+//! system calls in the process that becomes the program, in this order:
+//!
+//! 1. `prctl(PR_SET_NO_NEW_PRIVS)`: no set-user-id, set-group-id or file-capability gain by
+//!    any later `exec` (and what Landlock and seccomp require of an unprivileged caller);
+//! 2. the capabilities dropped (`capabilities.rs`): the bounding set (where we may), then
+//!    effective, permitted and inheritable to nothing. With no-new-privs an `exec` cannot
+//!    give them back, so even a root embedder's child runs without `CAP_DAC_OVERRIDE`,
+//!    `CAP_DAC_READ_SEARCH`, `CAP_FOWNER`, `CAP_CHOWN`, `CAP_SYS_ADMIN`, `CAP_NET_RAW`, …;
+//! 3. the Landlock ruleset made and enforced (`ruleset.rs`: made in the child so that it can
+//!    name the program's own `/proc/<pid>`);
+//! 4. `setrlimit` of the address space, open files and (optionally) data segment, soft and
+//!    hard limit alike, so the program cannot raise them again (`limits.rs`);
+//! 5. the seccomp filter (`seccomp.rs`).
+//!
+//! # What the program may do
+//!
+//! Landlock handles every file-system right of the ABI in use (denied unless a rule allows
+//! it) and TCP bind and connect (no rule: always refused). The rules:
+//!
+//! * **read** (read files, list directories, execute): the write root; the system trees
+//!   `/usr`, `/bin`, `/sbin`, `/lib`, `/lib32`, `/lib64`, `/libx32`; the installation of the
+//!   program's interpreter where the embedder names it ([`Sandbox::allow_installation`]:
+//!   `node_process` names Node.js's, wherever it lives); the non-secret parts of `/etc`
+//!   listed and explained in `paths.rs` (the loader cache, `passwd` and `group` but not
+//!   `shadow`, name resolution, the time zone, OpenSSL's configuration and the public CA
+//!   certificates but not `/etc/ssl/private`, …); `/dev/null`, `/dev/zero`, `/dev/random`,
+//!   `/dev/urandom`; `/proc/meminfo`, `/proc/stat`, `/proc/cpuinfo`; the program's own
+//!   `/proc/<pid>` (see below); and what [`Sandbox::allow_read`] adds. Nothing else: not the
+//!   home directory, not `/root`, not `/tmp`, not `/etc/shadow`, not another project.
+//! * **write** (create, write, truncate, rename, remove, link, make directories, pipes and
+//!   sockets): beneath the write root and what [`Sandbox::allow_write`] adds, with every
+//!   right but creating character and block devices; `/dev/null` may be written and
+//!   truncated.
+//! * **`/proc`**: the program's own `/proc/<pid>` is readable (the C library reads
+//!   `/proc/self/maps`, Node.js `/proc/self/cgroup`). A process it starts is a new
+//!   `/proc/<pid>` that no rule names: descendants run without their own `/proc` entries
+//!   (Node.js and the usual tools start and run without them; `ps` does not). Other
+//!   processes' entries are unreadable (their command lines may hold secrets); their
+//!   `environ`, `maps` and `mem` would be refused anyway by Landlock's ptrace restriction.
+//! * From ABI 6, signals to processes outside the sandbox and connections to abstract Unix
+//!   sockets made outside it are refused (Landlock scopes).
+//!
+//! The seccomp filter ([`Sandbox::socket_filter`], [`Sandbox::metadata_filter`], both on by
+//! default) refuses `socket(2)` for every family (no UDP, no other family, and no Unix
+//! socket that could reach a pathname socket outside the workspace: Landlock has no right
+//! for connecting to one at ABI 7), `socketpair(2)` but `AF_UNIX`/`SOCK_STREAM`, every
+//! system call that changes a file's mode, owner, times or extended attributes, everywhere,
+//! `io_uring_setup`, and system calls of another ABI.
+//!
+//! # Why metadata is refused everywhere
+//!
+//! Landlock does not govern `chmod`, `chown`, `utimes` or extended attributes, and the owner
+//! of a file needs no capability for them: a root program could make every system file
+//! world-writable. Two mechanisms could confine them to outside the workspace: a mount
+//! namespace whose view of everything but the workspace is read-only, or a seccomp rule.
+//! The namespace is exact (metadata inside the workspace stays changeable) but needs
+//! `CAP_SYS_ADMIN` or an unprivileged user namespace, which containers and hardened hosts
+//! refuse, and costs a namespace per call. The seccomp rule works wherever seccomp does
+//! (every environment `confine` runs in), costs nothing measurable, but sees system-call
+//! numbers, not paths, so it refuses these calls inside the workspace too: `chmod +x` of a
+//! script, `fs.copyFile` (libuv copies the mode with `fchmod` and fails when it is
+//! refused), `git init` (which sets its hooks' modes). One mechanism everywhere, with a
+//! documented loss inside the workspace, was chosen over a precise one that is missing
+//! exactly where agents run as root (containers).
+//!
+//! # Which ABI
+//!
+//! The kernel must offer at least [`Sandbox::min_abi`] ([`DEFAULT_MIN_ABI`], 4: file system
+//! and TCP); otherwise [`Sandbox::build`] fails with [`ErrorKind::SandboxUnavailable`] and
+//! nothing is started. Above that, the rules use the rights of the newest ABI both the kernel
+//! and this crate have been tested with ([`MAX_TESTED_ABI`], 7), every one handled: a
+//! ruleset is never silently weaker than [`SandboxRules::abi`] says. The parent builds a
+//! throw-away ruleset from the same rules before anything starts, so a kernel that refuses
+//! one is found there; a step that still fails in the child fails the start.
+
+mod capabilities;
+mod limits;
+mod paths;
+mod ruleset;
+mod seccomp;
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use landlock::{ABI, Access, AccessFs, AccessNet, BitFlags, Scope};
+
+use crate::command::Command;
+use crate::error::{Error, ErrorKind};
+use limits::Resource;
+use ruleset::{PathRule, RulesetAttr};
+
+/// The Landlock ABI a sandbox requires unless told otherwise: 4 (Linux 6.7), the first with
+/// network rules, so that "no TCP" is always part of the sandbox.
+pub const DEFAULT_MIN_ABI: u32 = 4;
+
+/// The newest Landlock ABI whose rights the sandbox uses (tested on Linux 6.18, ABI 7). A
+/// newer kernel is used at this ABI.
+pub const MAX_TESTED_ABI: u32 = 7;
+
+/// The default address-space limit of a sandboxed program: 4 GiB. Node.js starts and runs
+/// ordinary scripts under it (its JavaScript heap limit is lower); a `WebAssembly.Memory`
+/// cannot be made under it, V8 reserving about 10 GiB of address space for each.
+pub const DEFAULT_ADDRESS_SPACE: u64 = 4 << 30;
+
+/// The default open-file limit of a sandboxed program: 1024 descriptors.
+pub const DEFAULT_OPEN_FILES: u64 = 1024;
+
+/// The policy of the opt-in kernel sandbox (Linux Landlock, seccomp and resource limits);
+/// see the crate docs, section *Sandbox*. Build it, then [`build`](Sandbox::build) it with
+/// the write root and give the result to [`Command::sandbox`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sandbox {
+    min_abi: u32,
+    readable: Vec<PathBuf>,
+    writable: Vec<PathBuf>,
+    address_space: Option<u64>,
+    open_files: Option<u64>,
+    data: Option<u64>,
+    drop_capabilities: bool,
+    socket_filter: bool,
+    metadata_filter: bool,
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sandbox {
+    /// The default policy: Landlock ABI 4 or newer required, reads confined to the write root
+    /// and the system's defaults, writes to the write root and `/dev/null`, 4 GiB of address
+    /// space, 1024 open files, no data-segment limit, capabilities dropped, no socket (but a
+    /// Unix stream pair) and no metadata change.
+    pub fn new() -> Self {
+        Self {
+            min_abi: DEFAULT_MIN_ABI,
+            readable: Vec::new(),
+            writable: Vec::new(),
+            address_space: Some(DEFAULT_ADDRESS_SPACE),
+            open_files: Some(DEFAULT_OPEN_FILES),
+            data: None,
+            drop_capabilities: true,
+            socket_filter: true,
+            metadata_filter: true,
+        }
+    }
+
+    /// Require at least this Landlock ABI (default [`DEFAULT_MIN_ABI`]); a kernel with less
+    /// makes [`Sandbox::build`] fail with [`ErrorKind::SandboxUnavailable`]. 6 insists on
+    /// the signal and abstract-socket scopes. Values below 4 are raised to 4: a sandbox
+    /// without network rules is not offered.
+    pub fn min_abi(&mut self, abi: u32) -> &mut Self {
+        self.min_abi = abi.max(DEFAULT_MIN_ABI);
+        self
+    }
+
+    /// Also allow reading (and executing) beneath `path` (a directory) or `path` (a file).
+    /// It must exist when the sandbox is built; a symbolic link is followed then.
+    pub fn allow_read(&mut self, path: impl AsRef<Path>) -> &mut Self {
+        self.readable.push(path.as_ref().to_owned());
+        self
+    }
+
+    /// Also allow reading the installation `executable` belongs to: the directory above its
+    /// `bin/` (`/opt/node-v22/bin/node` gives `/opt/node-v22`), else its own directory. Give
+    /// it the canonical path (`node_process` does, for Node.js).
+    pub fn allow_installation(&mut self, executable: impl AsRef<Path>) -> &mut Self {
+        if let Some(prefix) = paths::installation(executable.as_ref())
+            && !self.readable.iter().any(|p| p == prefix)
+        {
+            self.readable.push(prefix.to_owned());
+        }
+        self
+    }
+
+    /// Also allow writing beneath `path` (a directory) or to `path` (a file), with the rights
+    /// the write root has (reading included). It must exist when the sandbox is built.
+    pub fn allow_write(&mut self, path: impl AsRef<Path>) -> &mut Self {
+        self.writable.push(path.as_ref().to_owned());
+        self
+    }
+
+    /// The address-space limit (`RLIMIT_AS`) in bytes; `None` leaves the embedder's.
+    pub fn address_space(&mut self, bytes: Option<u64>) -> &mut Self {
+        self.address_space = bytes;
+        self
+    }
+
+    /// The open-file limit (`RLIMIT_NOFILE`); `None` leaves the embedder's.
+    pub fn open_files(&mut self, count: Option<u64>) -> &mut Self {
+        self.open_files = count;
+        self
+    }
+
+    /// The data-segment limit (`RLIMIT_DATA`: private writable memory, which V8's reservations
+    /// do not count against until used) in bytes; `None` (the default) leaves the embedder's.
+    /// With `address_space(None)` this bounds memory while letting WebAssembly reserve.
+    pub fn data_size(&mut self, bytes: Option<u64>) -> &mut Self {
+        self.data = bytes;
+        self
+    }
+
+    /// Whether to drop every capability before `exec` (default `true`).
+    pub fn drop_capabilities(&mut self, drop: bool) -> &mut Self {
+        self.drop_capabilities = drop;
+        self
+    }
+
+    /// Whether the seccomp filter refuses sockets (default `true`): `socket(2)` of every
+    /// family, Unix included, and `socketpair(2)` but a Unix stream pair. Without it the
+    /// network rules are Landlock's alone: TCP bind and connect refused, UDP and Unix
+    /// sockets (pathname ones outside the workspace included) allowed.
+    pub fn socket_filter(&mut self, filter: bool) -> &mut Self {
+        self.socket_filter = filter;
+        self
+    }
+
+    /// Whether the seccomp filter refuses changes of mode, owner, times and extended
+    /// attributes (default `true`; everywhere, the workspace included: see the module docs).
+    /// Without it the program can change them on any file its user owns, wherever it is.
+    pub fn metadata_filter(&mut self, filter: bool) -> &mut Self {
+        self.metadata_filter = filter;
+        self
+    }
+
+    /// Prepare the rules now, in the calling process, with `write_root` (a directory
+    /// descriptor) as the tree the program may write. Fails with
+    /// [`ErrorKind::SandboxUnavailable`] when the kernel cannot enforce the policy in full,
+    /// and with [`ErrorKind::StartFailed`] when the rules cannot be made (an `allow_read` or
+    /// `allow_write` path missing, a descriptor that is not a directory).
+    pub fn build(&self, write_root: impl AsFd) -> Result<SandboxRules, Error> {
+        let unavailable = |e: Option<io::Error>| Error::new(ErrorKind::SandboxUnavailable, e);
+        let failed = |e: io::Error| Error::new(ErrorKind::StartFailed, Some(e));
+        let kernel = match LandlockSupport::probe() {
+            LandlockSupport::Available { abi } if abi >= self.min_abi => abi,
+            _ => return Err(unavailable(None)),
+        };
+        let filtered = self.socket_filter || self.metadata_filter;
+        if filtered && !seccomp::SUPPORTED {
+            // No filter for this architecture: the policy cannot be enforced in full.
+            return Err(unavailable(None));
+        }
+        let abi = kernel.min(MAX_TESTED_ABI).max(self.min_abi);
+        let target = ABI::from(abi as i32);
+        let attr = RulesetAttr {
+            handled_access_fs: AccessFs::from_all(target).bits(),
+            handled_access_net: AccessNet::from_all(target).bits(),
+            scoped: Scope::from_all(target).bits(),
+        };
+        let rules = self.rules(target, write_root.as_fd()).map_err(failed)?;
+        let own_proc = (AccessFs::ReadFile | AccessFs::ReadDir).bits();
+        ruleset::check(&attr, &rules, own_proc).map_err(|e| match e {
+            ruleset::CheckError::Create(e) => unavailable(Some(e)),
+            ruleset::CheckError::Rule(e) => failed(e),
+        })?;
+        let limit = |resource: Resource, value: Option<u64>| value.map(|v| (resource, v));
+        Ok(SandboxRules(Arc::new(Prepared {
+            attr,
+            rules,
+            own_proc,
+            abi,
+            limits: [
+                limit(libc::RLIMIT_AS, self.address_space),
+                limit(libc::RLIMIT_NOFILE, self.open_files),
+                limit(libc::RLIMIT_DATA, self.data),
+            ],
+            drop_capabilities: self.drop_capabilities,
+            socket_filter: self.socket_filter,
+            metadata_filter: self.metadata_filter,
+            program: filtered
+                .then(|| seccomp::Program::new(self.socket_filter, self.metadata_filter)),
+        })))
+    }
+
+    /// Every rule of the policy, paths opened. Default paths that do not exist are skipped;
+    /// the embedder's must exist.
+    fn rules(&self, abi: ABI, root: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<PathRule>> {
+        let tree = tree_rights(abi).bits();
+        let file = (tree_rights(abi) & AccessFs::from_file(abi)).bits();
+        let read_tree = AccessFs::from_read(abi).bits();
+        let read_file = (AccessFs::from_read(abi) & AccessFs::from_file(abi)).bits();
+        let data_tree = (AccessFs::ReadFile | AccessFs::ReadDir).bits();
+        let data_file = BitFlags::from(AccessFs::ReadFile).bits();
+        let dev_null = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate).bits();
+
+        let mut rules = Vec::new();
+        // The write root, by descriptor: whatever its path names now.
+        let fd = rustix::io::fcntl_dupfd_cloexec(root, 10)?;
+        let stat = rustix::fs::fstat(&fd)?;
+        if !rustix::fs::FileType::from_raw_mode(stat.st_mode).is_dir() {
+            return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+        }
+        let path =
+            std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default();
+        rules.push(PathRule {
+            fd,
+            identity: (stat.st_dev, stat.st_ino),
+            access: tree,
+            path,
+            write: true,
+        });
+
+        // (path, required, (rights of a directory, rights of a file), writable)
+        let mut wanted: Vec<(&Path, bool, (u64, u64), bool)> = Vec::new();
+        let optional = |p: &'static str, rights| (Path::new(p), false, rights, false);
+        wanted.extend(
+            paths::SYSTEM_TREES
+                .iter()
+                .map(|p| optional(p, (read_tree, read_file))),
+        );
+        wanted.extend(
+            paths::ETC
+                .iter()
+                .map(|p| optional(p, (data_tree, data_file))),
+        );
+        wanted.extend(
+            paths::DEVICES
+                .iter()
+                .map(|p| optional(p, (data_file, data_file))),
+        );
+        wanted.push((
+            Path::new(paths::DEV_NULL),
+            false,
+            (dev_null, dev_null),
+            true,
+        ));
+        wanted.extend(
+            paths::PROC_FILES
+                .iter()
+                .map(|p| optional(p, (data_file, data_file))),
+        );
+        wanted.extend(
+            self.readable
+                .iter()
+                .map(|p| (p.as_path(), true, (read_tree, read_file), false)),
+        );
+        wanted.extend(
+            self.writable
+                .iter()
+                .map(|p| (p.as_path(), true, (tree, file), true)),
+        );
+
+        for (path, required, (dir_rights, file_rights), write) in wanted {
+            let (fd, dir, identity) = match PathRule::open(path) {
+                Ok(opened) => opened,
+                Err(e) if !required && e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            let access = if dir { dir_rights } else { file_rights };
+            // Named twice with the same rights (Node.js's installation is `/usr`): one rule.
+            if rules.iter().any(|r| r.path == path && r.access == access) {
+                continue;
+            }
+            rules.push(PathRule {
+                fd,
+                identity,
+                access,
+                path: path.to_owned(),
+                write,
+            });
+        }
+        Ok(rules)
+    }
+}
+
+/// What the write root (and the `allow_write` directories) may do: everything the ABI names
+/// except creating character and block devices (a device node in the workspace would reach
+/// the device itself, whatever the rules of its real path).
+fn tree_rights(abi: ABI) -> BitFlags<AccessFs> {
+    AccessFs::from_all(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+/// What a built sandbox holds: the opened paths, the ruleset's attributes, the limits and the
+/// seccomp program.
+#[derive(Debug)]
+struct Prepared {
+    attr: RulesetAttr,
+    rules: Vec<PathRule>,
+    own_proc: u64,
+    abi: u32,
+    limits: [Option<(Resource, u64)>; 3],
+    drop_capabilities: bool,
+    socket_filter: bool,
+    metadata_filter: bool,
+    program: Option<seccomp::Program>,
+}
+
+/// A built sandbox (shared by clones), to be applied to any number of [`Command`]s with
+/// [`Command::sandbox`]; each program gets a Landlock domain of its own.
+#[derive(Clone, Debug)]
+pub struct SandboxRules(Arc<Prepared>);
+
+impl SandboxRules {
+    /// The Landlock ABI whose rights these rules handle and enforce.
+    pub fn abi(&self) -> u32 {
+        self.0.abi
+    }
+
+    /// Whether TCP bind and connect are refused (always: ABI 4 is the minimum).
+    pub fn refuses_tcp(&self) -> bool {
+        self.0.abi >= 4
+    }
+
+    /// Whether signals to processes outside the sandbox, and connections to abstract Unix
+    /// sockets made outside it, are refused (ABI 6 and above).
+    pub fn scoped(&self) -> bool {
+        self.0.abi >= 6
+    }
+
+    /// Whether sockets other than Unix-domain ones are refused (the seccomp filter): no UDP,
+    /// no other address family.
+    pub fn refuses_ip_sockets(&self) -> bool {
+        self.0.socket_filter
+    }
+
+    /// Whether pathname Unix sockets outside the workspace are unreachable, and by what: the
+    /// seccomp filter refuses `socket(AF_UNIX, …)` (at Landlock ABI 7 no Landlock right
+    /// covers connecting to one). `None` when they are reachable.
+    pub fn pathname_socket_mechanism(&self) -> Option<&'static str> {
+        self.0
+            .socket_filter
+            .then_some("seccomp: socket(2) refused for every family, AF_UNIX included")
+    }
+
+    /// Whether changes of mode, owner, times and extended attributes are refused (the
+    /// seccomp filter; everywhere, the workspace included).
+    pub fn refuses_metadata_changes(&self) -> bool {
+        self.0.metadata_filter
+    }
+
+    /// The paths the program may read beneath (the write root first), as they were named
+    /// when the sandbox was built; the program's own `/proc/<pid>` comes on top.
+    pub fn readable(&self) -> Vec<&Path> {
+        self.0.rules.iter().map(|r| r.path.as_path()).collect()
+    }
+
+    /// The paths the program may write beneath (the write root first, then `/dev/null`).
+    pub fn writable(&self) -> Vec<&Path> {
+        let rules = self.0.rules.iter().filter(|r| r.write);
+        rules.map(|r| r.path.as_path()).collect()
+    }
+
+    /// The pre-exec step: only raw, async-signal-safe system calls on prepared data.
+    #[expect(unsafe_code, reason = "the pre-exec system calls")]
+    fn step(&self) -> impl FnMut() -> io::Result<()> + Send + Sync + 'static {
+        let prepared = Arc::clone(&self.0);
+        move || {
+            let p = &*prepared;
+            // SAFETY: each call below is async-signal-safe and reads only `p`, prepared in
+            // the parent and not changed since.
+            unsafe {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if p.drop_capabilities {
+                    capabilities::drop_all()?;
+                }
+                ruleset::restrict_self(&p.attr, &p.rules, p.own_proc)?;
+                for (resource, value) in p.limits.into_iter().flatten() {
+                    limits::lower(resource, value)?;
+                }
+                if let Some(program) = &p.program {
+                    program.load()?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+impl Command {
+    /// Run the program confined by `rules` (see [`Sandbox`]): no new privileges, no
+    /// capabilities, Landlock, the resource limits, then the seccomp filter, after the steps
+    /// already added with [`Command::pre_exec`] (add the sandbox last). Descendants inherit
+    /// all of it. A step that fails in the child (say, the kernel's limit of 16 nested
+    /// Landlock layers) fails the start ([`ErrorKind::StartFailed`]); the program never runs
+    /// without it.
+    #[expect(unsafe_code, reason = "adds a pre-exec step")]
+    pub fn sandbox(&mut self, rules: &SandboxRules) -> &mut Self {
+        let step = rules.step();
+        // SAFETY: `SandboxRules::step` performs only async-signal-safe system calls on data
+        // prepared beforehand.
+        unsafe { self.pre_exec(step) }
+    }
+}
+
+/// Whether this kernel offers Landlock, and at which ABI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LandlockSupport {
+    /// Landlock works; `abi` is the kernel's ABI version (7 on Linux 6.15 to 6.18).
+    Available {
+        /// The kernel's Landlock ABI version.
+        abi: u32,
+    },
+    /// Built into the kernel but not enabled at boot (`lsm=` lacks it): `EOPNOTSUPP`.
+    NotEnabled,
+    /// Not built into this kernel (or a seccomp filter hides the system call): `ENOSYS`.
+    NotImplemented,
+}
+
+impl LandlockSupport {
+    /// Ask the kernel (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`).
+    #[expect(unsafe_code, reason = "the version query system call")]
+    pub fn probe() -> Self {
+        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+        // SAFETY: the version query takes no attribute pointer and creates no descriptor.
+        let v = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<libc::c_void>(),
+                0usize,
+                LANDLOCK_CREATE_RULESET_VERSION,
+            )
+        };
+        if v > 0 {
+            return Self::Available { abi: v as u32 };
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EOPNOTSUPP) => Self::NotEnabled,
+            _ => Self::NotImplemented,
+        }
+    }
+
+    /// The kernel's ABI, when Landlock is available.
+    pub fn abi(self) -> Option<u32> {
+        match self {
+            Self::Available { abi } => Some(abi),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_rights_exclude_device_nodes() {
+        let tree = tree_rights(ABI::V7);
+        assert!(!tree.contains(AccessFs::MakeChar));
+        assert!(!tree.contains(AccessFs::MakeBlock));
+        assert!(tree.contains(AccessFs::WriteFile | AccessFs::MakeReg | AccessFs::Truncate));
+        assert!(tree.contains(AccessFs::from_read(ABI::V7)));
+    }
+
+    #[test]
+    fn min_abi_never_drops_below_network_rules() {
+        let mut sandbox = Sandbox::new();
+        assert_eq!(sandbox.min_abi, DEFAULT_MIN_ABI);
+        sandbox.min_abi(1);
+        assert_eq!(sandbox.min_abi, 4);
+        sandbox.min_abi(6);
+        assert_eq!(sandbox.min_abi, 6);
+    }
+
+    #[test]
+    fn build_requires_the_min_abi() {
+        let dir = std::fs::File::open("/").unwrap();
+        let mut sandbox = Sandbox::new();
+        if let LandlockSupport::Available { abi } = LandlockSupport::probe()
+            && abi >= DEFAULT_MIN_ABI
+        {
+            let rules = sandbox.build(&dir).unwrap();
+            assert_eq!(rules.abi(), abi.min(MAX_TESTED_ABI));
+            assert!(rules.refuses_tcp());
+            sandbox.min_abi(abi + 1);
+        }
+        let e = sandbox.build(&dir).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::SandboxUnavailable);
+    }
+
+    #[test]
+    fn the_policy_names_what_it_allows() {
+        let Some(abi) = LandlockSupport::probe().abi() else {
+            panic!("this test needs a kernel with Landlock");
+        };
+        assert!(abi >= DEFAULT_MIN_ABI, "this test needs Landlock ABI 4");
+        let workspace = tempfile::tempdir().unwrap();
+        let extra = tempfile::tempdir().unwrap();
+        let mut sandbox = Sandbox::new();
+        sandbox
+            .allow_read(extra.path())
+            .allow_installation("/usr/bin/node");
+        let rules = sandbox
+            .build(std::fs::File::open(workspace.path()).unwrap())
+            .unwrap();
+        let readable = rules.readable();
+        let canonical = workspace.path().canonicalize().unwrap();
+        assert_eq!(readable[0], canonical);
+        for path in [
+            "/usr",
+            "/etc/passwd",
+            "/dev/null",
+            "/dev/urandom",
+            "/proc/meminfo",
+        ] {
+            assert!(readable.contains(&Path::new(path)), "{path}: {readable:?}");
+        }
+        assert!(readable.contains(&extra.path()));
+        for path in [
+            "/",
+            "/etc",
+            "/etc/shadow",
+            "/root",
+            "/tmp",
+            "/home",
+            "/proc",
+        ] {
+            assert!(!readable.contains(&Path::new(path)), "{path}");
+        }
+        assert_eq!(
+            rules.writable(),
+            [canonical.as_path(), Path::new("/dev/null")]
+        );
+        assert!(rules.refuses_metadata_changes());
+        assert!(rules.pathname_socket_mechanism().is_some());
+        // An embedder's path must exist.
+        let mut missing = Sandbox::new();
+        missing.allow_read(workspace.path().join("missing"));
+        let e = missing
+            .build(std::fs::File::open(workspace.path()).unwrap())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::StartFailed);
+    }
+}

@@ -1,0 +1,281 @@
+//! The seccomp filter: a classic BPF program built in the parent, loaded in the child.
+//!
+//! What it refuses, in the order it checks:
+//!
+//! 1. a system call of another ABI (32-bit `int 0x80`, x32), whose numbers the rest does not
+//!    check: `EPERM`;
+//! 2. `io_uring_setup`: `ENOSYS` (io_uring could make sockets and change metadata past the
+//!    filter; libuv falls back to its thread pool);
+//! 3. with the socket rule: `socket(2)` of every family, `AF_UNIX` included, with `EACCES`
+//!    (no UDP, no raw or netlink socket, and no Unix socket that could `connect` to a
+//!    pathname socket outside the workspace: Landlock has no right for that at ABI 7); and
+//!    `socketpair(2)` unless `AF_UNIX` with `SOCK_STREAM` (what libuv uses for a child's
+//!    stdio and Node.js for its IPC channel; a connected stream pair cannot be pointed
+//!    elsewhere, a datagram pair could `sendto` a pathname);
+//! 4. with the metadata rule: every system call that changes a file's mode, owner, times or
+//!    extended attributes (`chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `chown`, `fchown`,
+//!    `lchown`, `fchownat`, `utime`, `utimes`, `futimesat`, `utimensat`, `setxattr`,
+//!    `lsetxattr`, `fsetxattr`, `setxattrat`, `removexattr`, `lremovexattr`,
+//!    `fremovexattr`, `removexattrat`, `file_setattr`, and the `FS_IOC_SETFLAGS` and
+//!    `FS_IOC_FSSETXATTR` ioctls), with `EPERM`, everywhere, the workspace included: the
+//!    filter sees numbers, not paths, and an owner needs no capability for these.
+//!
+//! Hand-written (a few dozen instructions) rather than through a seccomp crate: the program
+//! is small, fixed, and each instruction is checked by the tests through its effect.
+
+use std::io;
+
+/// `AUDIT_ARCH_*` of the native system-call ABI.
+#[cfg(target_arch = "x86_64")]
+const NATIVE_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const NATIVE_ARCH: u32 = 0xC000_00B7;
+/// x86_64's x32 system calls carry this bit in their number.
+#[cfg(target_arch = "x86_64")]
+const X32_BIT: u32 = 0x4000_0000;
+/// aarch64 has no x32: a bit no system call number reaches.
+#[cfg(target_arch = "aarch64")]
+const X32_BIT: u32 = 0x8000_0000;
+
+/// Whether this architecture has a filter.
+pub(super) const SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+
+/// System calls newer than the `libc` crate's tables (the same number on every architecture
+/// since Linux 5.1's unified numbering).
+const SYS_SETXATTRAT: u32 = 463;
+const SYS_REMOVEXATTRAT: u32 = 466;
+const SYS_FILE_SETATTR: u32 = 469;
+
+/// The metadata system calls (see the module docs).
+fn metadata_calls() -> Vec<u32> {
+    let mut calls = vec![
+        libc::SYS_fchmod,
+        libc::SYS_fchmodat,
+        libc::SYS_fchmodat2,
+        libc::SYS_fchown,
+        libc::SYS_fchownat,
+        libc::SYS_utimensat,
+        libc::SYS_setxattr,
+        libc::SYS_lsetxattr,
+        libc::SYS_fsetxattr,
+        libc::SYS_removexattr,
+        libc::SYS_lremovexattr,
+        libc::SYS_fremovexattr,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        libc::SYS_chmod,
+        libc::SYS_chown,
+        libc::SYS_lchown,
+        libc::SYS_utime,
+        libc::SYS_utimes,
+        libc::SYS_futimesat,
+    ]);
+    let mut calls: Vec<u32> = calls.into_iter().map(|n| n as u32).collect();
+    calls.extend([SYS_SETXATTRAT, SYS_REMOVEXATTRAT, SYS_FILE_SETATTR]);
+    calls
+}
+
+/// The ioctls that change inode flags or extended file attributes.
+const FS_IOC_SETFLAGS: u32 = 0x4008_6602;
+const FS_IOC32_SETFLAGS: u32 = 0x4004_6602;
+const FS_IOC_FSSETXATTR: u32 = 0x401C_5820;
+
+const LOAD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+const AND: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
+const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+const JGE: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+/// `struct seccomp_data`: `nr` at 0, `arch` at 4, `args[i]` at 16 + 8i (the low half on
+/// these little-endian targets; every argument checked is a C `int`).
+const NR: u32 = 0;
+const ARCH: u32 = 4;
+const fn arg(i: u32) -> u32 {
+    16 + 8 * i
+}
+
+const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+const fn error(errno: i32) -> u32 {
+    libc::SECCOMP_RET_ERRNO | errno as u32
+}
+
+/// A seccomp program, ready to load.
+#[derive(Clone, Debug)]
+pub(super) struct Program(Vec<libc::sock_filter>);
+
+/// Builds a program of blocks whose jumps stay local.
+struct Builder(Vec<libc::sock_filter>);
+
+impl Builder {
+    fn stmt(&mut self, code: u16, k: u32) -> &mut Self {
+        self.0.push(libc::sock_filter {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        });
+        self
+    }
+
+    fn jump(&mut self, code: u16, k: u32, jt: u8, jf: u8) -> &mut Self {
+        self.0.push(libc::sock_filter { code, jt, jf, k });
+        self
+    }
+
+    /// If the accumulator equals `k`, return `action`.
+    fn equal_returns(&mut self, k: u32, action: u32) -> &mut Self {
+        self.jump(JEQ, k, 0, 1).stmt(RETURN, action)
+    }
+}
+
+impl Program {
+    /// The program with the socket rule and the metadata rule as asked (the ABI and io_uring
+    /// rules are always there).
+    pub(super) fn new(sockets: bool, metadata: bool) -> Self {
+        let mut b = Builder(Vec::new());
+        b.stmt(LOAD, ARCH)
+            .jump(JEQ, NATIVE_ARCH, 1, 0)
+            .stmt(RETURN, error(libc::EPERM))
+            .stmt(LOAD, NR)
+            .jump(JGE, X32_BIT, 0, 1)
+            .stmt(RETURN, error(libc::EPERM))
+            .equal_returns(libc::SYS_io_uring_setup as u32, error(libc::ENOSYS));
+        if sockets {
+            b.equal_returns(libc::SYS_socket as u32, error(libc::EACCES));
+        }
+        if metadata {
+            for nr in metadata_calls() {
+                b.equal_returns(nr, error(libc::EPERM));
+            }
+        }
+        // The blocks below load arguments and end in a return: they come last.
+        if sockets {
+            // socketpair: AF_UNIX and SOCK_STREAM (flags masked off) only.
+            b.jump(JEQ, libc::SYS_socketpair as u32, 0, 7)
+                .stmt(LOAD, arg(0))
+                .jump(JEQ, libc::AF_UNIX as u32, 0, 3)
+                .stmt(LOAD, arg(1))
+                .stmt(AND, 0xF)
+                .jump(JEQ, libc::SOCK_STREAM as u32, 1, 0)
+                .stmt(RETURN, error(libc::EACCES))
+                .stmt(RETURN, ALLOW);
+        }
+        if metadata {
+            b.jump(JEQ, libc::SYS_ioctl as u32, 0, 5)
+                .stmt(LOAD, arg(1))
+                .jump(JEQ, FS_IOC_SETFLAGS, 2, 0)
+                .jump(JEQ, FS_IOC32_SETFLAGS, 1, 0)
+                .jump(JEQ, FS_IOC_FSSETXATTR, 0, 1)
+                .stmt(RETURN, error(libc::EPERM));
+        }
+        b.stmt(RETURN, ALLOW);
+        Self(b.0)
+    }
+
+    /// The number of instructions.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Load the program on this process (it needs no-new-privileges or `CAP_SYS_ADMIN`).
+    ///
+    /// # Safety
+    ///
+    /// Async-signal-safe; for the child between fork and exec.
+    #[expect(unsafe_code, reason = "the prctl that loads a seccomp program")]
+    pub(super) unsafe fn load(&self) -> io::Result<()> {
+        let program = libc::sock_fprog {
+            len: self.0.len() as u16,
+            filter: self.0.as_ptr().cast_mut(),
+        };
+        // SAFETY: the kernel copies the program from memory that outlives the call; it does
+        // not write through the pointer.
+        let r = unsafe {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                std::ptr::from_ref(&program),
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Run the program on a `seccomp_data` the way the kernel would (enough of classic BPF
+    /// for the instructions used here).
+    fn verdict(program: &Program, nr: u32, args: [u32; 2]) -> u32 {
+        let data = |offset: u32| match offset {
+            NR => nr,
+            ARCH => NATIVE_ARCH,
+            16 => args[0],
+            24 => args[1],
+            _ => panic!("load of {offset}"),
+        };
+        let (mut acc, mut pc) = (0u32, 0usize);
+        loop {
+            let i = program.0[pc];
+            pc += 1;
+            match i.code {
+                LOAD => acc = data(i.k),
+                AND => acc &= i.k,
+                RETURN => return i.k,
+                JEQ | JGE => {
+                    let taken = if i.code == JEQ {
+                        acc == i.k
+                    } else {
+                        acc >= i.k
+                    };
+                    pc += usize::from(if taken { i.jt } else { i.jf });
+                }
+                other => panic!("instruction {other:#x}"),
+            }
+        }
+    }
+
+    #[test]
+    fn verdicts() {
+        let full = Program::new(true, true);
+        let eacces = error(libc::EACCES);
+        let eperm = error(libc::EPERM);
+        let socket = libc::SYS_socket as u32;
+        let pair = libc::SYS_socketpair as u32;
+        let unix = libc::AF_UNIX as u32;
+        let stream = libc::SOCK_STREAM as u32 | libc::SOCK_CLOEXEC as u32;
+        assert_eq!(verdict(&full, socket, [unix, stream]), eacces);
+        assert_eq!(verdict(&full, socket, [libc::AF_INET as u32, 2]), eacces);
+        assert_eq!(verdict(&full, pair, [unix, stream]), ALLOW);
+        assert_eq!(
+            verdict(&full, pair, [unix, libc::SOCK_DGRAM as u32]),
+            eacces
+        );
+        assert_eq!(verdict(&full, pair, [libc::AF_INET as u32, stream]), eacces);
+        for nr in metadata_calls() {
+            assert_eq!(verdict(&full, nr, [0, 0]), eperm, "{nr}");
+        }
+        let ioctl = libc::SYS_ioctl as u32;
+        for cmd in [FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR] {
+            assert_eq!(verdict(&full, ioctl, [3, cmd]), eperm);
+        }
+        assert_eq!(verdict(&full, ioctl, [3, libc::TIOCGWINSZ as u32]), ALLOW);
+        assert_eq!(
+            verdict(&full, libc::SYS_io_uring_setup as u32, [0, 0]),
+            error(libc::ENOSYS)
+        );
+        assert_eq!(verdict(&full, libc::SYS_read as u32, [0, 0]), ALLOW);
+        assert_eq!(verdict(&full, X32_BIT | 1, [0, 0]), eperm);
+
+        let none = Program::new(false, false);
+        assert_eq!(verdict(&none, socket, [libc::AF_INET as u32, 2]), ALLOW);
+        assert_eq!(verdict(&none, libc::SYS_fchmod as u32, [0, 0]), ALLOW);
+        assert_eq!(verdict(&none, pair, [unix, libc::SOCK_DGRAM as u32]), ALLOW);
+        assert!(full.len() < 100);
+    }
+}
