@@ -3,6 +3,7 @@
 //! - `grep` (a pattern found on about 500 lines) beside `rg --no-require-git --hidden -n`;
 //! - `find_files` (`**/*.rs`, about 500 paths) beside `rg --files --no-require-git --hidden -g
 //!   '*.rs'`.
+//!
 //! The ripgrep runs include its process start (a few milliseconds), as an agent pays it too.
 //! `rg` must be on PATH (Debian package `ripgrep`); without it the bench stops with a message.
 
