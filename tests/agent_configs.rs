@@ -194,3 +194,21 @@ fn agent_config_files_are_all_tested() {
     );
     assert!(Path::new(PLACEHOLDER).is_absolute());
 }
+
+#[test]
+fn tools_reference_has_a_section_per_tool_and_names_every_token() {
+    let text = std::fs::read_to_string(repo().join("docs/TOOLS.md")).expect("docs/TOOLS.md");
+    for tool in confine::tools::WORKSPACE_TOOLS {
+        assert!(
+            text.contains(&format!("\n## {tool}\n")),
+            "docs/TOOLS.md has a section for {tool}"
+        );
+    }
+    for kind in confine::tools::ErrorKind::ALL {
+        assert!(
+            text.contains(&format!("`{}`", kind.code())),
+            "docs/TOOLS.md names the token {}",
+            kind.code()
+        );
+    }
+}

@@ -1,8 +1,8 @@
 //! `confine mcp` driven from outside: the built binary, spawned as a child and spoken to by
-//! rmcp's own client over stdio (SPEC section 9, issue 6).
+//! rmcp's own client over stdio.
 //!
-//! The tests of `write_file` and `node_process` are written to the contract of SPEC sections 5
-//! and 6; those that need a working `node_process` first call [`require_node_process`], which
+//! The tests of `write_file` and `node_process` are written to their documented contracts
+//! (`docs/TOOLS.md`); those that need a working `node_process` first call [`require_node_process`], which
 //! fails with a message naming the missing tool rather than an obscure assertion.
 
 use std::path::Path;
@@ -124,7 +124,7 @@ async fn require_node_process(client: &Client) {
     let rec = record(&result);
     assert!(
         !is_error(&result) && rec["stdout"] == "ok",
-        "this test needs a working node_process (SPEC section 6); it answered {rec}"
+        "this test needs a working node_process (Node.js on PATH); it answered {rec}"
     );
 }
 
@@ -359,7 +359,7 @@ async fn mcp_unknown_tool_is_a_protocol_error() {
     client.cancel().await.expect("close");
 }
 
-/// Needs `write_file` (issue 3).
+/// Needs `write_file`.
 #[tokio::test]
 async fn mcp_write_file_then_read_back() {
     let root = temp_root();
@@ -397,7 +397,7 @@ async fn mcp_write_file_then_read_back() {
     client.cancel().await.expect("close");
 }
 
-/// Needs `node_process` (issue 4).
+/// Needs `node_process` (Node.js on PATH).
 #[tokio::test]
 async fn mcp_node_process_runs_in_the_root_and_reports_output() {
     let root = temp_root();
@@ -423,7 +423,7 @@ async fn mcp_node_process_runs_in_the_root_and_reports_output() {
     client.cancel().await.expect("close");
 }
 
-/// Needs `node_process` (issue 4): the bound set with `--timeout-ms` is a tool error.
+/// Needs `node_process`: the bound set with `--timeout-ms` is a tool error.
 #[tokio::test]
 async fn mcp_node_process_timeout_is_a_tool_error() {
     let root = temp_root();
@@ -453,7 +453,7 @@ async fn mcp_node_process_timeout_is_a_tool_error() {
     client.cancel().await.expect("close");
 }
 
-/// Needs `node_process` (issue 4). `notifications/cancelled` for a running call kills its
+/// Needs `node_process` (Node.js on PATH). `notifications/cancelled` for a running call kills its
 /// process; another call running beside it is not disturbed, and the server goes on serving.
 #[tokio::test]
 async fn mcp_cancel_kills_the_running_node_process_and_spares_the_others() {
@@ -554,7 +554,7 @@ async fn mcp_cancel_kills_the_running_node_process_and_spares_the_others() {
 
 /// The raw protocol: one banner line on stderr, nothing but JSON-RPC on stdout, and end of
 /// input ends the server promptly with status 0, killing a running node process (needs
-/// `node_process`, issue 4, for the kill; the rest holds without it).
+/// `node_process` for the kill; the rest holds without it).
 #[tokio::test]
 async fn mcp_end_of_input_kills_running_calls_and_exits_cleanly() {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -625,7 +625,7 @@ async fn mcp_end_of_input_kills_running_calls_and_exits_cleanly() {
 
     assert!(
         node_started,
-        "this test needs a working node_process (SPEC section 6) to check the kill at end of input"
+        "this test needs a working node_process (Node.js on PATH) to check the kill at end of input"
     );
     let gone = wait_until(Duration::from_secs(1), || {
         processes_in(&root_path).is_empty()

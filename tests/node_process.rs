@@ -1,5 +1,5 @@
 //! `node_process` across crates (`tools` over `nodeexec` and `rootid`) and through the built
-//! `confine call` binary, with a real Node.js (SPEC sections 6 and 8).
+//! `confine call` binary, with a real Node.js.
 //!
 //! Descendants are found two ways. By a census of `/proc`: each carries a unique marker
 //! argument, and a process counts as alive when its command line holds the marker and it is

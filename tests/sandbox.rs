@@ -1,7 +1,7 @@
 //! The opt-in kernel sandbox of `node_process`, end to end with a real Node.js: through the
 //! tool (`NodeProcessOptions::sandbox`) and through the built `confine call --sandbox`. Every
 //! probe runs confined and unconfined on both paths; the unconfined twin shows the probe
-//! succeeds without the option, so each refusal is the sandbox's doing (SPEC section 8).
+//! succeeds without the option, so each refusal is the sandbox's doing.
 //!
 //! A probe prints one JSON line (compared as text): `"ok"`, or the error's `code`.
 

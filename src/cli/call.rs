@@ -1,4 +1,4 @@
-//! `confine call`: JSON Lines in, one flushed result line out per call, in order (SPEC section 9).
+//! `confine call`: JSON Lines in, one flushed result line out per call, in order.
 //!
 //! Each input line is `{"id": any, "name": string, "arguments": object}`; each output line is
 //! `{"id": <same>, "isError": bool, "content": <record>}`. A line that is not such an object

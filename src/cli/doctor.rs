@@ -7,7 +7,7 @@
 //!   workspace (a write inside must succeed; a write to `/tmp`, a read of a file outside and a
 //!   `chmod` of it must be refused with `EACCES`, `EACCES` and `EPERM`);
 //! * the containment `nodeexec` gets for a run (a cgroup v2 of its own, else a PID namespace,
-//!   else the process-group fallback);
+//!   with a user namespace when unprivileged, else the waiter as child subreaper);
 //! * the Node.js found (`--node`, else `node` on PATH) and its version.
 //!
 //! Text by default, one JSON object with `--json`. The exit status is 0 whenever the report was
@@ -53,7 +53,8 @@ struct Report {
     landlock: LandlockSupport,
     rules: Result<SandboxRules, nodeexec::ErrorKind>,
     check: Value,
-    containment: Option<Containment>,
+    /// The mode, and whether it had a PID namespace and a user namespace.
+    containment: Option<(Containment, bool, bool)>,
     node: Option<(PathBuf, Option<String>)>,
 }
 
@@ -107,7 +108,9 @@ async fn examine(args: &Args, scratch: &Path) -> Report {
         .current_dir(scratch)
         .timeout(PROBE_TIMEOUT);
     let outcome = cmd.run(&CancellationToken::new()).await.ok();
-    let containment = outcome.as_ref().map(|o| o.containment);
+    let containment = outcome
+        .as_ref()
+        .map(|o| (o.containment, o.pid_namespace, o.user_namespace));
     let node = node.map(|path| {
         let version = outcome
             .as_ref()
@@ -208,13 +211,10 @@ impl Report {
             }),
         };
         let containment = match self.containment {
-            Some(Containment::Cgroup) => json!("cgroup"),
-            Some(Containment::PidNamespace) => json!("pid-namespace"),
-            Some(Containment::ProcessGroup) => json!("process-group"),
-            // A kind this report does not know yet: its Rust name.
-            Some(other) => json!(format!("{other:?}")),
+            Some((mode, _, _)) => json!(mode.name()),
             None => Value::Null,
         };
+        let namespaces = self.containment.map(|(_, pid, user)| (pid, user));
         let node = match &self.node {
             Some((path, version)) => json!({"path": path, "version": version}),
             None => Value::Null,
@@ -223,6 +223,8 @@ impl Report {
             "landlock": landlock,
             "sandbox": sandbox,
             "containment": containment,
+            "pidNamespace": namespaces.map(|(pid, _)| pid),
+            "userNamespace": namespaces.map(|(_, user)| user),
             "node": node,
         })
     }
@@ -287,18 +289,31 @@ impl Report {
             format!("not run ({})", self.check["reason"])
         };
         let containment = match self.containment {
-            Some(Containment::Cgroup) => {
-                "cgroup v2 (every process a call starts dies with the call; pids are the host's)"
-                    .to_owned()
-            }
-            Some(Containment::PidNamespace) => {
-                "PID namespace (every process a call starts dies with the call)".to_owned()
-            }
-            Some(Containment::ProcessGroup) => {
+            Some((Containment::Cgroup, pid_namespace, _)) => format!(
+                "cgroup v2 (every process a call starts dies with the call; {})",
+                if pid_namespace {
+                    "with a PID namespace inside"
+                } else {
+                    "pids are the host's"
+                }
+            ),
+            Some((Containment::PidNamespace, _, user_namespace)) => format!(
+                "PID namespace{} (every process a call starts dies with the call; pids are the \
+                 namespace's)",
+                if user_namespace {
+                    " in a user namespace"
+                } else {
+                    ""
+                }
+            ),
+            Some((Containment::Subreaper, _, _)) => "subreaper (the waiter adopts and kills \
+                 every process a call starts; no privilege needed; pids are the host's)"
+                .to_owned(),
+            Some((Containment::ProcessGroup, _, _)) => {
                 "process group only (a descendant that leaves the group outlives the call)"
                     .to_owned()
             }
-            Some(other) => format!("{other:?}"),
+            Some((other, _, _)) => other.name().to_owned(),
             None => "unknown (the probe run failed)".to_owned(),
         };
         let node = match &self.node {

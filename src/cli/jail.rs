@@ -1,4 +1,4 @@
-//! `confine jail CASE.json` (SPEC section 9): the grading program of `FileJail`.
+//! `confine jail CASE.json`: the grading program of `FileJail`.
 //!
 //! Builds the case like `confine guard`, makes the `FileJail` from the case's `cwd` (relative
 //! to the root) and `policy`, decides every check with `resolve_for_read` /
@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use jail::grading::{JailCase, run_jail_case};
+use grading::{JailCase, run_jail_case};
 
 /// Arguments of `confine jail`.
 #[derive(Debug, clap::Args)]

@@ -1,5 +1,5 @@
-//! `confine mcp`: the tools served to any agent over the Model Context Protocol on stdio
-//! (SPEC section 9), with rmcp, the official Rust MCP SDK.
+//! `confine mcp`: the tools served to any agent over the Model Context Protocol on stdio,
+//! with rmcp, the official Rust MCP SDK.
 //!
 //! - `tools/list` gives every tool of the registry (the whole workspace tool set by default;
 //!   `--read-only` the tools that change nothing; `--tools a,b` a chosen subset) with its

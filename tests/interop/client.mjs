@@ -1,5 +1,5 @@
 // Drives `confine mcp` with the official MCP TypeScript SDK client, so that a client nobody
-// here wrote is the judge (issue 6). Usage: node client.mjs <path to the confine binary>
+// here wrote is the judge. Usage: node client.mjs <path to the confine binary>
 //
 // Checks: initialize, tools/list (three tools, closed schemas), each tool, refusals as tool
 // errors (isError with structuredContent), an unknown tool as a protocol error, `--read-only`,

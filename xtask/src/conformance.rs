@@ -118,14 +118,14 @@ fn run_grammar(file: GrammarFile, report: &mut FileReport) {
     }
 }
 
-fn run_guard(case: jail::grading::GuardCase, report: &mut FileReport) {
+fn run_guard(case: grading::GuardCase, report: &mut FileReport) {
     let Some(expect) = case.expect.clone() else {
         return report.check(false, || "a guard case file needs \"expect\"".into());
     };
     if expect.len() != case.paths.len() {
         return report.check(false, || "\"expect\" and \"paths\" differ in length".into());
     }
-    match jail::grading::run_guard_case(&case) {
+    match grading::run_guard_case(&case) {
         Err(e) => report.check(false, || format!("cannot run the case: {e}")),
         Ok(outcomes) => {
             for (outcome, want) in outcomes.iter().zip(expect) {
@@ -140,11 +140,11 @@ fn run_guard(case: jail::grading::GuardCase, report: &mut FileReport) {
     }
 }
 
-fn run_jail(case: jail::grading::JailCase, report: &mut FileReport) {
+fn run_jail(case: grading::JailCase, report: &mut FileReport) {
     if case.checks.iter().any(|c| c.ok.is_none()) {
         return report.check(false, || "every jail check needs \"ok\"".into());
     }
-    match jail::grading::run_jail_case(&case) {
+    match grading::run_jail_case(&case) {
         Err(e) => report.check(false, || format!("cannot run the case: {e}")),
         Ok(outcomes) => {
             for (outcome, check) in outcomes.iter().zip(&case.checks) {
@@ -158,21 +158,6 @@ fn run_jail(case: jail::grading::JailCase, report: &mut FileReport) {
             }
         }
     }
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Tree {
-    #[serde(default)]
-    files: BTreeMap<String, String>,
-    #[serde(default)]
-    dirs: Vec<String>,
-    #[serde(default)]
-    symlinks: BTreeMap<String, String>,
-    #[serde(default)]
-    fifos: Vec<String>,
-    #[serde(default)]
-    modes: BTreeMap<String, u32>,
 }
 
 #[derive(Deserialize, Default)]
@@ -201,9 +186,9 @@ struct CallsFile {
     #[serde(default)]
     options: Options,
     #[serde(default)]
-    setup: Tree,
+    setup: grading::CaseTree,
     #[serde(default)]
-    outside: Tree,
+    outside: grading::CaseTree,
     cases: Vec<CallCase>,
     #[serde(default)]
     after: After,
@@ -231,43 +216,11 @@ struct Places {
     outside: PathBuf,
 }
 
-fn substitute(text: &str, places: &Places) -> String {
-    text.replace("$ROOT", &places.root.to_string_lossy())
-        .replace("$OUTSIDE", &places.outside.to_string_lossy())
-}
-
-fn build_tree(base: &Path, tree: &Tree, places: &Places) -> std::io::Result<()> {
-    for dir in &tree.dirs {
-        std::fs::create_dir_all(base.join(dir))?;
+impl Places {
+    fn substitute(&self, text: &str) -> String {
+        text.replace("$ROOT", &self.root.to_string_lossy())
+            .replace("$OUTSIDE", &self.outside.to_string_lossy())
     }
-    for (rel, content) in &tree.files {
-        let path = base.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, content)?;
-    }
-    for rel in &tree.fifos {
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            base.join(rel),
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )?;
-    }
-    for (rel, target) in &tree.symlinks {
-        let path = base.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::os::unix::fs::symlink(substitute(target, places), path)?;
-    }
-    for (rel, mode) in &tree.modes {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(base.join(rel), std::fs::Permissions::from_mode(*mode))?;
-    }
-    Ok(())
 }
 
 /// `actual` holds everything `expected` names (objects recursively; the rest exactly).
@@ -313,8 +266,9 @@ fn run_calls(file: CallsFile, report: &mut FileReport) {
         Ok(p) => p,
         Err(e) => return report.check(false, || format!("cannot make the workspace: {e}")),
     };
-    if let Err(e) = build_tree(&places.root, &file.setup, &places)
-        .and_then(|()| build_tree(&places.outside, &file.outside, &places))
+    let substitute = |s: &str| places.substitute(s);
+    if let Err(e) = (file.setup.build_at(&places.root, substitute))
+        .and_then(|()| file.outside.build_at(&places.outside, substitute))
     {
         return report.check(false, || format!("cannot build the case tree: {e}"));
     }

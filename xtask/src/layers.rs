@@ -1,8 +1,9 @@
 //! `cargo xtask layers`: dependencies point down.
 //!
-//! L0 `pathgrammar` and `beneath` (the descriptor layer); L1 `rootid`, `atomicwrite`, `nodeexec`; L2 `jail`, `tools`. A crate may
-//! depend (normally, for building, or for its tests) only on crates of a strictly lower layer,
-//! and every crate under `crates/` must have a layer.
+//! L0 `pathgrammar` and `beneath` (the descriptor layer); L1 `rootid`, `atomicwrite`,
+//! `nodeexec`; L2 `jail`, `tools`; 3 the repository's tooling (`grading`). A crate may depend
+//! (normally, for building, or for its tests) only on crates of a strictly lower layer, and
+//! every crate under `crates/` must have a layer (`ARCHITECTURE.md` has the map).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -16,6 +17,8 @@ pub const LAYERS: &[(&str, u8)] = &[
     ("nodeexec", 1),
     ("jail", 2),
     ("tools", 2),
+    // Repository tooling (`publish = false`): the case runner of the binary and the xtask.
+    ("grading", 3),
 ];
 
 fn layer_of(name: &str) -> Option<u8> {

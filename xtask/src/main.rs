@@ -1,5 +1,6 @@
-//! Project chores as code (`cargo xtask <command>`): `conformance` runs the case corpus,
-//! `layers` checks that crate dependencies point down, `bench` runs every criterion bench.
+//! Project chores as code (`cargo xtask <command>`): `test` sets up and runs every suite (the
+//! README's test command), `conformance` runs the case corpus, `layers` checks that crate
+//! dependencies point down, `bench` runs every criterion bench.
 //! Each check that can also runs as a `#[test]`, so `cargo test --workspace` catches drift.
 
 use std::path::{Path, PathBuf};
@@ -8,6 +9,7 @@ use std::process::ExitCode;
 mod bench;
 mod conformance;
 mod layers;
+mod test;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -20,8 +22,11 @@ fn main() -> ExitCode {
         Some("conformance") => conformance::run(&root.join("tests/conformance")),
         Some("layers") => layers::run(&root),
         Some("bench") => bench::run(&args[1..]),
+        Some("test") => test::run(&root, &args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <conformance|layers|bench [criterion args…]>");
+            eprintln!(
+                "usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]>"
+            );
             ExitCode::from(2)
         }
     }

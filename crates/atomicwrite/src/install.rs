@@ -1,4 +1,4 @@
-//! The installation itself (SPEC section 5, steps 1 to 7).
+//! The installation itself (steps 1 to 7 of the crate docs).
 
 use std::ffi::OsStr;
 use std::fs::File;

@@ -1,4 +1,5 @@
-//! [`FileJail`]: allow/deny bounds of `004_f3a977ce1029a706.txt`, path-based decisions.
+//! [`FileJail`]: allow/deny read and write bounds (deny beats allow), path-based
+//! decisions, and descriptor-based opens that decide on the opened object.
 
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,6 @@
-//! [`resolve_in_sandbox`]: the path guard of `003_2d1dc0ba360d34e6.txt`.
+//! [`resolve_in_sandbox`]: the path guard (absolute paths allowed when they land inside,
+//! the deepest existing ancestor canonicalized, containment judged by `relative()`, never by a
+//! string prefix).
 
 use std::path::{Path, PathBuf};
 
@@ -55,7 +57,7 @@ impl GuardResult {
 ///    is `ok.txt`; `..` at `/` stays at `/`).
 /// 3. Symlinks are resolved component by component. The part that exists is resolved as
 ///    `realpath` would; a missing tail is appended literally (a create may target a file
-///    that does not exist yet). Going beyond the source document: a symlink whose target does
+///    that does not exist yet). Going beyond the reference implementation: a symlink whose target does
 ///    not exist (dangling) is still followed, so it is judged by where it points, and more than
 ///    40 symlinks is [`ErrorKind::SymlinkLoop`]; neither can let a later create escape.
 /// 4. The result must be the root or lie beneath it, compared component by component (never

@@ -52,7 +52,7 @@
 //!
 //! Both resolve a path the same way: made absolute (against the root, or the jail's cwd),
 //! `.` and `..` collapsed lexically as node's `path.resolve` does, then symlinks resolved
-//! component by component, tolerating a missing tail. Unlike the source documents, a dangling
+//! component by component, tolerating a missing tail. Unlike the reference implementation, a dangling
 //! symlink is followed to where it points (so a later create through it is judged now), and
 //! more than 40 symlinks is `SYMLINK_LOOP`. Containment is judged component by component,
 //! never as a string prefix. Names are literal: `~`, `%2e%2e`, `$HOME` are file names.
@@ -71,7 +71,7 @@
 //! - `resolve_in_sandbox`, `resolve_for_read` and `resolve_for_write` return *paths*. They
 //!   defend against `..` traversal, absolute paths, prefix-sharing siblings, and symlinks
 //!   (inner, outer, relative, absolute, dangling, looping) planted before the call. Like the
-//!   source document's `FileJail` they are check-then-use: a process that swaps a directory
+//!   reference implementation's `FileJail` they are check-then-use: a process that swaps a directory
 //!   for a symlink between the check and the caller's `open(path)` wins. The race tests in
 //!   `tests/` show it winning against the naive `resolve_for_read` + `File::open`.
 //! - `open_for_read` / `open_for_write` close that gap. The decision is taken on the
@@ -112,7 +112,6 @@
 mod bound;
 mod error;
 mod filejail;
-pub mod grading;
 mod guard;
 mod open;
 mod walk;

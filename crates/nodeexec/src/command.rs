@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::capture::DEFAULT_OUTPUT_CAP;
 use crate::contain::Hook;
+use crate::privilege::Privileges;
 use crate::run::Containment;
 
 /// The default time bound: 500 ms.
@@ -38,6 +39,8 @@ pub struct Command {
     pub(crate) stderr_cap: usize,
     pub(crate) timeout: Duration,
     pub(crate) containment: Containment,
+    pub(crate) namespace: Option<bool>,
+    pub(crate) privileges: Privileges,
     pub(crate) fds: Vec<(OwnedFd, i32)>,
     pub(crate) hooks: Vec<Hook>,
 }
@@ -54,6 +57,8 @@ impl std::fmt::Debug for Command {
             .field("stderr_cap", &self.stderr_cap)
             .field("timeout", &self.timeout)
             .field("containment", &self.containment)
+            .field("namespace", &self.namespace)
+            .field("privileges", &self.privileges)
             .field("fds", &self.fds.len())
             .field("hooks", &self.hooks.len())
             .finish()
@@ -76,6 +81,11 @@ impl Command {
             stderr_cap: DEFAULT_OUTPUT_CAP,
             timeout: DEFAULT_TIMEOUT,
             containment: Containment::Cgroup,
+            namespace: None,
+            privileges: Privileges {
+                new_session: true,
+                drop: true,
+            },
             fds: Vec::new(),
             hooks: Vec::new(),
         }
@@ -150,10 +160,12 @@ impl Command {
     }
 
     /// The strongest containment to try (default [`Containment::Cgroup`]): the run uses the
-    /// first of cgroup, PID namespace, process group, in that order, that is no stronger
-    /// than `strongest` and that the system allows. [`Outcome::containment`] says which it
-    /// got. `Containment::PidNamespace` forces the namespace (where the kernel allows one),
-    /// `Containment::ProcessGroup` the group alone; tests use this to exercise every mode.
+    /// first of cgroup, PID namespace, subreaper, in that order, that is no stronger than
+    /// `strongest` and that the system allows (the subreaper needs nothing, so it is always
+    /// reached). [`Outcome::containment`] says which it got. `Containment::PidNamespace`
+    /// skips the cgroup, `Containment::Subreaper` the namespace too, and
+    /// `Containment::ProcessGroup` (never chosen otherwise) is the process group alone; tests
+    /// use this to exercise every mode.
     ///
     /// [`Outcome::containment`]: crate::Outcome::containment
     pub fn containment(&mut self, strongest: Containment) -> &mut Self {
@@ -161,15 +173,32 @@ impl Command {
         self
     }
 
-    /// Shorthand kept for earlier callers: `true` is
-    /// [`containment(Containment::PidNamespace)`](Command::containment) (no cgroup), `false`
-    /// is `containment(Containment::ProcessGroup)`.
+    /// Whether to make a PID namespace for the run. By default one is made where no cgroup
+    /// could be (the [`Containment::PidNamespace`] mode), but not inside a cgroup, so that the
+    /// pids a script prints there are host pids an observer outside can check (the waiter,
+    /// child subreaper of the run, already kills what leaves the cgroup). `true` adds one
+    /// inside the cgroup as well (then nothing the script starts can see or signal the
+    /// waiter); `false` never makes one (the subreaper then contains the run where no cgroup
+    /// can be had).
     pub fn pid_namespace(&mut self, enabled: bool) -> &mut Self {
-        self.containment(if enabled {
-            Containment::PidNamespace
-        } else {
-            Containment::ProcessGroup
-        })
+        self.namespace = Some(enabled);
+        self
+    }
+
+    /// Whether the program gets a session of its own (`setsid`: no controlling terminal) (default
+    /// `true`).
+    pub fn new_session(&mut self, enabled: bool) -> &mut Self {
+        self.privileges.new_session = enabled;
+        self
+    }
+
+    /// Whether the program runs with no new privileges (`PR_SET_NO_NEW_PRIVS`: set-user-id
+    /// bits and file capabilities grant nothing at `exec`) and no capabilities (default
+    /// `true`). Applied after the [`pre_exec`](Command::pre_exec) steps, so those still run
+    /// with the embedder's.
+    pub fn drop_privileges(&mut self, enabled: bool) -> &mut Self {
+        self.privileges.drop = enabled;
+        self
     }
 
     /// Give the child `fd` as descriptor number `target` (3 or more). The descriptor is
@@ -204,6 +233,11 @@ impl Command {
     {
         self.hooks.push(Box::new(step));
         self
+    }
+
+    /// Resource limits for the program's process (none yet).
+    pub(crate) fn rlimits(&self, _cgroup: bool) -> Vec<(libc::__rlimit_resource_t, u64)> {
+        Vec::new()
     }
 
     /// The environment the child gets: allowlisted host variables, then explicit ones.

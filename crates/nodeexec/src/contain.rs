@@ -5,35 +5,39 @@
 //!
 //! ```text
 //! embedding process P
-//!   └─ C  waiter, new process group leader, PDEATHSIG=SIGKILL, no file descriptors
+//!   └─ C  waiter: group leader, child subreaper, PDEATHSIG=SIGTERM (handled), not dumpable
 //!       └─ G  PID 1 of a new PID namespace ("init"), PDEATHSIG=SIGKILL, reaps everything
-//!           └─ N  runs the pre-exec hooks, then std execs the program
+//!           └─ N  own session, no new privileges, no capabilities, hooks; std execs
 //! ```
 //!
-//! * C calls `unshare(CLONE_NEWPID)`, so its next child G is PID 1 of a new namespace. When G
-//!   dies, the kernel kills every process of the namespace, including those that called
-//!   `setsid` or left the process group, and G (while exiting) reaps them all.
+//! * C first arms `PR_SET_PDEATHSIG` with SIGTERM, which it keeps blocked and takes with
+//!   `sigwaitinfo`: the death of the embedding process (SIGKILL included) is then the same
+//!   request as P's own SIGTERM at the end of a run, and C performs the whole end before it
+//!   exits. C makes itself not dumpable and zeros the embedder's environment strings in its
+//!   memory (`privilege.rs`), and becomes the run's child subreaper: every orphan of the run
+//!   is re-parented to C, whatever session, group or cgroup it moved to.
+//! * Where allowed, C calls `unshare(CLONE_NEWPID)`, or where that is refused (no
+//!   `CAP_SYS_ADMIN`: an ordinary user, a container) `unshare(CLONE_NEWUSER | CLONE_NEWPID)`
+//!   and maps its own user and group ids to themselves, so its next child G is PID 1 of a new
+//!   namespace. When G dies, the kernel kills every process of the namespace and G (while
+//!   exiting) reaps them all. In cgroup mode G (or N, without a namespace) is created with
+//!   `clone3(CLONE_INTO_CGROUP)`, so it and everything it starts are born in the run's
+//!   cgroup. (Writing `0` to `cgroup.procs` before `exec` would also move N, without C; but
+//!   every such migration waits for an RCU grace period, about 10 ms a run, where
+//!   `CLONE_INTO_CGROUP` costs nothing measurable: see `docs/PERFORMANCE.md`.)
 //! * The program runs in N, not in G: PID 1 ignores every signal it has no handler for, even
-//!   one it sends itself (`process.kill(process.pid, "SIGKILL")` would do nothing), and its
-//!   death would end the namespace at once, while the contract wants a descendant that keeps
-//!   the output pipes open to be waited for (and then timed out).
-//! * G reaps every process of the namespace. When it reaps N it reports N's wait status to P
-//!   on the report pipe. When nothing is left it exits; C then exits with the same status.
-//! * P ends a run by sending SIGTERM to C (blocked in C, taken by `sigwaitinfo`): C sends
-//!   SIGKILL to G and waits for it. G's exit completes only once every process of the
-//!   namespace is gone, so when P has reaped C, nothing the run started is left.
-//! * Where `unshare` fails (no `CAP_SYS_ADMIN`, a seccomp filter), C forks N directly: the run
-//!   is contained by the process group only, and C reports that (`MSG_GROUP`).
-//!
-//! In cgroup mode (the preferred one, see `cgroup.rs`) C makes no namespace: it creates N
-//! with `clone3(CLONE_INTO_CGROUP)`, so N is born in the run's cgroup (and with it everything
-//! N will start), and waits for N as in the group fallback (`MSG_CGROUP`). C itself stays
-//! outside: the parent's `cgroup.kill` kills N and every descendant, C reports N's status and
-//! exits. No pid is renumbered. (Writing `0` to `cgroup.procs` before `exec` would also put N
-//! in the cgroup, without C; but every such migration takes the kernel's
-//! `cgroup_threadgroup_rwsem` for writing, which waits for an RCU grace period, about 10 ms
-//! per run on an idle rwsem, where `CLONE_INTO_CGROUP` only reads it: see
-//! `docs/PERFORMANCE.md`.) N arms `PDEATHSIG` as well, so it dies with C.
+//!   one it sends itself, and its death would end the namespace at once, while the contract
+//!   wants a descendant that keeps the output pipes open to be waited for (and timed out).
+//! * Whoever reaps N (G in a namespace, else C) reports N's wait status to P on the report
+//!   pipe. C exits, mirroring that status, once it has no child left; while an orphan of the
+//!   run is alive, it waits for the end.
+//! * The end (P's SIGTERM, or P's death): C writes `1` to the cgroup's `cgroup.kill` (cgroup
+//!   mode, through a descriptor P opened for it), SIGKILLs G or N, and then, until it has no
+//!   child left, sweeps: SIGKILLs every descendant it finds in `/proc` (`sweep.rs`) and reaps.
+//!   When P has reaped C, nothing the run started is alive.
+//! * In the process-group mode (only when asked for: it is the known-weak twin) C is no
+//!   subreaper and makes no namespace: the end SIGKILLs N and N's process group, and a
+//!   descendant that left the group survives.
 //!
 //! Every step here is a raw system call or a pure function: the child of a multi-threaded
 //! process may only call async-signal-safe functions (no allocation, no locks).
@@ -44,16 +48,24 @@
 use std::io;
 use std::os::fd::RawFd;
 
-/// C: the PID namespace was made; G and N follow.
-pub(crate) const MSG_NAMESPACE: u8 = b'N';
-/// C: `unshare` failed; containment is the process group alone.
-pub(crate) const MSG_GROUP: u8 = b'F';
-/// C: N is being created in the run's cgroup.
-pub(crate) const MSG_CGROUP: u8 = b'C';
-/// G (or C in group mode): N was reaped; four bytes of wait status follow (native endian).
+use crate::privilege::{Privileges, hide_waiter};
+use crate::sweep::kill_descendants;
+
+/// C: which containment it set up; one byte of [`MODE_CGROUP`]... flags follows.
+pub(crate) const MSG_MODE: u8 = b'M';
+/// G (or C without a namespace): N was reaped; four bytes of wait status follow (native endian).
 pub(crate) const MSG_STATUS: u8 = b'S';
 /// G: forking N failed; four bytes of errno follow.
 pub(crate) const MSG_FORK_FAILED: u8 = b'E';
+
+/// Mode flag: N is in the run's cgroup.
+pub(crate) const MODE_CGROUP: u8 = 1;
+/// Mode flag: N is in a PID namespace of its own.
+pub(crate) const MODE_PID_NAMESPACE: u8 = 2;
+/// Mode flag: that namespace is owned by a user namespace of its own.
+pub(crate) const MODE_USER_NAMESPACE: u8 = 4;
+/// Mode flag: C is the child subreaper of the run and sweeps its descendants at the end.
+pub(crate) const MODE_SUBREAPER: u8 = 8;
 
 /// A step run in the child just before `exec`.
 pub(crate) type Hook = Box<dyn FnMut() -> io::Result<()> + Send + Sync>;
@@ -64,11 +76,20 @@ pub(crate) struct ChildPlan {
     pub parent: libc::pid_t,
     /// The write end of the report pipe (at least 3, close-on-exec).
     pub report: RawFd,
-    /// Try a PID namespace first.
+    /// Try a PID namespace (with a user namespace where a bare one is refused).
     pub namespace: bool,
-    /// cgroup mode: a descriptor of the run's cgroup directory (close-on-exec), to create N
-    /// in; no namespace then.
-    pub cgroup: Option<RawFd>,
+    /// Become the child subreaper and sweep at the end (false only in process-group mode).
+    pub subreaper: bool,
+    /// cgroup mode: a descriptor of the run's cgroup directory (close-on-exec), to create G
+    /// or N in, and one of its `cgroup.kill` open for writing.
+    pub cgroup: Option<(RawFd, RawFd)>,
+    /// cgroup mode: the cgroup's parent directory (close-on-exec) and its name there, for C
+    /// to remove the cgroup when P died first.
+    pub cgroup_removal: Option<(RawFd, std::ffi::CString)>,
+    /// What N gives up before `exec`.
+    pub privileges: Privileges,
+    /// Resource limits set in N: (resource, soft and hard value).
+    pub limits: Vec<(libc::__rlimit_resource_t, u64)>,
     /// Descriptors to place in the program: (source, at least 3 and close-on-exec; target).
     pub fds: Vec<(RawFd, RawFd)>,
     /// The embedder's pre-exec steps, in order, run in N.
@@ -86,14 +107,15 @@ impl ChildPlan {
         // SAFETY (whole function): raw system calls on our own process, descriptors and
         // stack memory; no allocation. `sigset_t` values are plain data on the stack.
         unsafe {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
+            // Blocked before PDEATHSIG is armed, so the signal cannot kill C by default.
+            let waited = waiter_signals();
+            libc::sigprocmask(libc::SIG_BLOCK, &waited, std::ptr::null_mut());
+            let deathsig = if self.subreaper {
+                libc::SIGTERM
+            } else {
+                libc::SIGKILL
+            };
+            if libc::prctl(libc::PR_SET_PDEATHSIG, deathsig as libc::c_ulong, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
             if libc::getppid() != self.parent {
@@ -101,44 +123,74 @@ impl ChildPlan {
                 libc::_exit(127);
             }
             reset_signal_handlers();
-            let waited = waiter_signals();
-            libc::sigprocmask(libc::SIG_BLOCK, &waited, std::ptr::null_mut());
+            // The report pipe's reader may be gone (a cancelled run): a write must fail with
+            // EPIPE, not kill the waiter before it has swept. N restores the default.
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
 
-            let namespace =
-                self.cgroup.is_none() && self.namespace && libc::unshare(libc::CLONE_NEWPID) == 0;
-            let message = match (self.cgroup, namespace) {
-                (Some(_), _) => MSG_CGROUP,
-                (None, true) => MSG_NAMESPACE,
-                (None, false) => MSG_GROUP,
-            };
-            report(self.report, &[message]);
+            let mut mode = 0u8;
+            if self.cgroup.is_some() {
+                mode |= MODE_CGROUP;
+            }
+            if self.subreaper && libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 {
+                mode |= MODE_SUBREAPER;
+            }
+            if self.namespace {
+                let (uid, gid) = (libc::geteuid(), libc::getegid());
+                if libc::unshare(libc::CLONE_NEWPID) == 0 {
+                    mode |= MODE_PID_NAMESPACE;
+                } else if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) == 0 {
+                    // Now in a user namespace with no mapping: map our ids to themselves, or
+                    // nothing we create would have an owner.
+                    map_own_ids(uid, gid)?;
+                    mode |= MODE_PID_NAMESPACE | MODE_USER_NAMESPACE;
+                }
+            }
+            // After the namespaces: a process that is not dumpable may not open its own
+            // `/proc/self/uid_map` (root owns its `/proc` files then).
+            hide_waiter();
+            report(self.report, &[MSG_MODE, mode]);
+            let namespace = mode & MODE_PID_NAMESPACE != 0;
             let waiter_pid = libc::getpid();
             let child = match self.cgroup {
-                Some(cgroup) => clone_into_cgroup(cgroup),
+                Some((dir, _)) => clone_into_cgroup(dir),
                 None => libc::fork(),
             };
             if child < 0 {
                 return Err(io::Error::last_os_error());
             }
             if child == 0 {
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
                 if namespace {
                     return self.init();
                 }
-                if self.cgroup.is_some() {
-                    libc::prctl(
-                        libc::PR_SET_PDEATHSIG,
-                        libc::SIGKILL as libc::c_ulong,
-                        0,
-                        0,
-                        0,
-                    );
-                    if libc::getppid() != waiter_pid {
-                        libc::_exit(127);
-                    }
+                if libc::getppid() != waiter_pid {
+                    libc::_exit(127);
                 }
                 return self.program();
             }
-            waiter(child, namespace, self.report)
+            let kill_fd = self.cgroup.map_or(-1, |(_, kill)| kill);
+            let (parent_fd, name) = self
+                .cgroup_removal
+                .as_ref()
+                .map_or((-1, std::ptr::null()), |(fd, name)| (*fd, name.as_ptr()));
+            let report_fd = if namespace { -1 } else { self.report };
+            close_all_except(&[report_fd, kill_fd, parent_fd]);
+            Waiter {
+                child,
+                mode,
+                report: report_fd,
+                cgroup_kill: kill_fd,
+                cgroup_removal: (parent_fd, name),
+                embedder: self.parent,
+                status: None,
+            }
+            .wait()
         }
     }
 
@@ -146,13 +198,6 @@ impl ChildPlan {
     unsafe fn init(&mut self) -> io::Result<()> {
         // SAFETY: as in `run`.
         unsafe {
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
             let program = libc::fork();
             if program == 0 {
                 return self.program();
@@ -164,7 +209,7 @@ impl ChildPlan {
             }
             // N has its copies; G needs nothing but the report pipe (and must not keep std's
             // error pipe or the output pipes open).
-            close_all_except(self.report);
+            close_all_except(&[self.report]);
             let mut report_fd = self.report;
             loop {
                 let mut status = 0;
@@ -182,11 +227,12 @@ impl ChildPlan {
         }
     }
 
-    /// N (or C's child in group mode): place descriptors, run the hooks, unblock signals, and
-    /// let std exec.
+    /// N: place descriptors, unblock signals, run the hooks, give up privileges, and let std
+    /// exec.
     unsafe fn program(&mut self) -> io::Result<()> {
         // SAFETY: as in `run`.
         unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             let empty = empty_set();
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
             // Two passes, so a source that happens to sit on another pair's target survives:
@@ -205,11 +251,100 @@ impl ChildPlan {
                     return Err(io::Error::last_os_error());
                 }
             }
+            for &(resource, value) in &self.limits {
+                lower_limit(resource, value)?;
+            }
             for hook in &mut self.hooks {
                 hook()?;
             }
-            Ok(())
+            // Last, so the embedder's steps ran with what the embedder has.
+            self.privileges.apply()
         }
+    }
+}
+
+/// Set both the soft and the hard limit of `resource` to `value`, or to the current hard
+/// limit if that is lower (raising a hard limit would need `CAP_SYS_RESOURCE`).
+///
+/// # Safety
+///
+/// Async-signal-safe; for the child between fork and exec.
+unsafe fn lower_limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    // SAFETY: getrlimit/setrlimit on this process with a stack value.
+    unsafe {
+        let mut current: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(resource, &mut current) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let value = value.min(current.rlim_max);
+        let new = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
+        if libc::setrlimit(resource, &new) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// After `unshare(CLONE_NEWUSER)`: map our own user and group ids (of the parent namespace)
+/// to themselves, which an unprivileged process may do for itself. `setgroups` must be denied
+/// first for the group map.
+///
+/// # Safety
+///
+/// Async-signal-safe.
+unsafe fn map_own_ids(uid: libc::uid_t, gid: libc::gid_t) -> io::Result<()> {
+    let mut line = [0u8; 40];
+    write_file(c"/proc/self/uid_map", id_map_line(&mut line, uid))?;
+    // Older kernels have no setgroups file; the gid map then works without it.
+    write_file(c"/proc/self/setgroups", b"deny").ok();
+    write_file(c"/proc/self/gid_map", id_map_line(&mut line, gid))
+}
+
+/// `"<id> <id> 1"` in `buf`.
+fn id_map_line(buf: &mut [u8; 40], id: u32) -> &[u8] {
+    let mut digits = [0u8; 10];
+    let mut n = 0;
+    let mut v = id;
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let mut len = 0;
+    for _ in 0..2 {
+        for i in (0..n).rev() {
+            buf[len] = digits[i];
+            len += 1;
+        }
+        buf[len] = b' ';
+        len += 1;
+    }
+    buf[len] = b'1';
+    &buf[..len + 1]
+}
+
+/// Write `bytes` to the file at `path` in one `write`.
+fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: open/write/close with a NUL-terminated path and a stack buffer.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let result = if n == bytes.len() as isize {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        };
+        libc::close(fd);
+        result
     }
 }
 
@@ -258,34 +393,131 @@ pub(crate) unsafe fn clone_into_cgroup(cgroup: RawFd) -> libc::pid_t {
     }
 }
 
-/// C: wait for its one child; SIGTERM from P means "kill it now". Mirrors the child's status.
-unsafe fn waiter(child: libc::pid_t, namespace: bool, report_fd: RawFd) -> ! {
-    // SAFETY: as in `ChildPlan::run`.
-    unsafe {
-        if namespace {
-            // G reports N's status; C keeps no descriptor at all.
-            close_all_except(-1);
-        } else {
-            close_all_except(report_fd);
-        }
-        let waited = waiter_signals();
-        loop {
-            let signal = libc::sigwaitinfo(&waited, std::ptr::null_mut());
-            if signal == libc::SIGTERM {
-                libc::kill(child, libc::SIGKILL);
-            }
-            let mut status = 0;
-            let pid = libc::waitpid(child, &mut status, libc::WNOHANG | libc::__WALL);
-            if pid == child {
-                if !namespace {
-                    report_with(report_fd, MSG_STATUS, status);
+/// C after creating its child (G or N).
+struct Waiter {
+    /// G or N.
+    child: libc::pid_t,
+    /// `MODE_*` flags.
+    mode: u8,
+    /// Where to report N's status (without a namespace), or -1.
+    report: RawFd,
+    /// `cgroup.kill` of the run's cgroup, or -1.
+    cgroup_kill: RawFd,
+    /// The cgroup's parent directory (or -1) and its name there.
+    cgroup_removal: (RawFd, *const libc::c_char),
+    /// P's pid: when C's parent is no longer P, P died and C cleans up for it.
+    embedder: libc::pid_t,
+    /// The child's wait status, once reaped.
+    status: Option<libc::c_int>,
+}
+
+impl Waiter {
+    /// Wait for SIGCHLD (reap; exit once no child is left) or SIGTERM (the end: P asked, or
+    /// P died).
+    unsafe fn wait(mut self) -> ! {
+        // SAFETY: as in `ChildPlan::run`.
+        unsafe {
+            let waited = waiter_signals();
+            loop {
+                let signal = libc::sigwaitinfo(&waited, std::ptr::null_mut());
+                if signal == libc::SIGTERM {
+                    self.end();
                 }
-                mirror(status);
-            }
-            if pid < 0 && last_errno() != libc::EINTR {
-                libc::_exit(127);
+                if !self.reap(libc::WNOHANG) {
+                    // No child left: N is reaped and no orphan of the run is alive.
+                    self.exit();
+                }
             }
         }
+    }
+
+    /// Reap what has exited; false once no child is left at all.
+    unsafe fn reap(&mut self, flags: libc::c_int) -> bool {
+        // SAFETY: waitpid on our own children.
+        unsafe {
+            loop {
+                let mut status = 0;
+                let pid = libc::waitpid(-1, &mut status, flags | libc::__WALL);
+                if pid == self.child {
+                    self.status = Some(status);
+                    if self.mode & MODE_PID_NAMESPACE == 0 {
+                        report_with(self.report, MSG_STATUS, status);
+                    }
+                }
+                if pid > 0 && flags & libc::WNOHANG != 0 {
+                    continue;
+                }
+                if pid < 0 && last_errno() == libc::EINTR {
+                    continue;
+                }
+                return pid >= 0;
+            }
+        }
+    }
+
+    /// Kill everything the run started, reap it all, exit.
+    unsafe fn end(&mut self) -> ! {
+        // SAFETY: as in `ChildPlan::run`; every pid signalled is an unreaped child of ours
+        // (or, in the sweep, an unreaped descendant).
+        unsafe {
+            if self.cgroup_kill >= 0 {
+                libc::write(self.cgroup_kill, b"1".as_ptr().cast(), 1);
+            }
+            if self.status.is_none() {
+                if self.mode & (MODE_SUBREAPER | MODE_PID_NAMESPACE) == 0 {
+                    // The process-group twin: N's own group (N left C's by `setsid`).
+                    libc::kill(-self.child, libc::SIGKILL);
+                }
+                libc::kill(self.child, libc::SIGKILL);
+            }
+            if self.mode & MODE_SUBREAPER == 0 {
+                while self.status.is_none() && self.reap(0) {}
+                self.exit();
+            }
+            // Until no child is left: reap what is dead, sweep what is not, wait.
+            while self.reap(libc::WNOHANG) {
+                kill_descendants(libc::getpid());
+                if !self.reap(0) {
+                    break;
+                }
+            }
+            if libc::getppid() != self.embedder {
+                self.remove_cgroup();
+            }
+            self.exit()
+        }
+    }
+
+    /// P died: remove the run's cgroup in its place, once the kill has emptied it (a
+    /// second at most; what is left is for the next embedder's sweep).
+    unsafe fn remove_cgroup(&self) {
+        let (parent, name) = self.cgroup_removal;
+        if parent < 0 || name.is_null() {
+            return;
+        }
+        // SAFETY: unlinkat on a descriptor and a NUL-terminated name P prepared (its memory
+        // is ours, copied at fork); write and nanosleep with stack values.
+        unsafe {
+            for _ in 0..1000 {
+                if libc::unlinkat(parent, name, libc::AT_REMOVEDIR) == 0
+                    || last_errno() == libc::ENOENT
+                {
+                    return;
+                }
+                libc::write(self.cgroup_kill, b"1".as_ptr().cast(), 1);
+                let pause = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 1_000_000,
+                };
+                libc::nanosleep(&pause, std::ptr::null_mut());
+            }
+        }
+    }
+
+    /// Exit as the child did (or as killed, when it was never seen to end).
+    unsafe fn exit(&self) -> ! {
+        // SAFETY: as in `ChildPlan::run`.
+        unsafe { mirror(self.status.unwrap_or(libc::SIGKILL)) }
     }
 }
 
@@ -338,18 +570,27 @@ unsafe fn reset_signal_handlers() {
     }
 }
 
-/// Close every descriptor but `keep` (or all when `keep` is negative).
-unsafe fn close_all_except(keep: RawFd) {
+/// Close every descriptor but those in `keep` (negative entries are ignored).
+unsafe fn close_all_except(keep: &[RawFd]) {
+    let mut kept = [0u32; 4];
+    let mut n = 0;
+    for &fd in keep {
+        if fd >= 0 && n < kept.len() && !kept[..n].contains(&(fd as u32)) {
+            kept[n] = fd as u32;
+            n += 1;
+        }
+    }
+    kept[..n].sort_unstable();
+    let mut first = 0u32;
     // SAFETY: closing our own descriptors.
     unsafe {
-        if keep < 0 {
-            close_range(0, u32::MAX);
-        } else {
-            if keep > 0 {
-                close_range(0, keep as u32 - 1);
+        for &fd in &kept[..n] {
+            if fd > first {
+                close_range(first, fd - 1);
             }
-            close_range(keep as u32 + 1, u32::MAX);
+            first = fd + 1;
         }
+        close_range(first, u32::MAX);
     }
 }
 
@@ -391,9 +632,8 @@ fn last_errno() -> i32 {
 /// A message of the report pipe, parsed in the parent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Message {
-    Cgroup,
-    Namespace,
-    Group,
+    /// `MODE_*` flags.
+    Mode(u8),
     Status(i32),
     ForkFailed(i32),
 }
@@ -409,9 +649,10 @@ pub(crate) fn parse_messages(bytes: &[u8]) -> (Vec<Message>, usize) {
             Some(i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
         };
         let (message, len) = match tag {
-            MSG_NAMESPACE => (Message::Namespace, 1),
-            MSG_GROUP => (Message::Group, 1),
-            MSG_CGROUP => (Message::Cgroup, 1),
+            MSG_MODE => match bytes.get(i + 1) {
+                None => break,
+                Some(&mode) => (Message::Mode(mode), 2),
+            },
             MSG_STATUS | MSG_FORK_FAILED => match value() {
                 None => break,
                 Some(v) if tag == MSG_STATUS => (Message::Status(v), 5),
@@ -435,14 +676,27 @@ mod tests {
 
     #[test]
     fn parse_messages_handles_partial_tail() {
-        let mut bytes = vec![MSG_NAMESPACE, MSG_STATUS];
+        let mut bytes = vec![MSG_MODE, MODE_PID_NAMESPACE, MSG_STATUS];
         bytes.extend_from_slice(&7i32.to_ne_bytes());
         bytes.push(MSG_STATUS);
         bytes.push(1);
         let (messages, used) = parse_messages(&bytes);
-        assert_eq!(messages, vec![Message::Namespace, Message::Status(7)]);
-        assert_eq!(used, 6);
-        let (messages, _) = parse_messages(&[MSG_GROUP]);
-        assert_eq!(messages, vec![Message::Group]);
+        assert_eq!(
+            messages,
+            vec![Message::Mode(MODE_PID_NAMESPACE), Message::Status(7)]
+        );
+        assert_eq!(used, 7);
+        let (messages, used) = parse_messages(&[MSG_MODE]);
+        assert_eq!((messages, used), (vec![], 0));
+    }
+
+    #[test]
+    fn id_map_line_is_decimal() {
+        let mut buf = [0u8; 40];
+        assert_eq!(id_map_line(&mut buf, 0), b"0 0 1");
+        assert_eq!(
+            id_map_line(&mut buf, 4_294_967_294),
+            b"4294967294 4294967294 1"
+        );
     }
 }

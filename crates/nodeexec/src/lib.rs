@@ -1,8 +1,8 @@
 //! Bounded child processes that never outlive the call that started them.
 //!
 //! [`Command`] describes one run (program, arguments, directory, environment, bounds) and
-//! [`Command::run`] performs it: the child is spawned through process-wrap in a new process
-//! group with no shell, a fixed working directory, stdin on the null device and an environment
+//! [`Command::run`] performs it: the child is spawned through process-wrap (the waiter in a
+//! new process group, the program in a session of its own) with no shell, a fixed working directory, stdin on the null device and an environment
 //! built from an allowlist (PATH, LANG, LC_* and TZ by default; never the host's
 //! `NODE_OPTIONS`; the embedder may add). stdout and stderr are read concurrently, each capped
 //! independently ([`Captured`]: at most 32,768 bytes of text by default, cut on a character
@@ -27,85 +27,101 @@
 //! assert!(outcome.stdout.truncated);
 //! assert!(matches!(
 //!     outcome.containment,
-//!     Containment::Cgroup | Containment::PidNamespace | Containment::ProcessGroup
+//!     Containment::Cgroup | Containment::PidNamespace | Containment::Subreaper
 //! ));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # No process outlives a run
 //!
-//! At every end of a run (exit, timeout, cancellation, an error, a dropped future) every
-//! process it started is killed before `run` returns or the drop completes, and the run's own
-//! child is reaped. Process groups alone cannot promise that: a descendant may call `setsid`
-//! (Node.js `detached: true`) or `setpgid` and leave the group. So each run is contained by
-//! the first of these the system allows ([`Containment`], in this order of preference;
-//! [`Command::containment`] caps it, so tests can exercise each):
+//! At every end of a run (exit, timeout, cancellation, an error, a dropped future, and the
+//! death of the embedding process by any signal, SIGKILL included) every process it started is
+//! killed before `run` returns or the drop completes (within a second of the embedder's
+//! death), and the run's own child is reaped. Process groups alone cannot promise that: a
+//! descendant may call `setsid` (Node.js `detached: true`), double-fork or leave the group.
+//! So each run is contained by the first of these the system allows ([`Containment`], in
+//! this order of preference; [`Command::containment`] caps it, so tests can exercise each):
+//!
+//! ```text
+//! embedding process ── waiter (subreaper) ┬─ program ── …                  (cgroup, subreaper)
+//!                                         └─ init: PID 1 of a namespace ── program ── …
+//! ```
+//!
+//! In every mode but the last, the embedding process forks a **waiter** that stays outside
+//! whatever contains the program. It is the **child subreaper** of the run
+//! (`PR_SET_CHILD_SUBREAPER`): an orphan of the run, whatever session, group or cgroup it moved
+//! to, is re-parented to the waiter rather than to the system's init, so it stays a
+//! descendant. At the end the waiter kills its child and **sweeps**: it SIGKILLs every
+//! descendant it finds in `/proc` (each one before looking for its children, so a fork that
+//! races the sweep is found by a later pass or never completes), reaps, and repeats until it
+//! has no child left; only then does it exit. Its `PR_SET_PDEATHSIG` is SIGTERM, a signal it
+//! keeps blocked and takes with `sigwaitinfo`, so the embedder's death (SIGKILL included) is
+//! the same request as the embedder's own SIGTERM at the end of a run: the waiter performs the
+//! whole end, and in cgroup mode removes the run's cgroup too.
 //!
 //! 1. **A cgroup v2 of its own** ([`Containment::Cgroup`]). Once per process the crate finds
 //!    a writable `cgroup2` mount (`/proc/self/mountinfo`) and its own cgroup there
-//!    (`/proc/self/cgroup`), and checks that a child cgroup can be made, has `cgroup.kill`
-//!    and can have a process created in it. Each run then gets
-//!    `<mount><own cgroup>/confine-<pid>-<n>`:
-//!
-//!    ```text
-//!    embedding process ── waiter (group leader) ╶╶ cgroup confine-<pid>-<n>: program ── …
-//!    ```
-//!
-//!    The waiter (forked by std, outside the cgroup) creates the program's process with
-//!    `clone3(CLONE_INTO_CGROUP)`, so the program and every descendant, `setsid` or not, are
+//!    (`/proc/self/cgroup`: the host's hierarchy as root, or a user's delegated subtree, as a
+//!    systemd user service with `Delegate=yes` has), and checks that a child cgroup can be
+//!    made, has `cgroup.kill` and can have a process created in it. Each run then gets
+//!    `<mount><own cgroup>/confine-<pid>-<start time>-<n>`; the waiter creates the program's
+//!    process in it with `clone3(CLONE_INTO_CGROUP)`, so the program and every descendant are
 //!    born inside. At the end the run writes `1` to `cgroup.kill` (the kernel kills every
-//!    member at once, forks in flight included), the waiter reports the program's death and
-//!    exits, the run reaps it, waits until `cgroup.events` says `populated 0` and removes the
-//!    directory. No pid is renumbered: **every pid the program sees is a host pid**, so a
-//!    judge outside can check `kill(pid, 0)` or `/proc/<pid>` for a pid the script printed.
-//!    The embedding process never joins the cgroup and gets no subreaper. Cgroups left by an
-//!    embedder that was killed before it could clean up (`confine-<pid>-*` whose pid no
-//!    longer exists) are killed and removed at discovery. (The program could also join by
-//!    writing `0` to `cgroup.procs` before `exec`, with no waiter; but that migration waits
-//!    for an RCU grace period in the kernel, about 10 ms a run here, where creating the
-//!    process inside costs nothing measurable: see `docs/PERFORMANCE.md`.)
+//!    member at once, forks in flight included), the waiter sweeps what left the cgroup, the
+//!    run reaps the waiter, waits until `cgroup.events` says `populated 0` and removes the
+//!    directory. By default no PID namespace is made inside, so **every pid the program sees
+//!    is a host pid**, and an observer outside can check `kill(pid, 0)` or `/proc/<pid>` for a
+//!    pid a script printed; [`Command::pid_namespace`] adds one ([`Outcome::pid_namespace`]
+//!    says). Cgroups left by an embedder killed together with its waiter (named for an owner,
+//!    pid *and* start time, [`Owner`], that no longer exists) are killed and removed at the
+//!    first run of a later embedder, or by [`remove_stale_cgroups`]. (The program could
+//!    instead join by writing `0` to `cgroup.procs` before `exec`, with no waiter; but that
+//!    migration waits for an RCU grace period in the kernel, about 10 ms a run, where creating
+//!    the process inside costs nothing measurable: see `docs/PERFORMANCE.md`.)
 //! 2. **A PID namespace of its own** ([`Containment::PidNamespace`]), where no writable
-//!    cgroup2 hierarchy exists (no delegation, cgroup v1 only, Linux before 5.14):
+//!    cgroup2 hierarchy exists (an ordinary user without delegation, a container whose cgroup
+//!    file system is read-only, cgroup v1, Linux before 5.14). The waiter calls
+//!    `unshare(CLONE_NEWPID)`, or where that is refused (no `CAP_SYS_ADMIN`)
+//!    `unshare(CLONE_NEWUSER | CLONE_NEWPID)`, mapping its own user and group ids to
+//!    themselves ([`Outcome::user_namespace`]), and forks the namespace's init, which forks
+//!    the program. When the init dies, the kernel kills every process in the namespace and the
+//!    dying init reaps them. The program is not PID 1 itself: PID 1 ignores signals it has no
+//!    handler for (a script could not even kill itself), and its death would end the
+//!    namespace at once, while a descendant that keeps a pipe open must be waited for until
+//!    the bound. The script sees **namespace pids** (`process.pid` is 2), which mean nothing
+//!    to an observer outside; in exchange it cannot see or signal the waiter.
+//! 3. **The subreaper alone** ([`Containment::Subreaper`]), where namespaces are refused too
+//!    (user namespaces disabled, a seccomp policy): no privilege at all is needed. Host pids.
 //!
-//!    ```text
-//!    embedding process ── waiter (group leader) ── init: PID 1 of a new namespace ── program
-//!    ```
+//! [`Containment::ProcessGroup`], the process group alone, is never chosen unless asked for:
+//! it is the weak twin the tests compare with (a descendant that leaves the group escapes).
+//! [`Outcome::containment`] says which mode was used; `confine doctor` names the default.
 //!
-//!    The waiter calls `unshare(CLONE_NEWPID)` after `fork` and forks the init, which forks
-//!    the program. When the init dies, the kernel kills every process in the namespace,
-//!    whatever its session or group, and the dying init reaps them. The program is not PID 1
-//!    itself: PID 1 ignores signals it has no handler for (a script could not even kill
-//!    itself), and its death would end the namespace at once, while a descendant that keeps a
-//!    pipe open must be waited for until the bound. The run ends by sending SIGTERM to the
-//!    waiter, which SIGKILLs the init and exits once the namespace is empty; the waiter and
-//!    init both have `PR_SET_PDEATHSIG = SIGKILL`, so the whole chain also dies with the
-//!    embedding process. The caveat: the script sees **namespace pids** (`process.pid` is 2,
-//!    its children's pids are small numbers that name other processes outside, kernel
-//!    threads even), so a pid it prints means nothing to an observer outside.
-//! 3. **The process group** ([`Containment::ProcessGroup`]), where `unshare` fails too (no
-//!    `CAP_SYS_ADMIN` in the user namespace, a seccomp policy): at every end the group gets
-//!    SIGKILL, but a descendant that left the group is **not** reached.
+//! Why this order: a cgroup's kill is one atomic kernel operation over the whole tree and
+//! keeps host pids; a namespace is as complete (and hides the waiter) but renumbers pids; the
+//! subreaper's sweep is complete as long as the waiter lives, and the waiter is visible to the
+//! program (its parent) as a process of the same user.
 //!
-//! [`Outcome::containment`] says which was used. Why this order: a cgroup keeps host pids and
-//! its kill is one atomic kernel operation over the whole tree; a namespace is as complete but
-//! renumbers pids; the group has a known gap.
+//! # Less privilege than the embedder
 //!
-//! Differences at the end: in cgroup mode the descendants are dead (exited) when `run`
-//! returns, but those orphaned by the program's exit are reaped by the host's init (or the
-//! nearest subreaper), usually within milliseconds, so `kill(pid, 0)` may still find such a
-//! zombie for that moment; in a namespace its init has reaped them all. If the embedding
-//! process itself is SIGKILLed mid-run, in cgroup mode the waiter and the program die with it
-//! (`PR_SET_PDEATHSIG`) but the program's descendants live on in the cgroup until the next
-//! discovery (of a later embedder in the same cgroup) kills them; in a namespace they die at
-//! once.
+//! Sandbox or not, the program runs in a session of its own (`setsid`: no controlling
+//! terminal, so no `TIOCSTI` into the embedder's terminal), with `PR_SET_NO_NEW_PRIVS`, an
+//! empty capability bounding set where the embedder may empty it, and no capabilities (a
+//! root embedder's child keeps none through `exec`: with no new privileges the kernel clamps
+//! what `exec` would grant to the empty permitted set). [`Command::new_session`] and
+//! [`Command::drop_privileges`] opt out. The waiter and the namespace's init, forks of the
+//! embedder that never exec, are made not dumpable (no other process of the user may read
+//! their `/proc/<pid>/environ` or attach to them) and overwrite the embedder's environment
+//! strings in their copy of its memory with zeros, so the program can read nothing of the
+//! embedder's environment through its parent.
 //!
 //! # Pre-exec steps
 //!
 //! [`Command::pre_exec`] adds a step (async-signal-safe only) that runs in the process that is
 //! about to become the program, after the group, the cgroup or namespace and the passed
-//! descriptors are in place and just before `exec`; a sandbox (Landlock, `setrlimit`) plugs
-//! in there (the process is already in its cgroup by then: nothing has to be written to the
-//! cgroup file system past Landlock).
+//! descriptors are in place, and before the privileges are dropped and `exec`; a sandbox
+//! (Landlock, `setrlimit`) plugs in there (the process is already in its cgroup by then:
+//! nothing has to be written to the cgroup file system past Landlock).
 //!
 //! # Sandbox
 //!
@@ -178,34 +194,31 @@
 //! # Threat model
 //!
 //! The program and everything it starts are the adversary: they may fork, set up their own
-//! sessions, fill their pipes, hold a pipe open after exiting, spin forever or ignore signals.
-//! None of that makes a run outlast its bound (plus the kill) or leave a process behind, in a
-//! cgroup or a namespace. Without the opt-in [sandbox](#sandbox) the crate does **not**
-//! isolate the program from the system: it runs with the embedder's user and can read and
+//! sessions, double-fork, move to another cgroup where the user may, fill their pipes, hold a
+//! pipe open after exiting, spin forever or ignore signals. None of that makes a run outlast
+//! its bound (plus the kill) or leave a process behind, in any mode but the process-group
+//! twin. Without the opt-in [sandbox](#sandbox) the crate does **not** isolate the program
+//! from the system: it runs with the embedder's user (without capabilities) and can read and
 //! write what that user can, and use the network; nothing bounds its memory, or its CPU beyond
-//! the time limit. In particular, in cgroup mode a program with the right to write another
-//! cgroup's `cgroup.procs` (root, or the owner of a delegated subtree) can move itself out of
-//! the run's cgroup and escape the kill, as it could do anything else unconfined; with the
-//! sandbox, Landlock refuses that write (the cgroup file system lies outside the write root)
-//! and the capabilities are gone. Host pids cut both ways: in cgroup mode the program can name,
-//! and as the same user signal, processes outside the run (a PID namespace hid them); the
-//! sandbox refuses such signals from Landlock ABI 6, and an embedder that needs that on an
-//! older kernel can cap containment at [`Containment::PidNamespace`]. In the process-group
-//! fallback, a descendant that leaves the group escapes the kill.
+//! the time limit. Where the program sees host pids (cgroup and subreaper modes) it can name,
+//! and as the same user signal, processes outside the run, its waiter included: a program
+//! that SIGKILLs its waiter and has, in cgroup mode, also moved a descendant out of the run's
+//! cgroup (root, or the owner of a delegated subtree), or in subreaper mode has any descendant
+//! left, frees that descendant from the sweep. The sandbox refuses such signals from Landlock
+//! ABI 6 (and the cgroup write always), and [`Command::pid_namespace`] hides the waiter where
+//! a namespace can be made.
 //!
 //! # Platform support
 //!
-//! Linux only (cgroup v2, PID namespaces, `PR_SET_PDEATHSIG`, `close_range`, with a close loop
-//! before Linux 5.9). The cgroup mode needs Linux 5.14 (`cgroup.kill`; `clone3` with
-//! `CLONE_INTO_CGROUP` is 5.7) and a cgroup2
-//! hierarchy (unified, or the `unified` mount of hybrid mode) where the embedder may create a
-//! child of its own cgroup and move a process into it: root, or a delegated subtree (a systemd
-//! user service with `Delegate=yes`). The PID namespace needs `CAP_SYS_ADMIN` (root, or a
-//! container that grants it). Where neither is possible the group fallback applies;
-//! [`Outcome::containment`] always reports what was used. Embedders that share one cgroup are
-//! assumed to share one PID namespace (the stale sweep judges owners by `/proc/<pid>`). The
-//! embedding thread that starts a run must outlive it (`PR_SET_PDEATHSIG` follows the thread
-//! that forked); tokio runtime threads do.
+//! Linux only (`PR_SET_CHILD_SUBREAPER`, `PR_SET_PDEATHSIG`, `/proc`, `close_range`, with a
+//! close loop before Linux 5.9). The cgroup mode needs Linux 5.14 (`cgroup.kill`; `clone3`
+//! with `CLONE_INTO_CGROUP` is 5.7) and a cgroup2 hierarchy (unified, or the `unified` mount
+//! of hybrid mode) where the embedder may create a child of its own cgroup and move a process
+//! into it. The PID namespace needs `CAP_SYS_ADMIN`, or unprivileged user namespaces. The
+//! subreaper needs nothing. [`Outcome::containment`] always reports what was used.
+//! Embedders that share one cgroup are assumed to share one PID namespace (the stale sweep
+//! judges owners by `/proc/<pid>`). The embedding thread that starts a run must outlive it
+//! (`PR_SET_PDEATHSIG` follows the thread that forked); tokio runtime threads do.
 //!
 //! [`CancellationToken`]: tokio_util::sync::CancellationToken
 
@@ -214,16 +227,27 @@ mod cgroup;
 mod command;
 mod contain;
 mod error;
+mod owner;
+mod privilege;
 mod run;
 mod sandbox;
 mod signal;
+mod sweep;
 
 pub use capture::{Captured, DEFAULT_OUTPUT_CAP};
 pub use command::{Command, DEFAULT_INHERITED_ENV, DEFAULT_TIMEOUT};
 pub use error::{Error, ErrorKind};
+pub use owner::Owner;
 pub use run::{Containment, Outcome};
 pub use sandbox::{
     DEFAULT_ADDRESS_SPACE, DEFAULT_MIN_ABI, DEFAULT_OPEN_FILES, LandlockSupport, MAX_TESTED_ABI,
     Sandbox, SandboxRules,
 };
 pub use signal::signal_name;
+
+/// Kill and remove the cgroups that embedders which died without cleaning up left where this
+/// process's runs get theirs (only names this crate makes, judged by their owner's identity:
+/// [`Owner`]). Cheap; call it when a tool is built. The first run of a process does it too.
+pub fn remove_stale_cgroups() {
+    cgroup::remove_stale();
+}

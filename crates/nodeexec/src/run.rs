@@ -16,7 +16,10 @@ use tokio_util::sync::CancellationToken;
 use crate::capture::{Captured, read_capped};
 use crate::cgroup::RunCgroup;
 use crate::command::Command;
-use crate::contain::{ChildPlan, Message, parse_messages};
+use crate::contain::{
+    ChildPlan, MODE_CGROUP, MODE_PID_NAMESPACE, MODE_SUBREAPER, MODE_USER_NAMESPACE, Message,
+    parse_messages,
+};
 use crate::error::{Error, ErrorKind};
 use crate::signal::signal_name;
 
@@ -24,24 +27,42 @@ use crate::signal::signal_name;
 const GRACE: Duration = Duration::from_secs(2);
 
 /// How a run kept its processes from outliving it, strongest first (the crate docs, *No
-/// process outlives a run*, say why in this order).
+/// process outlives a run*, say why in this order). Every mode but the last also makes the
+/// waiter the run's child subreaper, which sweeps every remaining descendant at the end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Containment {
     /// A cgroup v2 of the run's own, in which the program was created (`clone3` with
-    /// `CLONE_INTO_CGROUP`): at the end the kernel kills the whole cgroup at once
-    /// (`cgroup.kill`, forks in flight included), so every process the program started dies,
-    /// including those that left the process group or called `setsid`; the run reaps its
-    /// waiter and waits until the cgroup is empty. Every pid the program sees is a host pid.
+    /// `CLONE_INTO_CGROUP`), with a PID namespace inside it where one could be made
+    /// ([`Outcome::pid_namespace`]): at the end the kernel kills the whole cgroup at once
+    /// (`cgroup.kill`, forks in flight included), the namespace's end kills whatever moved
+    /// itself to another cgroup, and the waiter sweeps what is left.
     Cgroup,
-    /// A PID namespace whose init the run owns: at the end every process the program started
-    /// is killed and reaped, including those that left the process group or called `setsid`.
-    /// The pids the program sees are the namespace's, not the host's.
+    /// A PID namespace of the run's own (owned by a user namespace of its own where the
+    /// embedder is unprivileged, [`Outcome::user_namespace`]): at the end its init is killed,
+    /// and with it every process of the namespace, whatever its session or group.
     PidNamespace,
-    /// The process group alone (the kernel refused a PID namespace, or it was turned off): at
-    /// the end the group is killed; a descendant that left the group (`setsid`,
-    /// `detached: true`) is **not** reached.
+    /// No privilege needed: the waiter is the child subreaper of the run (every orphan of the
+    /// run is re-parented to it), and at every end it SIGKILLs every descendant it finds in
+    /// `/proc`, killing each before looking for its children, until none is left.
+    Subreaper,
+    /// The process group alone, never chosen unless asked for (it is the weak twin the tests
+    /// compare with): at the end the program's process group is killed; a descendant that
+    /// left the group (`setsid`, `detached: true`) is **not** reached.
     ProcessGroup,
+}
+
+impl Containment {
+    /// The mode's stable name: `"cgroup"`, `"pid-namespace"`, `"subreaper"`,
+    /// `"process-group"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Cgroup => "cgroup",
+            Self::PidNamespace => "pid-namespace",
+            Self::Subreaper => "subreaper",
+            Self::ProcessGroup => "process-group",
+        }
+    }
 }
 
 /// What a finished run produced: the program exited (or died by a signal) and both of its
@@ -59,6 +80,12 @@ pub struct Outcome {
     pub stderr: Captured,
     /// How the run was contained.
     pub containment: Containment,
+    /// Whether the program ran in a PID namespace of its own (then every pid it saw is the
+    /// namespace's, not the host's).
+    pub pid_namespace: bool,
+    /// Whether that namespace is owned by a user namespace of its own (an unprivileged
+    /// embedder, or one without `CAP_SYS_ADMIN`).
+    pub user_namespace: bool,
     /// From the start to the end of the run, reaping included.
     pub elapsed: Duration,
 }
@@ -115,6 +142,8 @@ impl Command {
             stdout,
             stderr,
             containment: running.containment,
+            pid_namespace: running.mode & MODE_PID_NAMESPACE != 0,
+            user_namespace: running.mode & MODE_USER_NAMESPACE != 0,
             elapsed: start.elapsed(),
         })
     }
@@ -134,11 +163,26 @@ impl Command {
         let report_w =
             rustix::io::fcntl_dupfd_cloexec(&report_w, 3).map_err(|e| start_failed(e.into()))?;
 
+        // The process-group twin keeps the program in the waiter's group, which the end
+        // kills whole: a session of its own would take the program out of it.
+        let mut privileges = self.privileges;
+        privileges.new_session &= self.containment != Containment::ProcessGroup;
         let plan = ChildPlan {
             parent: std::process::id() as libc::pid_t,
             report: report_w.as_raw_fd(),
-            namespace: self.containment != Containment::ProcessGroup,
-            cgroup: cgroup.as_ref().map(RunCgroup::raw_fd),
+            namespace: match self.containment {
+                Containment::Cgroup => self.namespace.unwrap_or(cgroup.is_none()),
+                Containment::PidNamespace => self.namespace.unwrap_or(true),
+                _ => false,
+            },
+            subreaper: self.containment != Containment::ProcessGroup,
+            cgroup: cgroup.as_ref().map(|c| (c.raw_fd(), c.kill_fd())),
+            cgroup_removal: cgroup
+                .as_ref()
+                .and_then(RunCgroup::removal)
+                .map(|(fd, name)| (fd, name.to_owned())),
+            privileges,
+            limits: self.rlimits(cgroup.is_some()),
             fds: self
                 .fds
                 .iter()
@@ -178,6 +222,7 @@ impl Command {
             child,
             pid,
             containment: Containment::ProcessGroup,
+            mode: 0,
             cgroup,
             report: None,
             early: Vec::new(),
@@ -193,9 +238,18 @@ impl Command {
         let (messages, _) = parse_messages(&first[..n]);
         for m in &messages {
             match m {
-                Message::Cgroup => running.containment = Containment::Cgroup,
-                Message::Namespace => running.containment = Containment::PidNamespace,
-                Message::Group => running.containment = Containment::ProcessGroup,
+                Message::Mode(mode) => {
+                    running.mode = *mode;
+                    running.containment = if mode & MODE_CGROUP != 0 {
+                        Containment::Cgroup
+                    } else if mode & MODE_PID_NAMESPACE != 0 {
+                        Containment::PidNamespace
+                    } else if mode & MODE_SUBREAPER != 0 {
+                        Containment::Subreaper
+                    } else {
+                        Containment::ProcessGroup
+                    };
+                }
                 Message::ForkFailed(errno) => {
                     let e = io::Error::from_raw_os_error(*errno);
                     running.kill_now();
@@ -253,6 +307,8 @@ struct Running {
     /// The waiter's pid, which is also the process group id; valid until we reap it.
     pid: libc::pid_t,
     containment: Containment,
+    /// The `MODE_*` flags the waiter reported.
+    mode: u8,
     /// The run's cgroup, in cgroup mode.
     cgroup: Option<RunCgroup>,
     report: Option<OwnedFd>,
@@ -264,26 +320,24 @@ struct Running {
 }
 
 impl Running {
-    /// Ask for the end: in a cgroup, `cgroup.kill` (the waiter, outside it, then reports the
-    /// program's death and exits); in a namespace, SIGTERM to the waiter (which SIGKILLs the
-    /// init, whose exit kills and reaps the namespace); otherwise SIGKILL to the whole group.
+    /// Ask for the end: in a cgroup, `cgroup.kill` at once (the kernel kills every member);
+    /// then SIGTERM to the waiter, which kills its child (the namespace's init, or the
+    /// program), sweeps every remaining descendant, reaps them all and exits.
     fn kill_now(&mut self) {
-        if let Some(cgroup) = &self.cgroup
-            && cgroup.kill().is_ok()
-        {
-            return;
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.kill().ok();
         }
-        // No cgroup, or it vanished under us (removed from outside): the group is left.
         if self.reaped || self.pid <= 0 {
             return;
         }
         // SAFETY: kill(2) on our own unreaped child (or its group, whose id is the child's
-        // pid, so it cannot have been reused while we have not reaped it).
+        // pid), so the id cannot have been reused.
         unsafe {
-            match self.containment {
-                Containment::PidNamespace => libc::kill(self.pid, libc::SIGTERM),
-                _ => libc::kill(-self.pid, libc::SIGKILL),
-            };
+            if self.containment == Containment::ProcessGroup {
+                libc::kill(-self.pid, libc::SIGKILL);
+            } else {
+                libc::kill(self.pid, libc::SIGTERM);
+            }
         }
     }
 

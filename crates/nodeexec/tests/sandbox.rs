@@ -90,6 +90,10 @@ fn run_env(
         let dir = std::fs::File::open(dirs.ws()).unwrap();
         let rules = sandbox.build(&dir).expect("sandbox builds on this kernel");
         cmd.sandbox(&rules);
+    } else {
+        // The unconfined twin keeps the embedder's privileges (dropped by default even
+        // without a sandbox), so it shows what the sandbox alone takes away.
+        cmd.drop_privileges(false);
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

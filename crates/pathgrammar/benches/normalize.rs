@@ -3,7 +3,7 @@
 //! rejected `..` path), each beside a `_baseline` that does the least a caller would do anyway:
 //! `std::path::Path::new(p).components().count()` (splitting on `/` and classifying components,
 //! no allocation). The ratio normalize / baseline is what `docs/PERFORMANCE.md` records; the
-//! SPEC target is under 100 ns for the typical 30-byte path.
+//! The target is under 100 ns for the typical 30-byte path.
 
 use std::hint::black_box;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Capture a workspace root once and re-verify it before every operation (SPEC section 3).
+//! Capture a workspace root once and re-verify it before every operation.
 //!
 //! [`WorkspaceRoot::capture`] canonicalizes the given directory (`realpath`), requires a
 //! directory, records the entry as given (made absolute), the canonical path and the

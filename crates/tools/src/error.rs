@@ -1,4 +1,4 @@
-//! The stable error vocabulary of tool results (SPEC section 7).
+//! The stable error vocabulary of tool results (listed per tool in `docs/TOOLS.md`).
 
 use std::fmt;
 
@@ -112,6 +112,30 @@ kinds! {
     NodeProcessFailed => "NODE_PROCESS_FAILED",
     /// The opt-in kernel sandbox was requested and cannot be fully enforced here.
     NodeSandboxUnavailable => "NODE_SANDBOX_UNAVAILABLE",
+    /// edit_file arguments are not `{path, edits: [{oldText, newText, replaceAll?}], dryRun?}`
+    /// with at least one edit and no empty `oldText`.
+    InvalidEditInput => "INVALID_EDIT_INPUT",
+    /// read_lines arguments are not `{path, offset?, limit?}` with offset from 1 and limit 1 to
+    /// 2,000.
+    InvalidReadLinesInput => "INVALID_READ_LINES_INPUT",
+    /// file_info arguments are not exactly `{path}`.
+    InvalidInfoInput => "INVALID_INFO_INPUT",
+    /// create_directory arguments are not exactly `{path}`.
+    InvalidMkdirInput => "INVALID_MKDIR_INPUT",
+    /// move_file arguments are not exactly `{source, destination}`.
+    InvalidMoveInput => "INVALID_MOVE_INPUT",
+    /// delete_file arguments are not exactly `{path}`.
+    InvalidDeleteInput => "INVALID_DELETE_INPUT",
+    /// An edit's `oldText` does not occur in the text the previous edits left.
+    EditTextNotFound => "EDIT_TEXT_NOT_FOUND",
+    /// An edit's `oldText` occurs more than once and `replaceAll` is not set.
+    EditTextNotUnique => "EDIT_TEXT_NOT_UNIQUE",
+    /// The file changed between the edit's read and its installation; nothing was written.
+    EditConflict => "EDIT_CONFLICT",
+    /// Something already exists at the move's destination.
+    MoveDestinationExists => "MOVE_DESTINATION_EXISTS",
+    /// The directory to delete is not empty (deletion is never recursive).
+    DeleteDirectoryNotEmpty => "DELETE_DIRECTORY_NOT_EMPTY",
     /// list_directory arguments are not exactly `{ "path"?: string }`.
     InvalidListInput => "INVALID_LIST_INPUT",
     /// find_files arguments are not exactly `{ "pattern": string, "path"?, "includeIgnored"? }`.
@@ -139,6 +163,7 @@ pub struct ToolError {
     code: ErrorCode,
     kind: Option<ErrorKind>,
     message: String,
+    edit: Option<usize>,
 }
 
 impl ToolError {
@@ -148,6 +173,7 @@ impl ToolError {
             code: ErrorCode::ToolArgumentsInvalid,
             kind: Some(kind),
             message: kind.code().to_owned(),
+            edit: None,
         }
     }
 
@@ -157,6 +183,7 @@ impl ToolError {
             code: ErrorCode::ToolExecutionFailed,
             kind: Some(kind),
             message: kind.code().to_owned(),
+            edit: None,
         }
     }
 
@@ -167,7 +194,20 @@ impl ToolError {
             code: ErrorCode::ToolNotFound,
             kind: None,
             message: format!("Tool {shown:?} is not registered."),
+            edit: None,
         }
+    }
+
+    /// The same error naming the edit (its index in `edits`, from 0) that caused it; the
+    /// record then holds `"edit": index` beside `code` and `message`.
+    pub fn with_edit(mut self, index: usize) -> Self {
+        self.edit = Some(index);
+        self
+    }
+
+    /// The index of the edit that failed, for edit_file's errors.
+    pub fn edit(&self) -> Option<usize> {
+        self.edit
     }
 
     /// The outer code.
@@ -187,7 +227,14 @@ impl ToolError {
 
     /// The error record `{"error": {"code": …, "message": …}}`.
     pub fn to_record(&self) -> serde_json::Value {
-        serde_json::json!({ "error": { "code": self.code.code(), "message": self.message } })
+        match self.edit {
+            None => {
+                serde_json::json!({ "error": { "code": self.code.code(), "message": self.message } })
+            }
+            Some(edit) => serde_json::json!({
+                "error": { "code": self.code.code(), "message": self.message, "edit": edit }
+            }),
+        }
     }
 }
 
@@ -258,6 +305,17 @@ mod tests {
             "NODE_PROCESS_TIMEOUT",
             "NODE_PROCESS_FAILED",
             "NODE_SANDBOX_UNAVAILABLE",
+            "INVALID_EDIT_INPUT",
+            "INVALID_READ_LINES_INPUT",
+            "INVALID_INFO_INPUT",
+            "INVALID_MKDIR_INPUT",
+            "INVALID_MOVE_INPUT",
+            "INVALID_DELETE_INPUT",
+            "EDIT_TEXT_NOT_FOUND",
+            "EDIT_TEXT_NOT_UNIQUE",
+            "EDIT_CONFLICT",
+            "MOVE_DESTINATION_EXISTS",
+            "DELETE_DIRECTORY_NOT_EMPTY",
             "INVALID_LIST_INPUT",
             "INVALID_FIND_INPUT",
             "INVALID_GREP_INPUT",
@@ -287,6 +345,13 @@ mod tests {
         );
         let rec = ToolError::invalid(ErrorKind::FileTooLarge).to_record();
         assert_eq!(rec["error"]["code"], "TOOL_ARGUMENTS_INVALID");
+        let rec = ToolError::failed(ErrorKind::EditTextNotFound)
+            .with_edit(2)
+            .to_record();
+        assert_eq!(
+            rec.to_string(),
+            r#"{"error":{"code":"TOOL_EXECUTION_FAILED","message":"EDIT_TEXT_NOT_FOUND","edit":2}}"#
+        );
     }
 
     #[test]

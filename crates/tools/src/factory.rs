@@ -5,11 +5,17 @@ use std::sync::Arc;
 
 use rootid::{RootError, WorkspaceRoot};
 
+use crate::create_directory::MkdirTool;
+use crate::delete_file::DeleteTool;
+use crate::edit_file::EditTool;
+use crate::file_info::InfoTool;
 use crate::find_files::FindTool;
 use crate::grep::GrepTool;
 use crate::list_directory::ListTool;
+use crate::move_file::MoveTool;
 use crate::node_process::{NodeProcessOptions, NodeProcessTool};
 use crate::read_file::ReadTool;
+use crate::read_lines::ReadLinesTool;
 use crate::tool::{Tool, ToolRegistry};
 use crate::write_file::WriteTool;
 
@@ -79,13 +85,26 @@ pub const WORKSPACE_TOOLS: &[&str] = &[
     "read_file",
     "write_file",
     "node_process",
+    "edit_file",
+    "read_lines",
     "list_directory",
     "find_files",
     "grep",
+    "file_info",
+    "create_directory",
+    "move_file",
+    "delete_file",
 ];
 
 /// The tools of [`WORKSPACE_TOOLS`] that change nothing, in the same order.
-pub const READ_ONLY_TOOLS: &[&str] = &["read_file", "list_directory", "find_files", "grep"];
+pub const READ_ONLY_TOOLS: &[&str] = &[
+    "read_file",
+    "read_lines",
+    "list_directory",
+    "find_files",
+    "grep",
+    "file_info",
+];
 
 /// A name that `--tools` or [`create_selected_tools`] was given and no tool has.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +128,12 @@ fn build_tool(
     let tool: Arc<dyn Tool> = match name {
         "read_file" => Arc::new(ReadTool::new(root.clone())),
         "write_file" => Arc::new(WriteTool::new(root.clone())),
+        "edit_file" => Arc::new(EditTool::new(root.clone())),
+        "read_lines" => Arc::new(ReadLinesTool::new(root.clone())),
+        "file_info" => Arc::new(InfoTool::new(root.clone())),
+        "create_directory" => Arc::new(MkdirTool::new(root.clone())),
+        "move_file" => Arc::new(MoveTool::new(root.clone())),
+        "delete_file" => Arc::new(DeleteTool::new(root.clone())),
         "list_directory" => Arc::new(ListTool::new(root.clone())),
         "find_files" => Arc::new(FindTool::new(root.clone())),
         "grep" => Arc::new(GrepTool::new(root.clone())),

@@ -1,5 +1,19 @@
-//! The `read_file`, `write_file` and `node_process` tools an LLM agent calls, and the layer that
-//! serves them: the [`Tool`] trait, [`ToolRegistry`] and [`execute_tool_call`] (SPEC section 7).
+//! The tools an LLM agent calls inside one workspace (`read_file`, `write_file`,
+//! `node_process`, and the file tools `edit_file`, `read_lines`, `file_info`,
+//! `create_directory`, `move_file`, `delete_file`), and the layer that serves them: the
+//! [`Tool`] trait with its [`ToolHints`], [`ToolRegistry`] and [`execute_tool_call`].
+//!
+//! Factories: [`create_coding_tools`] (the three coding tools), [`create_workspace_tools`]
+//! (the whole set, [`WORKSPACE_TOOLS`]), [`create_read_only_tools`] (those that change
+//! nothing, [`READ_ONLY_TOOLS`]) and [`create_selected_tools`] (any subset by name). Each
+//! tool's arguments, record and tokens are described in its module and in `docs/TOOLS.md`.
+//!
+//! The file tools do their filesystem work on tokio's blocking pool (never on the reactor),
+//! resolve every path on descriptors beneath the root (the `beneath` crate), and check
+//! cancellation before each effect. Where no crate does the job, the code is ours: the
+//! line streaming of `read_lines` (bounded per line, so a file of any size and a line of any
+//! length cost bounded memory) and the exact-text replacement of `edit_file`; its diff is
+//! the `similar` crate's, its time format `chrono`'s.
 //!
 //! A tool validates its arguments before any effect (serde types with
 //! `deny_unknown_fields` that also give the JSON Schema, then the grammar and limits), and every
@@ -37,29 +51,42 @@
 //! Linux is tested. The grammar is the same on every OS.
 
 mod beneath;
+pub mod create_directory;
+pub mod delete_file;
+pub mod edit_file;
+mod entry;
 mod error;
 mod factory;
-pub mod find_files;
 mod fsmap;
+pub mod file_info;
+pub mod find_files;
 pub mod grep;
 pub mod list_directory;
+pub mod move_file;
 pub mod node_process;
 pub mod read_file;
+pub mod read_lines;
 mod tool;
 mod walk;
 pub mod write_file;
 
+pub use create_directory::MkdirTool;
+pub use delete_file::DeleteTool;
+pub use edit_file::EditTool;
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{
     BuildError, READ_ONLY_TOOLS, SelectError, WORKSPACE_TOOLS, capture_root, create_coding_tools,
     create_node_process_tool, create_read_only_tools, create_read_tool, create_selected_tools,
     create_workspace_tools, create_write_tool,
 };
+pub use file_info::InfoTool;
 pub use find_files::FindTool;
 pub use grep::GrepTool;
 pub use list_directory::ListTool;
+pub use move_file::MoveTool;
 pub use node_process::{NodeProcessOptions, NodeProcessTool};
 pub use read_file::{MAX_READ_BYTES, ReadTool};
+pub use read_lines::ReadLinesTool;
 pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,
     ToolResult, TypedTool, execute_tool_call, parse_arguments, schema_of,

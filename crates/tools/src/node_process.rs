@@ -1,4 +1,4 @@
-//! `node_process`: JavaScript run by a fixed Node.js, bounded, in the workspace (SPEC section 6).
+//! `node_process`: JavaScript run by a fixed Node.js, bounded, in the workspace (`docs/TOOLS.md`).
 //!
 //! Arguments are exactly `{ "source": string, "arguments"?: string[] }`. A missing `arguments`
 //! means none; `"arguments": null` is refused (`INVALID_NODE_PROCESS_INPUT`), as for any other
@@ -56,7 +56,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
-pub use winquote::{quote_windows_arg, windows_command_line, windows_command_line_units};
+use winquote::windows_command_line_units;
 
 /// The most UTF-8 bytes of source.
 pub const MAX_SOURCE_BYTES: usize = 32_768;
@@ -185,7 +185,7 @@ impl NodeProcessTool {
         &self.node
     }
 
-    /// The limits of SPEC section 6, in order: source, count, NUL, each size, total, Windows.
+    /// The argument limits, in order: source, count, NUL, each size, total, Windows.
     fn check_limits(&self, input: &NodeInput) -> Result<(), ToolError> {
         let invalid = |k| Err(ToolError::invalid(k));
         if input.source.len() > MAX_SOURCE_BYTES {

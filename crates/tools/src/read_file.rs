@@ -1,4 +1,4 @@
-//! `read_file`: a regular UTF-8 file beneath the workspace, at most 65,536 bytes (SPEC section 4).
+//! `read_file`: a regular UTF-8 file beneath the workspace, at most 65,536 bytes.
 
 use std::io::{self, Read};
 use std::path::Path;
@@ -103,7 +103,7 @@ impl ReadTool {
 /// `size` is a hint, never trusted: reading goes on until end of file or one byte past the
 /// limit. It only lets a file of the size it claims be read in one `read`: a short read that
 /// ends exactly at the reported size is end of file for a regular file.
-fn read_bounded(
+pub(crate) fn read_bounded(
     file: &mut impl Read,
     size: u64,
     cancel: &CancellationToken,

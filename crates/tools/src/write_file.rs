@@ -1,5 +1,5 @@
 //! `write_file`: replace one file beneath the workspace atomically, through an
-//! identity-checked temporary (SPEC section 5).
+//! identity-checked temporary.
 //!
 //! Validation, pure and before any effect, in this order: the shape (exactly
 //! `{"path": string, "content": string}`, else `INVALID_WRITE_INPUT`), the path grammar
@@ -30,8 +30,8 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 
-mod lock;
-mod parent;
+pub(crate) mod lock;
+pub(crate) mod parent;
 
 use lock::{TargetKey, lock_target};
 use parent::{Parent, open_parent, symlink_target_kind};
@@ -61,13 +61,24 @@ pub struct WriteOutput {
     pub bytes: usize,
 }
 
-/// Arguments that passed validation.
+/// Arguments that passed validation. The only way to make one is [`WriteTool::check_input`],
+/// so [`WriteTool::write`] never sees an unchecked path or an oversized content.
 #[derive(Clone, Debug)]
 pub struct ValidWrite {
+    path: RelPath,
+    content: String,
+}
+
+impl ValidWrite {
     /// The normalized path.
-    pub path: RelPath,
+    pub fn path(&self) -> &RelPath {
+        &self.path
+    }
+
     /// The content, at most [`MAX_WRITE_BYTES`].
-    pub content: String,
+    pub fn content(&self) -> &str {
+        &self.content
+    }
 }
 
 /// The `write_file` tool over one workspace.
@@ -112,24 +123,19 @@ impl WriteTool {
         };
         let _held = lock_target(key, cancel).await?;
 
-        let mut guard = Guard {
-            root: &self.root,
-            parent: &parent,
+        let installed = install_checked(
+            &self.root,
+            &parent,
+            name,
+            valid.content.as_bytes(),
             cancel,
-            reason: None,
-        };
-        let outcome =
-            atomicwrite::install_with(&parent.dir, name, valid.content.as_bytes(), &mut guard);
-        match outcome {
-            Ok(installed) => Ok(WriteOutput {
-                path: valid.path.as_str().to_owned(),
-                bytes: installed.len,
-            }),
-            Err(e) => Err(match guard.reason.take() {
-                Some(reason) => reason,
-                None => failed(self.token(&e, &parent, name)),
-            }),
-        }
+            &|| Ok(()),
+            &|e| self.token(e, &parent, name),
+        )?;
+        Ok(WriteOutput {
+            path: valid.path.as_str().to_owned(),
+            bytes: installed.len,
+        })
     }
 
     fn token(&self, e: &atomicwrite::Error, parent: &Parent, name: &str) -> ErrorKind {
@@ -149,11 +155,40 @@ fn failed(kind: ErrorKind) -> CallError {
     CallError::Failed(ToolError::failed(kind))
 }
 
+/// Install `bytes` as `name` in the held `parent` through [`atomicwrite::install_with`], with
+/// the checks of the module docs between its steps; `before_rename` runs last before the
+/// commit (edit_file's conflict check). A refusal by a check is reported as itself, an
+/// installation error by the token `token` gives it. The caller holds the target's lock.
+pub(crate) fn install_checked(
+    root: &WorkspaceRoot,
+    parent: &Parent,
+    name: &str,
+    bytes: &[u8],
+    cancel: &CancellationToken,
+    before_rename: &dyn Fn() -> Result<(), CallError>,
+    token: &dyn Fn(&atomicwrite::Error) -> ErrorKind,
+) -> Result<atomicwrite::Installed, CallError> {
+    let mut guard = Guard {
+        root,
+        parent,
+        cancel,
+        before_rename,
+        reason: None,
+    };
+    atomicwrite::install_with(&parent.dir, name, bytes, &mut guard).map_err(|e| {
+        match guard.reason.take() {
+            Some(reason) => reason,
+            None => failed(token(&e)),
+        }
+    })
+}
+
 /// The tool's checks between the installation's steps.
 struct Guard<'a> {
     root: &'a WorkspaceRoot,
     parent: &'a Parent,
     cancel: &'a CancellationToken,
+    before_rename: &'a dyn Fn() -> Result<(), CallError>,
     /// Why the guard stopped the installation, reported instead of `WRITE_FAILED`.
     reason: Option<CallError>,
 }
@@ -166,7 +201,8 @@ impl Guard<'_> {
         match step {
             Step::Rename => {
                 self.root.verify()?;
-                self.parent.recheck(self.root)
+                self.parent.recheck(self.root)?;
+                (self.before_rename)()
             }
             Step::CheckInstalled => match self.parent.still_beneath(self.root)? {
                 true => Ok(()),
@@ -183,7 +219,7 @@ impl Hooks for Guard<'_> {
     fn before(&mut self, step: Step, _temp: Option<&OsStr>) -> io::Result<()> {
         self.check(step).map_err(|e| {
             self.reason = Some(e);
-            io::Error::other("refused by the write_file guard")
+            io::Error::other("refused by the installation guard")
         })
     }
 }

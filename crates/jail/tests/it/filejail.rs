@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use jail::grading::Sandbox;
+use crate::Sandbox;
 use jail::{ErrorKind, FileJail, JailPolicy};
 
 use crate::sandbox;

@@ -1,5 +1,5 @@
 //! `resolve_in_sandbox`: every attack family, as one table, plus the twins that show what the
-//! source document's algorithm would have let through.
+//! reference implementation's algorithm would have let through.
 
 use std::path::{Path, PathBuf};
 
@@ -36,7 +36,7 @@ const SYMLINKS: &[(&str, &str)] = &[
     ("out_and_back", "../cc-task-abc/ok.txt"),
 ];
 
-/// `(path, ok)`: the source document's five paths first, then one family per block.
+/// `(path, ok)`: the reference implementation's five example paths first, then one family per block.
 const CASES: &[(&str, bool)] = &[
     // The document's five.
     ("ok.txt", true),
@@ -200,7 +200,7 @@ fn guard_root_given_through_a_symlink_is_canonicalized() {
     s.close().unwrap();
 }
 
-/// The source document's algorithm, transcribed: resolve lexically, walk up to the deepest
+/// The reference implementation's algorithm, transcribed: resolve lexically, walk up to the deepest
 /// ancestor that exists (following symlinks, as `existsSync` does), realpath it, re-append.
 fn document_algorithm(root: &Path, p: &str) -> (bool, PathBuf) {
     let root = root.canonicalize().unwrap();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
-use jail::grading::Sandbox;
+use crate::Sandbox;
 use jail::{FileJail, JailPolicy};
 
 use crate::sandbox;

@@ -6,7 +6,7 @@
 /// tab, a newline, a vertical tab or a double quote. Inside quotes, a run of backslashes is
 /// doubled when a quote (escaped as `\"`) or the closing quote follows it, and kept as is
 /// otherwise.
-pub fn quote_windows_arg(arg: &str, line: &mut String) {
+pub(crate) fn quote_windows_arg(arg: &str, line: &mut String) {
     let plain = !arg.is_empty() && !arg.contains([' ', '\t', '\n', '\u{0B}', '"']);
     if plain {
         line.push_str(arg);
@@ -34,7 +34,7 @@ pub fn quote_windows_arg(arg: &str, line: &mut String) {
 }
 
 /// The command line of `args`, each quoted, separated by one space.
-pub fn windows_command_line<'a>(args: impl IntoIterator<Item = &'a str>) -> String {
+pub(crate) fn windows_command_line<'a>(args: impl IntoIterator<Item = &'a str>) -> String {
     let mut line = String::new();
     for (i, arg) in args.into_iter().enumerate() {
         if i > 0 {
@@ -46,7 +46,7 @@ pub fn windows_command_line<'a>(args: impl IntoIterator<Item = &'a str>) -> Stri
 }
 
 /// The length of [`windows_command_line`] in UTF-16 code units.
-pub fn windows_command_line_units<'a>(args: impl IntoIterator<Item = &'a str>) -> usize {
+pub(crate) fn windows_command_line_units<'a>(args: impl IntoIterator<Item = &'a str>) -> usize {
     windows_command_line(args).encode_utf16().count()
 }
 

@@ -1,4 +1,4 @@
-//! The process-wide lock that serializes writes to one target (SPEC section 5).
+//! The process-wide lock that serializes writes to one target.
 //!
 //! The key is the target's parent directory identity `(st_dev, st_ino)` and the file name, so
 //! two tool instances over one workspace (or over two captures of it, or reaching the same
@@ -69,18 +69,31 @@ mod tests {
     async fn one_key_is_exclusive_two_keys_are_not() {
         let cancel = CancellationToken::new();
         let held = lock_target(key("a"), &cancel).await.unwrap();
-        // Another key is free.
+        // Another key is free: its lock is taken at the first poll.
         let other = lock_target(key("b"), &cancel).await.unwrap();
         drop(other);
-        // The same key waits; a cancellation ends the wait as a rejection.
-        let waiting = CancellationToken::new();
-        waiting.cancel();
-        assert_eq!(
-            lock_target(key("a"), &waiting).await.unwrap_err(),
-            Cancelled
-        );
+        // The same key is not: polled first (biased), the second writer stays pending while
+        // the first holds the lock. Without the lock it would be granted at that first poll.
+        let mut second = std::pin::pin!(lock_target(key("a"), &cancel));
+        tokio::select! {
+            biased;
+            _ = &mut second => panic!("a second writer of one target got the lock while it was held"),
+            () = tokio::task::yield_now() => {}
+        }
+        // Released, the waiting writer gets it.
         drop(held);
-        let again = lock_target(key("a"), &cancel).await.unwrap();
-        drop(again);
+        let granted = second.await.unwrap();
+        drop(granted);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_wait_is_a_rejection() {
+        let cancel = CancellationToken::new();
+        let held = lock_target(key("c"), &cancel).await.unwrap();
+        let waiting = CancellationToken::new();
+        let wait = lock_target(key("c"), &waiting);
+        waiting.cancel();
+        assert_eq!(wait.await.unwrap_err(), Cancelled);
+        drop(held);
     }
 }

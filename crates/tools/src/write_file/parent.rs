@@ -1,4 +1,4 @@
-//! Reaching a write target's parent directory beneath the root (SPEC section 5): missing
+//! Reaching a write target's parent directory beneath the root: missing
 //! directories are created one checked step at a time, and nothing is ever created or followed
 //! outside the root.
 //!
@@ -68,13 +68,26 @@ pub(crate) fn open_parent<'p>(
     let (name, parents) = segments
         .split_last()
         .ok_or_else(|| failed(ErrorKind::WriteFailed))?;
+    let (parent, _) = open_dirs(root, parents, cancel)?;
+    Ok((parent, name))
+}
+
+/// Open the directory `segments` names beneath `root`, creating each missing component with
+/// `mkdirat` in the held directory above it; true when this call created the last one.
+pub(crate) fn open_dirs(
+    root: &WorkspaceRoot,
+    segments: &[&str],
+    cancel: &CancellationToken,
+) -> Result<(Parent, bool), CallError> {
     let mut dir = root
         .dir()
         .try_clone()
         .map_err(|_| failed(ErrorKind::WriteFailed))?;
     let mut prefix = PathBuf::new();
-    for segment in parents {
+    let mut created = false;
+    for segment in segments {
         prefix.push(segment);
+        created = false;
         dir = match root.dir().open_dir(&prefix) {
             Ok(next) => next,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -86,8 +99,9 @@ pub(crate) fn open_parent<'p>(
                     return Err(failed(ErrorKind::PathOutsideWorkspace));
                 }
                 match rustix::fs::mkdirat(&dir, *segment, Mode::from_raw_mode(0o777)) {
+                    Ok(()) => created = true,
                     // EEXIST: a racing writer made it, or a dangling symlink is there.
-                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(Errno::EXIST) => {}
                     Err(Errno::NOTDIR) | Err(Errno::NOENT) => {
                         return Err(failed(ErrorKind::WriteParentNotDirectory));
                     }
@@ -99,7 +113,7 @@ pub(crate) fn open_parent<'p>(
         };
     }
     let id = identity(&dir)?;
-    Ok((Parent { dir, id, prefix }, name))
+    Ok((Parent { dir, id, prefix }, created))
 }
 
 impl Parent {
@@ -126,7 +140,7 @@ impl Parent {
 
 /// The directory lies now beneath the root (the climb by `..` on descriptors sees where it is
 /// now, whatever path led to it).
-fn is_beneath(dir: &Dir, root: FileIdentity) -> Result<bool, CallError> {
+pub(crate) fn is_beneath(dir: &Dir, root: FileIdentity) -> Result<bool, CallError> {
     beneath::is_beneath(dir, root).map_err(|_| failed(ErrorKind::WriteFailed))
 }
 

@@ -1,5 +1,7 @@
 //! Integration tests of the tool layer and the tools, one binary.
 
+mod file_attacks;
+mod file_tools;
 mod read_file;
 mod registry;
 mod walk_race;

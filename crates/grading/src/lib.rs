@@ -1,5 +1,9 @@
-//! The case runner behind `confine guard`, `confine jail` and the `guard`/`jail` conformance
-//! files (SPEC section 9, `tests/conformance/README.md`).
+//! The case runner behind `confine guard`, `confine jail` and the conformance corpus
+//! (`tests/conformance/README.md`): temporary case trees and the guard's and jail's verdicts.
+//!
+//! This is tooling of the repository (`publish = false`), shared by the `confine` binary and
+//! `cargo xtask conformance`, so that the confinement crates carry no test fixtures and no
+//! serde or tempfile dependency of their own.
 //!
 //! Each run makes a fresh temporary parent holding the sandbox root `cc-task-abc` and its
 //! prefix-sharing sibling `cc-task-abc-evil` (which holds `secret.txt`), builds the case's
@@ -8,11 +12,11 @@
 //! path and `$OUTSIDE` for the sibling's.
 //!
 //! ```
-//! let case: jail::grading::GuardCase = serde_json::from_str(
+//! let case: grading::GuardCase = serde_json::from_str(
 //!     r#"{"files": {"ok.txt": "x"}, "symlinks": {"out": "$OUTSIDE"},
 //!         "paths": ["ok.txt", "../escape", "out/secret.txt"]}"#,
 //! )?;
-//! let oks: Vec<bool> = jail::grading::run_guard_case(&case)?.iter().map(|o| o.ok).collect();
+//! let oks: Vec<bool> = grading::run_guard_case(&case)?.iter().map(|o| o.ok).collect();
 //! assert_eq!(oks, [true, false, false]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -23,9 +27,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::filejail::{FileJail, JailPolicy};
-use crate::guard::resolve_in_sandbox;
-use crate::walk::lexical_absolute;
+use jail::{FileJail, JailPolicy, resolve_in_sandbox};
 
 /// The name of the sandbox root inside the temporary parent.
 pub const ROOT_NAME: &str = "cc-task-abc";
@@ -68,6 +70,67 @@ pub struct CaseTree {
     /// Symlinks and their targets (targets taken verbatim after substitution).
     #[serde(default)]
     pub symlinks: BTreeMap<String, String>,
+    /// Named pipes (parent directories are created).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fifos: Vec<String>,
+    /// Permission bits set last, after everything else exists.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub modes: BTreeMap<String, u32>,
+}
+
+impl CaseTree {
+    /// Build the tree beneath `base`: directories, files, named pipes, symlinks, then modes.
+    /// `substitute` maps every entry name and symlink target (the `$ROOT`/`$OUTSIDE` places).
+    pub fn build_at(
+        &self,
+        base: &Path,
+        substitute: impl Fn(&str) -> String,
+    ) -> Result<(), GradingError> {
+        let fail = |what, name: &String| {
+            let name = name.clone();
+            move |source| GradingError::Build { what, name, source }
+        };
+        let place = |entry: &str| base.join(substitute(entry));
+        let with_parent = |at: &Path, make: &dyn Fn() -> io::Result<()>| -> io::Result<()> {
+            if let Some(p) = at.parent() {
+                std::fs::create_dir_all(p)?;
+            }
+            make()
+        };
+        for d in &self.dirs {
+            std::fs::create_dir_all(place(d)).map_err(fail("dir", d))?;
+        }
+        for (f, content) in &self.files {
+            let at = place(f);
+            with_parent(&at, &|| std::fs::write(&at, content)).map_err(fail("file", f))?;
+        }
+        for p in &self.fifos {
+            let at = place(p);
+            let make = || {
+                rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    &at,
+                    rustix::fs::FileType::Fifo,
+                    rustix::fs::Mode::from_raw_mode(0o600),
+                    0,
+                )
+                .map_err(io::Error::from)
+            };
+            with_parent(&at, &make).map_err(fail("fifo", p))?;
+        }
+        for (l, target) in &self.symlinks {
+            let at = place(l);
+            let target = substitute(target);
+            with_parent(&at, &|| std::os::unix::fs::symlink(&target, &at))
+                .map_err(fail("symlink", l))?;
+        }
+        for (m, mode) in &self.modes {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(place(m), std::fs::Permissions::from_mode(*mode))
+                .map_err(fail("mode", m))?;
+        }
+        Ok(())
+    }
 }
 
 /// A `confine guard` case; `expect` is only read by the conformance runner.
@@ -205,41 +268,9 @@ impl Sandbox {
             .replace("$OUTSIDE", &self.outside.to_string_lossy())
     }
 
-    /// Where a tree entry goes: relative entries beneath the root.
-    fn place(&self, entry: &str) -> PathBuf {
-        self.root.join(self.substitute(entry))
-    }
-
-    /// Build `tree`: directories, then files, then symlinks.
+    /// Build `tree` beneath the root (see [`CaseTree::build_at`]).
     pub fn build(&self, tree: &CaseTree) -> Result<(), GradingError> {
-        let fail = |what, name: &String| {
-            let name = name.clone();
-            move |source| GradingError::Build { what, name, source }
-        };
-        for d in &tree.dirs {
-            std::fs::create_dir_all(self.place(d)).map_err(fail("dir", d))?;
-        }
-        for (f, content) in &tree.files {
-            let at = self.place(f);
-            let make = || -> io::Result<()> {
-                if let Some(p) = at.parent() {
-                    std::fs::create_dir_all(p)?;
-                }
-                std::fs::write(&at, content)
-            };
-            make().map_err(fail("file", f))?;
-        }
-        for (l, target) in &tree.symlinks {
-            let at = self.place(l);
-            let make = || -> io::Result<()> {
-                if let Some(p) = at.parent() {
-                    std::fs::create_dir_all(p)?;
-                }
-                std::os::unix::fs::symlink(self.substitute(target), &at)
-            };
-            make().map_err(fail("symlink", l))?;
-        }
-        Ok(())
+        tree.build_at(&self.root, |s| self.substitute(s))
     }
 
     /// Remove the parent and everything in it.
@@ -274,10 +305,10 @@ pub fn run_guard_case(case: &GuardCase) -> Result<Vec<GuardOutcome>, GradingErro
 pub fn run_jail_case(case: &JailCase) -> Result<Vec<JailOutcome>, GradingError> {
     let sandbox = Sandbox::new()?;
     sandbox.build(&case.tree)?;
-    let cwd = lexical_absolute(
-        sandbox.root(),
-        Path::new(&sandbox.substitute(case.cwd.as_deref().unwrap_or(""))),
-    );
+    // FileJail::new normalizes the cwd lexically (`..` collapsed) itself.
+    let cwd = sandbox
+        .root()
+        .join(sandbox.substitute(case.cwd.as_deref().unwrap_or("")));
     let list = |v: &[String]| -> Vec<PathBuf> {
         v.iter()
             .map(|s| PathBuf::from(sandbox.substitute(s)))

@@ -1,0 +1,89 @@
+//! edit_file of a 1 KiB file beside write_file of the same 1 KiB, both through
+//! `execute_tool_call` on one registry: edit_file reads the file, applies one exact
+//! replacement, builds the unified diff, and installs the result through the same guarded
+//! atomic installation as write_file (plus its conflict check: identity and bytes read again
+//! before the rename).
+//!
+//! Two groups, as for write_file: `edit_file_1k` on the default temporary directory (a real
+//! disk, where the two fsyncs of any durable write dominate) and `edit_file_1k_tmpfs` on
+//! `/dev/shm` (fsync is free there, so the ratio shows the CPU and syscall overhead alone).
+
+use std::path::Path;
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, SamplingMode, criterion_group, criterion_main};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use confine::tools::{ToolCall, ToolRegistry, execute_tool_call};
+
+fn run(rt: &tokio::runtime::Runtime, registry: &ToolRegistry, call: &ToolCall) {
+    let result = rt
+        .block_on(execute_tool_call(registry, call, &CancellationToken::new()))
+        .unwrap();
+    assert!(!result.is_error, "{}", result.content);
+}
+
+fn pair(group: &mut BenchmarkGroup<'_, WallTime>, base: &Path) {
+    let root = base.join("ws");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    // 1 KiB: 32 lines of 32 bytes, one of them holding the token that is edited.
+    let mut content: String = (0..32)
+        .map(|i| format!("line {i:02} of the benched file.\n"))
+        .collect();
+    content.replace_range(0..4, "AAAA");
+    assert_eq!(content.len(), 1024);
+    std::fs::write(root.join("src/edit.txt"), &content).unwrap();
+    let registry = confine::tools::create_selected_tools(
+        &root,
+        Default::default(),
+        &["write_file", "edit_file"],
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+
+    let write = ToolCall::new(
+        "w",
+        "write_file",
+        &json!({"path": "src/write.txt", "content": content}),
+    );
+    group.bench_function("write_file", |b| b.iter(|| run(&rt, &registry, &write)));
+
+    // Alternate the token so that every edit finds exactly one occurrence.
+    let edit = |old: &str, new: &str| {
+        ToolCall::new(
+            "e",
+            "edit_file",
+            &json!({"path": "src/edit.txt", "edits": [{"oldText": old, "newText": new}]}),
+        )
+    };
+    let (forth, back) = (edit("AAAA", "BBBB"), edit("BBBB", "AAAA"));
+    let mut flip = false;
+    group.bench_function("edit_file", |b| {
+        b.iter(|| {
+            flip = !flip;
+            run(&rt, &registry, if flip { &forth } else { &back })
+        })
+    });
+}
+
+fn bench(c: &mut Criterion) {
+    let disk = tempfile::tempdir().unwrap();
+    let mut group = c.benchmark_group("edit_file_1k");
+    group.sampling_mode(SamplingMode::Flat).sample_size(30);
+    pair(&mut group, disk.path());
+    group.finish();
+
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        let fast = tempfile::tempdir_in(shm).unwrap();
+        let mut group = c.benchmark_group("edit_file_1k_tmpfs");
+        pair(&mut group, fast.path());
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,117 @@
+//! What the file tools share: an entry named beneath the root (its parent directory opened on
+//! descriptors beneath the root's handle, and its leaf name, never followed), the kind of an
+//! entry, and running filesystem work off the async reactor.
+//!
+//! The parent is opened as `read_file` opens a file: beneath the root handle (openat2
+//! `RESOLVE_BENEATH` through cap-std), so a `..`, an absolute symlink or a symlink leaving the
+//! root in a parent component is refused (`PATH_OUTSIDE_WORKSPACE`), and a relative symlink
+//! that stays inside is followed. Everything afterwards happens relative to that descriptor:
+//! a concurrent process that swaps a parent directory for a symlink to outside changes what
+//! the *name* leads to, never the directory the call already holds. A directory moved out of
+//! the root while held is caught by climbing `..` from the descriptor to the root's identity
+//! before each effect.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use beneath::FsErrorKind;
+use pathgrammar::RelPath;
+use rootid::{FileIdentity, WorkspaceRoot};
+use rustix::fs::{FileType, Stat};
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{CallError, ErrorKind, ToolError};
+use crate::write_file::parent::Parent;
+
+pub(crate) fn failed(kind: ErrorKind) -> CallError {
+    CallError::Failed(ToolError::failed(kind))
+}
+
+/// Open the existing parent directory of `path` beneath the root, without creating anything,
+/// and return it with the leaf name. A missing component is `FILE_NOT_FOUND`, a component that
+/// is not a directory `NOT_A_DIRECTORY`; `other` for anything else.
+pub(crate) fn open_existing_parent<'p>(
+    root: &WorkspaceRoot,
+    path: &'p RelPath,
+    other: ErrorKind,
+) -> Result<(Parent, &'p str), CallError> {
+    let segments: Vec<&str> = path.segments().collect();
+    let (name, parents) = segments.split_last().ok_or_else(|| failed(other))?;
+    let prefix: PathBuf = parents.iter().collect();
+    let dir = if prefix.as_os_str().is_empty() {
+        root.dir().try_clone().map_err(|_| failed(other))?
+    } else {
+        root.dir()
+            .open_dir(&prefix)
+            .map_err(|e| dir_error(&e, other))?
+    };
+    let id = FileIdentity::of_fd(&dir).map_err(|_| failed(other))?;
+    Ok((Parent { dir, id, prefix }, name))
+}
+
+/// The token for a failure to open a directory beneath the root.
+pub(crate) fn dir_error(e: &io::Error, other: ErrorKind) -> CallError {
+    failed(match FsErrorKind::of(e) {
+        FsErrorKind::Escape => ErrorKind::PathOutsideWorkspace,
+        // A looping symlink in the way counts as missing.
+        FsErrorKind::NotFound | FsErrorKind::Symlink => ErrorKind::FileNotFound,
+        FsErrorKind::NotDirectory => ErrorKind::NotADirectory,
+        _ => other,
+    })
+}
+
+/// The held parent must still lie beneath the root before an effect in it.
+pub(crate) fn check_beneath(root: &WorkspaceRoot, parent: &Parent) -> Result<(), CallError> {
+    match beneath::is_beneath(&parent.dir, root.identity()) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(failed(ErrorKind::PathOutsideWorkspace)),
+        Err(_) => Err(failed(ErrorKind::WriteFailed)),
+    }
+}
+
+/// `lstat` of `name` directly in `dir`: never follows a symlink at the leaf.
+pub(crate) fn lstat_at(dir: &cap_std::fs::Dir, name: &str) -> rustix::io::Result<Stat> {
+    rustix::fs::statat(dir, Path::new(name), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+}
+
+/// What an entry is, as the tools report it.
+pub(crate) fn kind_of(st: &Stat) -> &'static str {
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => "file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symlink",
+        _ => "other",
+    }
+}
+
+/// Run blocking filesystem work on tokio's blocking pool, off the reactor. A task that panics
+/// is the tool's catch-all failure, never a panic of the caller.
+pub(crate) async fn blocking<T: Send + 'static>(
+    other: ErrorKind,
+    work: impl FnOnce() -> Result<T, CallError> + Send + 'static,
+) -> Result<T, CallError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|_| Err(failed(other)))
+}
+
+/// A path argument through the grammar (`INVALID_RELATIVE_PATH`).
+pub(crate) fn normalize(path: &str) -> Result<RelPath, ToolError> {
+    pathgrammar::normalize(path).map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+}
+
+/// Run a tool's blocking body over its root on the blocking pool ([`blocking`]).
+pub(crate) async fn run_on_root<V: Send + 'static, T: Send + 'static>(
+    root: &Arc<WorkspaceRoot>,
+    valid: V,
+    cancel: &CancellationToken,
+    other: ErrorKind,
+    body: fn(&WorkspaceRoot, &V, &CancellationToken) -> Result<T, CallError>,
+) -> Result<T, CallError> {
+    let root = root.clone();
+    let cancel = cancel.clone();
+    blocking(other, move || body(&root, &valid, &cancel)).await
+}

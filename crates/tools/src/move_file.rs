@@ -1,0 +1,155 @@
+//! `move_file`: rename one entry beneath the workspace to a new name beneath it, never over
+//! anything that exists.
+//!
+//! The source's parent is opened beneath the root (nothing created); the destination's parent
+//! is opened beneath the root with its missing directories created one checked step at a time
+//! (as `write_file` does). Both are held as descriptors and checked to lie beneath the root
+//! (climbing `..` to the root's identity) just before the single
+//! `renameat2(RENAME_NOREPLACE)` between them: the kernel refuses an existing destination
+//! (`MOVE_DESTINATION_EXISTS`) in the same step that renames, so nothing is ever replaced.
+//! The source entry is never followed: a symlink moves as itself. The root cannot be named
+//! (the path grammar leaves no empty path), and an entry with the root's identity is refused.
+//! A directory moved into itself is refused by the kernel (`WRITE_FAILED`).
+
+use std::sync::Arc;
+
+use beneath::FsErrorKind;
+use pathgrammar::RelPath;
+use rootid::{FileIdentity, WorkspaceRoot};
+use rustix::fs::RenameFlags;
+use rustix::io::Errno;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::entry::{check_beneath, failed, lstat_at, normalize, open_existing_parent, run_on_root};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::tool::{ToolHints, TypedTool};
+use crate::write_file::parent::open_parent;
+
+/// The arguments of `move_file`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveInput {
+    /// Relative path of the entry to move (a file, a directory or a symlink, which moves as
+    /// itself).
+    pub source: String,
+    /// Its new relative path; must not exist. Missing parent directories are created.
+    pub destination: String,
+}
+
+/// The record `move_file` returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MoveOutput {
+    /// The normalized source path.
+    pub source: String,
+    /// The normalized destination path.
+    pub destination: String,
+}
+
+/// Arguments that passed validation.
+#[derive(Clone, Debug)]
+pub struct ValidMove {
+    source: RelPath,
+    destination: RelPath,
+}
+
+/// The `move_file` tool over one workspace.
+#[derive(Debug, Clone)]
+pub struct MoveTool {
+    root: Arc<WorkspaceRoot>,
+}
+
+impl MoveTool {
+    /// A move_file tool over an already captured root.
+    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+        Self { root }
+    }
+}
+
+fn rename(
+    root: &WorkspaceRoot,
+    valid: &ValidMove,
+    cancel: &CancellationToken,
+) -> Result<MoveOutput, CallError> {
+    if cancel.is_cancelled() {
+        return Err(Cancelled.into());
+    }
+    root.verify()?;
+    let (from, from_name) = open_existing_parent(root, &valid.source, ErrorKind::WriteFailed)?;
+    let st = match lstat_at(&from.dir, from_name) {
+        Ok(st) => st,
+        Err(Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
+        Err(_) => return Err(failed(ErrorKind::WriteFailed)),
+    };
+    if FileIdentity::of(&st) == root.identity() {
+        return Err(failed(ErrorKind::PathOutsideWorkspace));
+    }
+    let (to, to_name) = open_parent(root, &valid.destination, cancel).map_err(|e| match e {
+        CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
+            failed(ErrorKind::NotADirectory)
+        }
+        other => other,
+    })?;
+    if cancel.is_cancelled() {
+        return Err(Cancelled.into());
+    }
+    root.verify()?;
+    check_beneath(root, &from)?;
+    check_beneath(root, &to)?;
+    match rustix::fs::renameat_with(
+        &from.dir,
+        from_name,
+        &to.dir,
+        to_name,
+        RenameFlags::NOREPLACE,
+    ) {
+        Ok(()) => {}
+        Err(e) => {
+            return Err(failed(match FsErrorKind::of_errno(e) {
+                FsErrorKind::Exists => ErrorKind::MoveDestinationExists,
+                FsErrorKind::NotFound => ErrorKind::FileNotFound,
+                _ => ErrorKind::WriteFailed,
+            }));
+        }
+    }
+    // Durable once both directories are.
+    let _ = atomicwrite::sync_dir(&to.dir);
+    if from.id != to.id {
+        let _ = atomicwrite::sync_dir(&from.dir);
+    }
+    Ok(MoveOutput {
+        source: valid.source.as_str().to_owned(),
+        destination: valid.destination.as_str().to_owned(),
+    })
+}
+
+impl TypedTool for MoveTool {
+    type Input = MoveInput;
+    type Valid = ValidMove;
+    type Output = MoveOutput;
+    const NAME: &'static str = "move_file";
+    const DESCRIPTION: &'static str = "Move or rename a file, directory or symlink inside the \
+        workspace. `source` and `destination` are relative to the workspace root; missing \
+        parent directories of the destination are created. An existing destination is never \
+        replaced (MOVE_DESTINATION_EXISTS); a symlink moves as itself. Returns {source, \
+        destination}.";
+    const HINTS: ToolHints = ToolHints::writes("Move a workspace entry", false, false);
+    const INVALID_INPUT: ErrorKind = ErrorKind::InvalidMoveInput;
+    const FAILED: ErrorKind = ErrorKind::WriteFailed;
+
+    fn check(&self, input: MoveInput) -> Result<ValidMove, ToolError> {
+        Ok(ValidMove {
+            source: normalize(&input.source)?,
+            destination: normalize(&input.destination)?,
+        })
+    }
+
+    async fn run(
+        &self,
+        valid: ValidMove,
+        cancel: &CancellationToken,
+    ) -> Result<MoveOutput, CallError> {
+        run_on_root(&self.root, valid, cancel, ErrorKind::WriteFailed, rename).await
+    }
+}
