@@ -188,3 +188,51 @@ fn help_and_bad_usage() {
     let out = confine().output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// With `CONFINE_LOG=debug` a failed call's cause (here the root's re-verification error)
+/// reaches stderr for the operator, while the record keeps only the token.
+#[test]
+fn call_logs_the_cause_of_a_failure_at_debug_and_keeps_it_out_of_the_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("ws");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("a.txt"), "alpha").unwrap();
+    let mut child = confine()
+        .args(["call", "--root"])
+        .arg(&root)
+        .env("CONFINE_LOG", "debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let read = json!({"id": 1, "name": "read_file", "arguments": {"path": "a.txt"}}).to_string();
+    writeln!(stdin, "{read}").unwrap();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&line).unwrap()["isError"],
+        json!(false)
+    );
+    // Replace the root: the next call fails with WORKSPACE_ROOT_CHANGED.
+    std::fs::rename(&root, tmp.path().join("moved")).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    writeln!(stdin, "{read}").unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let record: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        record["content"],
+        json!({"error": {"code": "TOOL_EXECUTION_FAILED", "message": "WORKSPACE_ROOT_CHANGED"}})
+    );
+    assert!(!line.contains(&*tmp.path().to_string_lossy()), "{line}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tool call failed") && stderr.contains("WORKSPACE_ROOT_CHANGED"),
+        "stderr at debug names the failure and its cause:\n{stderr}"
+    );
+}

@@ -628,8 +628,17 @@ fn sandbox_holds_as_a_user_and_in_a_container_like_setup() {
         script,
         "sh",
     ];
-    // A workspace of root's own: root without capabilities could not write nobody's files.
+    // A workspace and files of root's own: a child runs without capabilities even unsandboxed,
+    // so root could not write, read or chmod nobody's files.
     let workspace = tempfile::tempdir().unwrap();
+    for path in [secret.as_path(), mode.as_path()] {
+        rustix::fs::chown(
+            path,
+            Some(rustix::process::Uid::ROOT),
+            Some(rustix::process::Gid::ROOT),
+        )
+        .unwrap();
+    }
     reset();
     assert_eq!(
         probe_as(&container, &confine, workspace.path(), true, args),

@@ -68,6 +68,7 @@ fn parse_line(line: &str) -> Result<(Box<RawValue>, ToolCall), Value> {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
+    super::common::init_logging();
     let registry = match args.tools.registry() {
         Ok(r) => r,
         Err(code) => return code,

@@ -45,6 +45,44 @@ pub struct ToolArgs {
     /// --read-only each must be read-only.
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub tools: Option<Vec<String>>,
+    /// Also offer run_command: shell commands (/bin/sh -c) in the root, for a project's tests
+    /// and builds, under the same containment, environment and --sandbox as node_process.
+    /// Never with --read-only.
+    #[arg(long, conflicts_with = "read_only")]
+    pub allow_commands: bool,
+    /// run_command's time bound in milliseconds when a call names none (default 120000).
+    #[arg(long, value_name = "N", requires = "allow_commands", value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub command_timeout_ms: Option<u64>,
+    /// The most milliseconds a run_command call may ask for (default 600000).
+    #[arg(long, value_name = "N", requires = "allow_commands", value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub command_max_timeout_ms: Option<u64>,
+    /// Pass one more variable to node_process and run_command children: `NAME` takes this
+    /// process's value (if it has one), `NAME=VALUE` sets it. Repeatable. NODE_OPTIONS is
+    /// never passed.
+    #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = env_entry)]
+    pub env: Vec<EnvEntry>,
+}
+
+/// One `--env` entry: a name and the value to set (`None`: this process's value).
+#[derive(Debug, Clone)]
+pub struct EnvEntry {
+    name: String,
+    value: Option<String>,
+}
+
+/// Parse `NAME` or `NAME=VALUE`: a non-empty name without NUL.
+fn env_entry(text: &str) -> Result<EnvEntry, String> {
+    let (name, value) = match text.split_once('=') {
+        Some((name, value)) => (name, Some(value.to_owned())),
+        None => (text, None),
+    };
+    if name.is_empty() || text.contains('\0') {
+        return Err(format!("{text:?} is not NAME or NAME=VALUE"));
+    }
+    Ok(EnvEntry {
+        name: name.to_owned(),
+        value,
+    })
 }
 
 /// A path that exists, canonicalized now (the sandbox opens it at each call).
@@ -58,6 +96,21 @@ impl ToolArgs {
         let mut options = NodeProcessOptions::default();
         options.node = self.node.clone();
         options.timeout = self.timeout_ms.map(Duration::from_millis);
+        for entry in &self.env {
+            let value = match &entry.value {
+                Some(value) => Some(value.clone()),
+                None => std::env::var(&entry.name).ok(),
+            };
+            if let Some(value) = value {
+                options.env.push((entry.name.clone(), value));
+            }
+        }
+        if self.allow_commands {
+            let mut commands = tools::RunCommandOptions::default();
+            commands.timeout = self.command_timeout_ms.map(Duration::from_millis);
+            commands.max_timeout = self.command_max_timeout_ms.map(Duration::from_millis);
+            options.commands = Some(commands);
+        }
         options.sandbox = self.sandbox.then(|| {
             let mut sandbox = nodeexec::Sandbox::new();
             if let Some(abi) = self.sandbox_min_abi {
@@ -80,7 +133,14 @@ impl ToolArgs {
     /// `--tools` list is a usage error and an unusable root the factory's token (both exit 2).
     pub fn registry(&self) -> Result<ToolRegistry, ExitCode> {
         let names: Vec<String> = match (&self.tools, self.read_only) {
-            (None, false) => tools::WORKSPACE_TOOLS.iter().map(|&n| n.into()).collect(),
+            (None, false) => {
+                let mut names: Vec<String> =
+                    tools::WORKSPACE_TOOLS.iter().map(|&n| n.into()).collect();
+                if self.allow_commands {
+                    names.push(tools::RUN_COMMAND.into());
+                }
+                names
+            }
             (None, true) => tools::READ_ONLY_TOOLS.iter().map(|&n| n.into()).collect(),
             (Some(names), read_only) => {
                 if names.iter().all(|n| n.trim().is_empty()) {
@@ -88,7 +148,10 @@ impl ToolArgs {
                 }
                 let mut chosen = Vec::new();
                 for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-                    if !tools::WORKSPACE_TOOLS.contains(&name) {
+                    if name == tools::RUN_COMMAND && !self.allow_commands {
+                        return Err(usage("run_command is offered only with --allow-commands"));
+                    }
+                    if !tools::WORKSPACE_TOOLS.contains(&name) && name != tools::RUN_COMMAND {
                         return Err(usage(&format!(
                             "unknown tool {name:?} in --tools (known: {})",
                             tools::WORKSPACE_TOOLS.join(", ")
@@ -121,4 +184,17 @@ pub fn unusable(e: &BuildError) -> ExitCode {
 pub fn usage(reason: &str) -> ExitCode {
     eprintln!("confine: {reason}");
     ExitCode::from(2)
+}
+
+/// Logs to stderr only, filtered by `CONFINE_LOG` (default `warn`). At `debug`, every failed
+/// tool call is logged with the error behind its token (the OS error and the step), which a
+/// record never carries.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CONFINE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
 }

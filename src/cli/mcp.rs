@@ -30,7 +30,6 @@ mod stdio;
 use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
 use super::common::{ToolArgs, usage};
 pub use server::ConfineServer;
@@ -44,7 +43,7 @@ pub struct Args {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
-    init_logging();
+    super::common::init_logging();
     let registry = match args.tools.registry() {
         Ok(r) => r,
         Err(code) => return code,
@@ -74,16 +73,6 @@ pub fn run(args: Args) -> ExitCode {
     // Nothing is left running after `serve`; do not wait on a blocking task that never ends.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     code
-}
-
-/// Logs to stderr only, filtered by `CONFINE_LOG` (default `warn`).
-fn init_logging() {
-    let filter = EnvFilter::try_from_env("CONFINE_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
 }
 
 /// Serve until end of input or a signal.

@@ -9,7 +9,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::capture::DEFAULT_OUTPUT_CAP;
+use crate::capture::{DEFAULT_OUTPUT_CAP, Progress};
 use crate::contain::Hook;
 use crate::privilege::Privileges;
 use crate::run::Containment;
@@ -39,6 +39,8 @@ pub struct Command {
     pub(crate) stderr_cap: usize,
     pub(crate) timeout: Duration,
     pub(crate) containment: Containment,
+    pub(crate) tail: usize,
+    pub(crate) progress: Option<Progress>,
     pub(crate) namespace: Option<bool>,
     pub(crate) privileges: Privileges,
     pub(crate) fds: Vec<(OwnedFd, i32)>,
@@ -57,6 +59,8 @@ impl std::fmt::Debug for Command {
             .field("stderr_cap", &self.stderr_cap)
             .field("timeout", &self.timeout)
             .field("containment", &self.containment)
+            .field("tail", &self.tail)
+            .field("progress", &self.progress.is_some())
             .field("namespace", &self.namespace)
             .field("privileges", &self.privileges)
             .field("fds", &self.fds.len())
@@ -81,6 +85,8 @@ impl Command {
             stderr_cap: DEFAULT_OUTPUT_CAP,
             timeout: DEFAULT_TIMEOUT,
             containment: Containment::Cgroup,
+            tail: 0,
+            progress: None,
             namespace: None,
             privileges: Privileges {
                 new_session: true,
@@ -150,6 +156,22 @@ impl Command {
     /// Cap stderr at `bytes` of text.
     pub fn stderr_cap(&mut self, bytes: usize) -> &mut Self {
         self.stderr_cap = bytes;
+        self
+    }
+
+    /// Also keep the last `bytes` of each stream (0, the default, keeps the head alone): the
+    /// text is then the head (the first stdout or stderr cap bytes), a marker naming the
+    /// bytes left out, and the tail; memory stays bounded by head and tail whatever the
+    /// child writes. See [`Captured`](crate::Captured).
+    pub fn output_tail(&mut self, bytes: usize) -> &mut Self {
+        self.tail = bytes;
+        self
+    }
+
+    /// Report the output as it is read (bytes so far, the last line) to `progress`, which
+    /// another task may read while the run goes.
+    pub fn progress(&mut self, progress: &Progress) -> &mut Self {
+        self.progress = Some(progress.clone());
         self
     }
 

@@ -13,6 +13,8 @@ struct Repr {
     kind: ErrorKind,
     #[source]
     source: Option<io::Error>,
+    /// For a timeout: what the run had written until its bound.
+    partial: Option<crate::Outcome>,
 }
 
 /// What went wrong; callers branch on this, never on message text.
@@ -25,7 +27,8 @@ pub enum ErrorKind {
     /// Reading the child's output failed. The child was killed and reaped.
     OutputFailed,
     /// The child did not exit and close both pipes within the time bound. Everything it
-    /// started was killed and reaped before this was returned.
+    /// started was killed and reaped before this was returned;
+    /// [`Error::partial_outcome`] holds the output read until then.
     TimedOut,
     /// The cancellation token fired. Everything the child started was killed and reaped
     /// before this was returned.
@@ -51,7 +54,32 @@ impl ErrorKind {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, source: Option<io::Error>) -> Self {
-        Self(Box::new(Repr { kind, source }))
+        Self(Box::new(Repr {
+            kind,
+            source,
+            partial: None,
+        }))
+    }
+
+    /// A timeout, with the output read until the bound.
+    pub(crate) fn timed_out(partial: crate::Outcome) -> Self {
+        Self(Box::new(Repr {
+            kind: ErrorKind::TimedOut,
+            source: None,
+            partial: Some(partial),
+        }))
+    }
+
+    /// For [`ErrorKind::TimedOut`]: the output each stream had written until the bound
+    /// (captured as the run's caps say), with `exit_code` `None` and `signal` SIGKILL (the
+    /// run was killed). `None` for every other kind.
+    pub fn partial_outcome(&self) -> Option<&crate::Outcome> {
+        self.0.partial.as_ref()
+    }
+
+    /// For [`ErrorKind::TimedOut`]: the output read until the bound, taken out.
+    pub fn into_partial_outcome(self) -> Option<crate::Outcome> {
+        self.0.partial
     }
 
     /// What went wrong.

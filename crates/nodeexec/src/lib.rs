@@ -7,7 +7,9 @@
 //! `NODE_OPTIONS`; the embedder may add). stdout and stderr are read concurrently, each capped
 //! independently ([`Captured`]: at most 32,768 bytes of text by default, cut on a character
 //! boundary, non-UTF-8 bytes as U+FFFD, with its own truncation flag) and drained to the end
-//! after the cap so the child never blocks. One time bound (500 ms by default) covers the
+//! after the cap so the child never blocks; [`Command::output_tail`] keeps the end of each
+//! stream as well, with a marker naming the bytes left out between, and a [`Progress`] handle
+//! watches the output while the run goes. One time bound (500 ms by default) covers the
 //! child's exit *and* both pipes closing. A [`CancellationToken`] cancels. The result is an
 //! [`Outcome`] (exit code or signal, both streams, the [`Containment`] used) or an [`Error`]
 //! whose [`ErrorKind`] says why.
@@ -147,7 +149,7 @@
 //!   seccomp filter sees system calls, not paths, so this holds inside the write root too:
 //!   `chmod` and `fs.copyFile`, which copies the mode, fail there);
 //! * may not create a socket of any family, Unix included (`EACCES`; so no pathname Unix
-//!   socket anywhere is reachable), only a connected Unix stream pair (`socketpair`, which
+//!   socket anywhere is reachable), only a connected Unix stream or sequenced-packet pair (`socketpair`, which
 //!   child stdio and Node.js's IPC use); may not `bind` or `connect` TCP (Landlock, ABI 4);
 //!   from ABI 6, may not signal a process outside the sandbox;
 //! * runs with [`DEFAULT_ADDRESS_SPACE`] (4 GiB) of address space and
@@ -234,7 +236,7 @@ mod sandbox;
 mod signal;
 mod sweep;
 
-pub use capture::{Captured, DEFAULT_OUTPUT_CAP};
+pub use capture::{Captured, DEFAULT_OUTPUT_CAP, PROGRESS_LINE_BYTES, Progress, omitted_marker};
 pub use command::{Command, DEFAULT_INHERITED_ENV, DEFAULT_TIMEOUT};
 pub use error::{Error, ErrorKind};
 pub use owner::Owner;

@@ -13,7 +13,7 @@ use process_wrap::tokio::{ChildWrapper, CommandWrap, ProcessGroup};
 use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::capture::{Captured, read_capped};
+use crate::capture::{Capture, Captured, Progress};
 use crate::cgroup::RunCgroup;
 use crate::command::Command;
 use crate::contain::{
@@ -112,13 +112,21 @@ impl Command {
 
         let stdout = running.child.stdout().take();
         let stderr = running.child.stderr().take();
-        let (stdout_cap, stderr_cap) = (running.stdout_cap, running.stderr_cap);
+        let progress = running.progress.take();
+        let mut out = Capture::new(
+            running.stdout_cap,
+            running.tail,
+            progress.clone().map(|p| (p, 0)),
+        );
+        let mut err = Capture::new(running.stderr_cap, running.tail, progress.map(|p| (p, 1)));
         let report = running.report.take();
         let early = std::mem::take(&mut running.early);
+        // The captures outlive this future: on a timeout they keep what was read until then.
+        let (out_ref, err_ref) = (&mut out, &mut err);
         let collect = async move {
             tokio::try_join!(
-                read_pipe(stdout, stdout_cap),
-                read_pipe(stderr, stderr_cap),
+                read_pipe(stdout, out_ref),
+                read_pipe(stderr, err_ref),
                 read_status(report, early),
             )
         };
@@ -133,19 +141,27 @@ impl Command {
             },
         };
         let waiter_status = running.end().await;
-        let (stdout, stderr, status) = ended.map_err(|kind| Error::new(kind, None))?;
-        // No report (the init was killed from outside): the waiter mirrors what it saw.
-        let status = status.unwrap_or(waiter_status);
-        Ok(Outcome {
+        let (status, timed_out) = match ended {
+            // No report (the init was killed from outside): the waiter mirrors what it saw.
+            Ok(((), (), status)) => (status.unwrap_or(waiter_status), false),
+            // Killed at the bound, whatever the program had done by then.
+            Err(ErrorKind::TimedOut) => (ExitStatus::from_raw(libc::SIGKILL), true),
+            Err(kind) => return Err(Error::new(kind, None)),
+        };
+        let outcome = Outcome {
             exit_code: status.code(),
             signal: status.signal(),
-            stdout,
-            stderr,
+            stdout: out.finish(),
+            stderr: err.finish(),
             containment: running.containment,
             pid_namespace: running.mode & MODE_PID_NAMESPACE != 0,
             user_namespace: running.mode & MODE_USER_NAMESPACE != 0,
             elapsed: start.elapsed(),
-        })
+        };
+        if timed_out {
+            return Err(Error::timed_out(outcome));
+        }
+        Ok(outcome)
     }
 
     fn spawn(self) -> Result<Running, Error> {
@@ -228,6 +244,8 @@ impl Command {
             early: Vec::new(),
             stdout_cap: self.stdout_cap,
             stderr_cap: self.stderr_cap,
+            tail: self.tail,
+            progress: self.progress,
             timeout: self.timeout,
             reaped: false,
         };
@@ -266,11 +284,11 @@ impl Command {
 
 async fn read_pipe<R: tokio::io::AsyncRead + Unpin>(
     pipe: Option<R>,
-    cap: usize,
-) -> io::Result<Captured> {
+    capture: &mut Capture,
+) -> io::Result<()> {
     match pipe {
-        Some(p) => read_capped(p, cap).await,
-        None => Ok(crate::capture::decode(&[], 0, cap)),
+        Some(p) => capture.read_from(p).await,
+        None => Ok(()),
     }
 }
 
@@ -315,6 +333,8 @@ struct Running {
     early: Vec<u8>,
     stdout_cap: usize,
     stderr_cap: usize,
+    tail: usize,
+    progress: Option<Progress>,
     timeout: Duration,
     reaped: bool,
 }

@@ -221,7 +221,7 @@ fn check_unchanged(
     read: &[u8],
 ) -> Result<(), CallError> {
     let conflict = || failed(ErrorKind::EditConflict);
-    let now = lstat_at(&parent.dir, name).map_err(|_| conflict())?;
+    let now = lstat_at(&parent.dir, name).map_err(|e| conflict().with_source(e))?;
     if FileIdentity::of(&now) != opened {
         return Err(conflict());
     }
@@ -240,13 +240,16 @@ fn edit(
     cancel: &CancellationToken,
 ) -> Result<EditOutput, CallError> {
     let mut file = open_target(root, parent, name)?;
-    let meta = file.metadata().map_err(|_| failed(ErrorKind::ReadFailed))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| failed(ErrorKind::ReadFailed).with_source(e))?;
     if !meta.is_file() {
         return Err(failed(ErrorKind::FileNotRegular));
     }
     let opened = FileIdentity::of_std(&meta);
     let read = read_bounded(&mut file, meta.len(), cancel, || {})?;
-    let original = std::str::from_utf8(&read).map_err(|_| failed(ErrorKind::FileNotUtf8))?;
+    let original =
+        std::str::from_utf8(&read).map_err(|e| failed(ErrorKind::FileNotUtf8).with_source(e))?;
     let edited = apply(original, &valid.edits, valid.path.as_str())?;
     let output = EditOutput {
         path: valid.path.as_str().to_owned(),

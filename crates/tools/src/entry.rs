@@ -42,13 +42,15 @@ pub(crate) fn open_existing_parent<'p>(
     let (name, parents) = segments.split_last().ok_or_else(|| failed(other))?;
     let prefix: PathBuf = parents.iter().collect();
     let dir = if prefix.as_os_str().is_empty() {
-        root.dir().try_clone().map_err(|_| failed(other))?
+        root.dir()
+            .try_clone()
+            .map_err(|e| failed(other).with_source(e))?
     } else {
         root.dir()
             .open_dir(&prefix)
             .map_err(|e| dir_error(&e, other))?
     };
-    let id = FileIdentity::of_fd(&dir).map_err(|_| failed(other))?;
+    let id = FileIdentity::of_fd(&dir).map_err(|e| failed(other).with_source(e))?;
     Ok((Parent { dir, id, prefix }, name))
 }
 
@@ -100,7 +102,8 @@ pub(crate) async fn blocking<T: Send + 'static>(
 
 /// A path argument through the grammar (`INVALID_RELATIVE_PATH`).
 pub(crate) fn normalize(path: &str) -> Result<RelPath, ToolError> {
-    pathgrammar::normalize(path).map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+    pathgrammar::normalize(path)
+        .map_err(|e| ToolError::invalid(ErrorKind::InvalidRelativePath).with_source(e))
 }
 
 /// Run a tool's blocking body over its root on the blocking pool ([`blocking`]).

@@ -148,6 +148,19 @@ kinds! {
     InvalidRegex => "INVALID_REGEX",
     /// A directory was needed and the path names something else.
     NotADirectory => "NOT_A_DIRECTORY",
+    /// run_command arguments are not exactly `{ "command": string, "timeoutMs"?: integer }`,
+    /// or the command is empty or holds NUL.
+    InvalidRunCommandInput => "INVALID_RUN_COMMAND_INPUT",
+    /// The command is over 32,768 bytes.
+    RunCommandTooLarge => "RUN_COMMAND_TOO_LARGE",
+    /// `timeoutMs` is 0 or over the server's maximum.
+    RunCommandTimeoutOutOfRange => "RUN_COMMAND_TIMEOUT_OUT_OF_RANGE",
+    /// The shell could not be started.
+    RunCommandStartFailed => "RUN_COMMAND_START_FAILED",
+    /// The command's output could not be read.
+    RunCommandOutputFailed => "RUN_COMMAND_OUTPUT_FAILED",
+    /// Another failure of run_command (its temporary directory could not be made).
+    RunCommandFailed => "RUN_COMMAND_FAILED",
 }
 
 impl fmt::Display for ErrorKind {
@@ -156,15 +169,34 @@ impl fmt::Display for ErrorKind {
     }
 }
 
+/// The operating-system (or other) error behind a token, kept for diagnosis.
+type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+
 /// A recoverable tool error: serialized as `{"error": {"code", "message"}}` with `is_error`.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+///
+/// It may keep the error that caused it ([`ToolError::with_source`], reachable through
+/// [`std::error::Error::source`]): that cause may name host paths, so it is never serialized
+/// into the record a model reads; [`execute_tool_call`](crate::execute_tool_call) logs it
+/// with `tracing` at debug level (`CONFINE_LOG=debug` in the binary). Equality ignores it.
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{}: {}", .code.code(), .message)]
 pub struct ToolError {
     code: ErrorCode,
     kind: Option<ErrorKind>,
     message: String,
     edit: Option<usize>,
+    #[source]
+    cause: Option<Cause>,
 }
+
+impl PartialEq for ToolError {
+    fn eq(&self, other: &Self) -> bool {
+        (self.code, self.kind, &self.message, self.edit)
+            == (other.code, other.kind, &other.message, other.edit)
+    }
+}
+
+impl Eq for ToolError {}
 
 impl ToolError {
     /// A validation refusal (`TOOL_ARGUMENTS_INVALID`).
@@ -174,6 +206,7 @@ impl ToolError {
             kind: Some(kind),
             message: kind.code().to_owned(),
             edit: None,
+            cause: None,
         }
     }
 
@@ -184,6 +217,7 @@ impl ToolError {
             kind: Some(kind),
             message: kind.code().to_owned(),
             edit: None,
+            cause: None,
         }
     }
 
@@ -195,6 +229,7 @@ impl ToolError {
             kind: None,
             message: format!("Tool {shown:?} is not registered."),
             edit: None,
+            cause: None,
         }
     }
 
@@ -202,6 +237,16 @@ impl ToolError {
     /// record then holds `"edit": index` beside `code` and `message`.
     pub fn with_edit(mut self, index: usize) -> Self {
         self.edit = Some(index);
+        self
+    }
+
+    /// The same error keeping `cause` (an `io::Error`, say) as its source, for logs. Never
+    /// part of the record.
+    pub fn with_source(
+        mut self,
+        cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        self.cause = Some(Cause::from(cause.into()));
         self
     }
 
@@ -254,10 +299,21 @@ pub enum CallError {
     Failed(#[from] ToolError),
 }
 
+impl CallError {
+    /// A failure keeping `cause` as its source (see [`ToolError::with_source`]); a
+    /// cancellation is returned unchanged.
+    pub fn with_source(self, cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        match self {
+            Self::Failed(e) => Self::Failed(e.with_source(cause)),
+            cancelled => cancelled,
+        }
+    }
+}
+
 impl From<rootid::RootError> for ToolError {
-    fn from(_: rootid::RootError) -> Self {
+    fn from(e: rootid::RootError) -> Self {
         // Any failure to re-verify the root during a call means it changed.
-        ToolError::failed(ErrorKind::WorkspaceRootChanged)
+        ToolError::failed(ErrorKind::WorkspaceRootChanged).with_source(e)
     }
 }
 
@@ -270,6 +326,31 @@ impl From<rootid::RootError> for CallError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cause_is_kept_as_source_and_never_serialized() {
+        let cause = std::io::Error::other("open /home/someone/secret: permission denied");
+        let e = ToolError::failed(ErrorKind::ReadFailed).with_source(cause);
+        let source = std::error::Error::source(&e).expect("the cause is the source");
+        assert!(source.to_string().contains("permission denied"));
+        let record = e.to_record().to_string();
+        assert_eq!(
+            record,
+            r#"{"error":{"code":"TOOL_EXECUTION_FAILED","message":"READ_FAILED"}}"#
+        );
+        // Equality is the record's: a cause does not make two errors differ.
+        assert_eq!(e, ToolError::failed(ErrorKind::ReadFailed));
+        let call = CallError::from(ToolError::failed(ErrorKind::WriteFailed))
+            .with_source(std::io::Error::from_raw_os_error(28));
+        let CallError::Failed(inner) = call else {
+            panic!("still a failure")
+        };
+        assert!(std::error::Error::source(&inner).is_some());
+        assert_eq!(
+            CallError::Cancelled(Cancelled).with_source(std::io::Error::other("x")),
+            CallError::Cancelled(Cancelled)
+        );
+    }
 
     #[test]
     fn every_token_is_pinned() {
@@ -322,6 +403,12 @@ mod tests {
             "INVALID_GLOB",
             "INVALID_REGEX",
             "NOT_A_DIRECTORY",
+            "INVALID_RUN_COMMAND_INPUT",
+            "RUN_COMMAND_TOO_LARGE",
+            "RUN_COMMAND_TIMEOUT_OUT_OF_RANGE",
+            "RUN_COMMAND_START_FAILED",
+            "RUN_COMMAND_OUTPUT_FAILED",
+            "RUN_COMMAND_FAILED",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);

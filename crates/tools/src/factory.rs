@@ -16,6 +16,7 @@ use crate::move_file::MoveTool;
 use crate::node_process::{NodeProcessOptions, NodeProcessTool};
 use crate::read_file::ReadTool;
 use crate::read_lines::ReadLinesTool;
+use crate::run_command::RunCommandTool;
 use crate::tool::{Tool, ToolRegistry};
 use crate::write_file::WriteTool;
 
@@ -137,6 +138,10 @@ fn build_tool(
         "list_directory" => Arc::new(ListTool::new(root.clone())),
         "find_files" => Arc::new(FindTool::new(root.clone())),
         "grep" => Arc::new(GrepTool::new(root.clone())),
+        RUN_COMMAND => {
+            let commands = options.commands.as_ref()?;
+            Arc::new(RunCommandTool::new(root.clone(), options, commands))
+        }
         "node_process" => {
             return Some(
                 NodeProcessTool::new(root.clone(), options.clone())
@@ -157,7 +162,7 @@ pub fn create_selected_tools<S: AsRef<str>>(
 ) -> Result<ToolRegistry, SelectError> {
     if let Some(unknown) = names
         .iter()
-        .find(|n| !WORKSPACE_TOOLS.contains(&n.as_ref()))
+        .find(|n| !WORKSPACE_TOOLS.contains(&n.as_ref()) && !offers_commands(&options, n.as_ref()))
     {
         return Err(SelectError::Unknown(unknown.as_ref().to_owned()));
     }
@@ -169,6 +174,11 @@ pub fn create_selected_tools<S: AsRef<str>>(
             tools.push(tool);
         }
     }
+    if names.iter().any(|n| n.as_ref() == RUN_COMMAND)
+        && let Some(tool) = build_tool(RUN_COMMAND, &root, &options)
+    {
+        tools.push(tool?);
+    }
     Ok(ToolRegistry::new(tools).expect("the listed names are distinct"))
 }
 
@@ -177,7 +187,11 @@ pub fn create_workspace_tools(
     root: impl AsRef<Path>,
     options: NodeProcessOptions,
 ) -> Result<ToolRegistry, BuildError> {
-    create_selected_tools(root, options, WORKSPACE_TOOLS).map_err(|e| match e {
+    let mut names = WORKSPACE_TOOLS.to_vec();
+    if options.commands.is_some() {
+        names.push(RUN_COMMAND);
+    }
+    create_selected_tools(root, options, &names).map_err(|e| match e {
         SelectError::Build(e) => e,
         SelectError::Unknown(_) => unreachable!("every workspace tool name is known"),
     })
@@ -191,4 +205,13 @@ pub fn create_read_only_tools(root: impl AsRef<Path>) -> Result<ToolRegistry, Bu
         SelectError::Build(e) => e,
         SelectError::Unknown(_) => unreachable!("every read-only tool name is known"),
     })
+}
+
+/// The name of the command tool: served (last) only where the embedder enabled it
+/// ([`NodeProcessOptions::commands`]), never among the read-only tools.
+pub const RUN_COMMAND: &str = "run_command";
+
+/// Whether `name` is the command tool and `options` enable it.
+fn offers_commands(options: &NodeProcessOptions, name: &str) -> bool {
+    name == RUN_COMMAND && options.commands.is_some()
 }

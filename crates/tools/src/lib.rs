@@ -64,8 +64,10 @@ pub mod grep;
 pub mod list_directory;
 pub mod move_file;
 pub mod node_process;
+mod progress;
 pub mod read_file;
 pub mod read_lines;
+pub mod run_command;
 mod tool;
 mod walk;
 pub mod write_file;
@@ -75,9 +77,9 @@ pub use delete_file::DeleteTool;
 pub use edit_file::EditTool;
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{
-    BuildError, READ_ONLY_TOOLS, SelectError, WORKSPACE_TOOLS, capture_root, create_coding_tools,
-    create_node_process_tool, create_read_only_tools, create_read_tool, create_selected_tools,
-    create_workspace_tools, create_write_tool,
+    BuildError, READ_ONLY_TOOLS, RUN_COMMAND, SelectError, WORKSPACE_TOOLS, capture_root,
+    create_coding_tools, create_node_process_tool, create_read_only_tools, create_read_tool,
+    create_selected_tools, create_workspace_tools, create_write_tool,
 };
 pub use file_info::InfoTool;
 pub use find_files::FindTool;
@@ -85,8 +87,10 @@ pub use grep::GrepTool;
 pub use list_directory::ListTool;
 pub use move_file::MoveTool;
 pub use node_process::{NodeProcessOptions, NodeProcessTool};
+pub use progress::{ProgressReport, ProgressSink, with_progress};
 pub use read_file::{MAX_READ_BYTES, ReadTool};
 pub use read_lines::ReadLinesTool;
+pub use run_command::{RunCommandOptions, RunCommandTool};
 pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,
     ToolResult, TypedTool, execute_tool_call, parse_arguments, schema_of,

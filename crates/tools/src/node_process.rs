@@ -97,6 +97,9 @@ pub struct NodeProcessOptions {
     /// Node.js unconfined. Where the kernel cannot enforce it a call fails with
     /// `NODE_SANDBOX_UNAVAILABLE` and nothing runs.
     pub sandbox: Option<nodeexec::Sandbox>,
+    /// Offer `run_command` too (in the workspace tool set), bounded so; `None` (the default)
+    /// never offers it. It shares `env` and `sandbox` with `node_process`.
+    pub commands: Option<crate::run_command::RunCommandOptions>,
 }
 
 /// The arguments of `node_process`.
@@ -161,11 +164,7 @@ impl NodeProcessTool {
             None => find_on_path("node"),
         }
         .ok_or(crate::BuildError::NodeNotFound)?;
-        let env = options
-            .env
-            .into_iter()
-            .filter(|(k, _)| !REFUSED_ENV.contains(&k.as_str()))
-            .collect();
+        let env = passed_env(&options.env);
         // Node.js must read its own installation, wherever it lives.
         let sandbox = options.sandbox.map(|mut sandbox| {
             sandbox.allow_installation(&node);
@@ -242,14 +241,10 @@ impl NodeProcessTool {
             cmd.env(name, value);
         }
         cmd.pass_fd(readable, SCRIPT_FD)
-            .map_err(|_| failed(ErrorKind::NodeProcessStartFailed))?;
+            .map_err(|e| failed(ErrorKind::NodeProcessStartFailed).with_source(e))?;
         if let Some(sandbox) = &self.sandbox {
-            // Built per call, beneath the root's handle: the rules follow the directory the
-            // tool captured, whatever its path names now.
-            let rules = sandbox.build(self.root.dir()).map_err(|e| match e.kind() {
-                ExecErrorKind::SandboxUnavailable => failed(ErrorKind::NodeSandboxUnavailable),
-                _ => failed(ErrorKind::NodeProcessStartFailed),
-            })?;
+            let rules = sandbox_rules(sandbox, &self.root, ErrorKind::NodeProcessStartFailed)
+                .map_err(failed)?;
             cmd.sandbox(&rules);
         }
         Ok(cmd)
@@ -333,6 +328,28 @@ fn failed(kind: ErrorKind) -> CallError {
     CallError::Failed(ToolError::failed(kind))
 }
 
+/// The embedder's variables a child gets (`NODE_OPTIONS` never); `run_command` shares this.
+pub(crate) fn passed_env(env: &[(String, String)]) -> Vec<(String, String)> {
+    env.iter()
+        .filter(|(k, _)| !REFUSED_ENV.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The sandbox's rules for one call, built beneath the root's handle (so they follow the
+/// directory the tool captured, whatever its path names now); `run_command` shares this.
+/// `NODE_SANDBOX_UNAVAILABLE` where the kernel cannot enforce them, else `other`.
+pub(crate) fn sandbox_rules(
+    sandbox: &nodeexec::Sandbox,
+    root: &WorkspaceRoot,
+    other: ErrorKind,
+) -> Result<nodeexec::SandboxRules, ErrorKind> {
+    sandbox.build(root.dir()).map_err(|e| match e.kind() {
+        ExecErrorKind::SandboxUnavailable => ErrorKind::NodeSandboxUnavailable,
+        _ => other,
+    })
+}
+
 /// The `--eval` program: run the source on fd 3 as the CommonJS main module `name`.
 fn loader(name: &str) -> String {
     format!(
@@ -355,7 +372,7 @@ fn loader(name: &str) -> String {
 }
 
 /// An explicit Node.js path, canonicalized, if it is an executable regular file.
-fn canonical_executable(path: &Path) -> Option<PathBuf> {
+pub(crate) fn canonical_executable(path: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let canonical = std::fs::canonicalize(path).ok()?;
     let meta = std::fs::metadata(&canonical).ok()?;
@@ -363,7 +380,7 @@ fn canonical_executable(path: &Path) -> Option<PathBuf> {
 }
 
 /// The first executable `name` on PATH, canonicalized.
-fn find_on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .filter(|dir| dir.is_absolute())
@@ -386,7 +403,7 @@ impl<'a> Script<'a> {
     fn create(dir: &'a Dir, source: &str) -> Result<Self, CallError> {
         let fresh = || format!(".pify-node-{}.cjs", uuid::Uuid::new_v4()).into();
         let (temp, mut file) = Temporary::create(dir.as_fd(), fresh, SCRIPT_ATTEMPTS)
-            .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
+            .map_err(|e| failed(ErrorKind::NodeProcessFailed).with_source(e))?;
         // From here on the guard removes the script on every path.
         let script = Script {
             dir,
@@ -395,7 +412,7 @@ impl<'a> Script<'a> {
         };
         file.write_all(source.as_bytes())
             .and_then(|()| file.sync_all())
-            .map_err(|_| failed(ErrorKind::NodeProcessFailed))?;
+            .map_err(|e| failed(ErrorKind::NodeProcessFailed).with_source(e))?;
         Ok(script)
     }
 
@@ -413,7 +430,7 @@ impl<'a> Script<'a> {
         let meta = self
             .dir
             .symlink_metadata(&self.name)
-            .map_err(|_| failed(ErrorKind::NodeScriptIdentityChanged))?;
+            .map_err(|e| failed(ErrorKind::NodeScriptIdentityChanged).with_source(e))?;
         if !meta.is_file() {
             return Err(failed(ErrorKind::NodeScriptNotRegular));
         }
@@ -426,7 +443,7 @@ impl<'a> Script<'a> {
         })?;
         let opened = file
             .metadata()
-            .map_err(|_| failed(ErrorKind::NodeScriptIdentityChanged))?;
+            .map_err(|e| failed(ErrorKind::NodeScriptIdentityChanged).with_source(e))?;
         if !opened.is_file() {
             return Err(failed(ErrorKind::NodeScriptNotRegular));
         }

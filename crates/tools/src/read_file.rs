@@ -71,7 +71,9 @@ impl ReadTool {
         // Non-blocking: a FIFO opens at once instead of waiting for a writer.
         let mut file =
             open_read_beneath(dir, rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
-        let meta = file.metadata().map_err(|_| failed(ErrorKind::ReadFailed))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| failed(ErrorKind::ReadFailed).with_source(e))?;
         if !meta.is_file() {
             return Err(failed(ErrorKind::FileNotRegular));
         }
@@ -80,7 +82,8 @@ impl ReadTool {
         let buf = read_bounded(&mut file, meta.len(), cancel, || {})?;
 
         // The name must still lead (beneath the root) to the object that was read.
-        let now = identity_now(dir, rel).map_err(|_| failed(ErrorKind::PathChangedDuringRead))?;
+        let now = identity_now(dir, rel)
+            .map_err(|e| failed(ErrorKind::PathChangedDuringRead).with_source(e))?;
         if now != opened {
             return Err(failed(ErrorKind::PathChangedDuringRead));
         }
@@ -88,7 +91,8 @@ impl ReadTool {
             return Err(Cancelled.into());
         }
         let bytes = buf.len();
-        let content = String::from_utf8(buf).map_err(|_| failed(ErrorKind::FileNotUtf8))?;
+        let content =
+            String::from_utf8(buf).map_err(|e| failed(ErrorKind::FileNotUtf8).with_source(e))?;
         Ok(ReadOutput {
             path: path.as_str().to_owned(),
             content,
@@ -161,7 +165,7 @@ impl TypedTool for ReadTool {
 
     fn check(&self, input: ReadInput) -> Result<RelPath, ToolError> {
         pathgrammar::normalize(&input.path)
-            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+            .map_err(|e| ToolError::invalid(ErrorKind::InvalidRelativePath).with_source(e))
     }
 
     async fn run(

@@ -174,7 +174,9 @@ fn read_lines(
     let rel = Path::new(valid.path.as_str());
     let file =
         open_read_beneath(root.dir(), rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
-    let meta = file.metadata().map_err(|_| failed(ErrorKind::ReadFailed))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| failed(ErrorKind::ReadFailed).with_source(e))?;
     if !meta.is_file() {
         return Err(failed(ErrorKind::FileNotRegular));
     }
@@ -192,8 +194,8 @@ fn read_lines(
         }
         let skipping = line + 1 < valid.offset;
         let cap = if skipping { 0 } else { KEEP_BYTES };
-        let Some((cut, newline)) =
-            next_line(&mut reader, &mut keep, cap).map_err(|_| failed(ErrorKind::ReadFailed))?
+        let Some((cut, newline)) = next_line(&mut reader, &mut keep, cap)
+            .map_err(|e| failed(ErrorKind::ReadFailed).with_source(e))?
         else {
             break;
         };
@@ -214,8 +216,8 @@ fn read_lines(
         returned += 1;
         end_line = line;
     }
-    let now =
-        identity_now(root.dir(), rel).map_err(|_| failed(ErrorKind::PathChangedDuringRead))?;
+    let now = identity_now(root.dir(), rel)
+        .map_err(|e| failed(ErrorKind::PathChangedDuringRead).with_source(e))?;
     if now != opened {
         return Err(failed(ErrorKind::PathChangedDuringRead));
     }

@@ -135,7 +135,7 @@ pub fn parse_arguments<T: DeserializeOwned>(
     if !arguments.get().trim_start().starts_with('{') {
         return Err(ToolError::invalid(invalid));
     }
-    serde_json::from_str(arguments.get()).map_err(|_| ToolError::invalid(invalid))
+    serde_json::from_str(arguments.get()).map_err(|e| ToolError::invalid(invalid).with_source(e))
 }
 
 /// The parameter schema of a type, as LLM providers want it.
@@ -185,7 +185,7 @@ impl<T: TypedTool> Tool for T {
             // Our output types are plain structs that always serialize; should one ever fail,
             // it is the tool's own failure, never a panic.
             serde_json::to_value(output)
-                .map_err(|_| CallError::Failed(ToolError::failed(T::FAILED)))
+                .map_err(|e| CallError::Failed(ToolError::failed(T::FAILED).with_source(e)))
         })
     }
 }
@@ -327,7 +327,13 @@ pub async fn execute_tool_call(
     let (record, is_error) = match outcome {
         Ok(record) => (record, false),
         Err(CallError::Cancelled(c)) => return Err(c),
-        Err(CallError::Failed(e)) => (e.to_record(), true),
+        Err(CallError::Failed(e)) => {
+            if let Some(cause) = std::error::Error::source(&e) {
+                // The cause may name host paths: logged for the operator, never in the record.
+                tracing::debug!(tool = %call.name, token = e.message(), %cause, "tool call failed");
+            }
+            (e.to_record(), true)
+        }
     };
     Ok(ToolResult {
         tool_call_id: call.id.clone(),

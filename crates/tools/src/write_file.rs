@@ -96,7 +96,7 @@ impl WriteTool {
     /// Validate arguments: the grammar, then the size. Pure.
     pub fn check_input(input: WriteInput) -> Result<ValidWrite, ToolError> {
         let path = pathgrammar::normalize(&input.path)
-            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))?;
+            .map_err(|e| ToolError::invalid(ErrorKind::InvalidRelativePath).with_source(e))?;
         if input.content.len() > MAX_WRITE_BYTES {
             return Err(ToolError::invalid(ErrorKind::FileTooLarge));
         }

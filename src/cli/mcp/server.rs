@@ -7,8 +7,8 @@ use rmcp::ErrorData;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations,
+    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
@@ -71,6 +71,18 @@ impl ConfineServer {
             }
         };
         outcome.ok()
+    }
+}
+
+/// The progress message: output bytes so far and the last line.
+fn progress_message(report: &tools::ProgressReport) -> String {
+    if report.last_line.is_empty() {
+        format!("{} bytes of output", report.output_bytes)
+    } else {
+        format!(
+            "{} bytes of output; last line: {}",
+            report.output_bytes, report.last_line
+        )
     }
 }
 
@@ -179,7 +191,36 @@ impl ServerHandler for ConfineServer {
         let arguments = request.arguments.unwrap_or_default();
         let text = serde_json::to_string(&arguments).unwrap_or_else(|_| "{}".into());
         let call = ToolCall::from_json(context.id.to_string(), request.name, text);
-        match self.run(&call, &context.ct).await {
+        let outcome = match context.meta.get_progress_token() {
+            None => self.run(&call, &context.ct).await,
+            Some(token) => {
+                // Reports go through a channel to a task that sends them; the sender drops
+                // with the call, and the task is awaited before the result is answered, so
+                // no notification follows the result.
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<tools::ProgressReport>();
+                let peer = context.peer.clone();
+                let sender = tokio::spawn(async move {
+                    while let Some(report) = rx.recv().await {
+                        let message = progress_message(&report);
+                        let param = ProgressNotificationParam::new(
+                            token.clone(),
+                            report.elapsed.as_millis() as f64,
+                        )
+                        .with_message(message);
+                        if peer.notify_progress(param).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                let sink: tools::ProgressSink = std::sync::Arc::new(move |report| {
+                    let _ = tx.send(report);
+                });
+                let outcome = tools::with_progress(sink, self.run(&call, &context.ct)).await;
+                let _ = sender.await;
+                outcome
+            }
+        };
+        match outcome {
             Some(result) => Ok(to_call_tool_result(result).into()),
             None => Err(ErrorData::new(REQUEST_CANCELLED, "Request cancelled", None)),
         }

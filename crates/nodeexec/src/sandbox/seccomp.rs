@@ -10,8 +10,10 @@
 //!    (no UDP, no raw or netlink socket, and no Unix socket that could `connect` to a
 //!    pathname socket outside the workspace: Landlock has no right for that at ABI 7); and
 //!    `socketpair(2)` unless `AF_UNIX` with `SOCK_STREAM` (what libuv uses for a child's
-//!    stdio and Node.js for its IPC channel; a connected stream pair cannot be pointed
-//!    elsewhere, a datagram pair could `sendto` a pathname);
+//!    stdio and Node.js for its IPC channel) or `SOCK_SEQPACKET` (what Rust's standard
+//!    library uses in every `Command::spawn`, so cargo starting rustc); a connected stream or
+//!    sequenced-packet pair cannot be pointed elsewhere, a datagram pair could `sendto` a
+//!    pathname;
 //! 4. with the metadata rule: every system call that changes a file's mode, owner, times or
 //!    extended attributes (`chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `chown`, `fchown`,
 //!    `lchown`, `fchownat`, `utime`, `utimes`, `futimesat`, `utimensat`, `setxattr`,
@@ -150,13 +152,14 @@ impl Program {
         }
         // The blocks below load arguments and end in a return: they come last.
         if sockets {
-            // socketpair: AF_UNIX and SOCK_STREAM (flags masked off) only.
-            b.jump(JEQ, libc::SYS_socketpair as u32, 0, 7)
+            // socketpair: AF_UNIX with SOCK_STREAM or SOCK_SEQPACKET (flags masked off) only.
+            b.jump(JEQ, libc::SYS_socketpair as u32, 0, 8)
                 .stmt(LOAD, arg(0))
-                .jump(JEQ, libc::AF_UNIX as u32, 0, 3)
+                .jump(JEQ, libc::AF_UNIX as u32, 0, 4)
                 .stmt(LOAD, arg(1))
                 .stmt(AND, 0xF)
-                .jump(JEQ, libc::SOCK_STREAM as u32, 1, 0)
+                .jump(JEQ, libc::SOCK_STREAM as u32, 2, 0)
+                .jump(JEQ, libc::SOCK_SEQPACKET as u32, 1, 0)
                 .stmt(RETURN, error(libc::EACCES))
                 .stmt(RETURN, ALLOW);
         }
@@ -252,6 +255,12 @@ mod tests {
         assert_eq!(verdict(&full, socket, [unix, stream]), eacces);
         assert_eq!(verdict(&full, socket, [libc::AF_INET as u32, 2]), eacces);
         assert_eq!(verdict(&full, pair, [unix, stream]), ALLOW);
+        let seqpacket = libc::SOCK_SEQPACKET as u32 | libc::SOCK_CLOEXEC as u32;
+        assert_eq!(verdict(&full, pair, [unix, seqpacket]), ALLOW);
+        assert_eq!(
+            verdict(&full, pair, [libc::AF_INET as u32, seqpacket]),
+            eacces
+        );
         assert_eq!(
             verdict(&full, pair, [unix, libc::SOCK_DGRAM as u32]),
             eacces

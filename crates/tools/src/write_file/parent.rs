@@ -54,7 +54,7 @@ fn parent_error(e: &io::Error) -> CallError {
 }
 
 fn identity(dir: &Dir) -> Result<FileIdentity, CallError> {
-    FileIdentity::of_fd(dir).map_err(|_| failed(ErrorKind::WriteFailed))
+    FileIdentity::of_fd(dir).map_err(|e| failed(ErrorKind::WriteFailed).with_source(e))
 }
 
 /// Open (creating what is missing) the parent directory of `path` beneath `root`, and return
@@ -82,7 +82,7 @@ pub(crate) fn open_dirs(
     let mut dir = root
         .dir()
         .try_clone()
-        .map_err(|_| failed(ErrorKind::WriteFailed))?;
+        .map_err(|e| failed(ErrorKind::WriteFailed).with_source(e))?;
     let mut prefix = PathBuf::new();
     let mut created = false;
     for segment in segments {
@@ -141,7 +141,7 @@ impl Parent {
 /// The directory lies now beneath the root (the climb by `..` on descriptors sees where it is
 /// now, whatever path led to it).
 pub(crate) fn is_beneath(dir: &Dir, root: FileIdentity) -> Result<bool, CallError> {
-    beneath::is_beneath(dir, root).map_err(|_| failed(ErrorKind::WriteFailed))
+    beneath::is_beneath(dir, root).map_err(|e| failed(ErrorKind::WriteFailed).with_source(e))
 }
 
 /// The token for a target that is a symlink: `PATH_OUTSIDE_WORKSPACE` when it leads outside

@@ -1,0 +1,313 @@
+//! `run_command`: a shell command run in the workspace, bounded, so that an agent can run a
+//! project's tests and builds (`npm test`, `cargo test`, `make`).
+//!
+//! Arguments are exactly `{ "command": string, "timeoutMs"?: integer }`. Checked before any
+//! effect: the command is not empty, holds no NUL (`INVALID_RUN_COMMAND_INPUT`) and is at most
+//! [`MAX_COMMAND_BYTES`] UTF-8 bytes (`RUN_COMMAND_TOO_LARGE`); `timeoutMs` is from 1 to the
+//! embedder's maximum (`RUN_COMMAND_TIMEOUT_OUT_OF_RANGE`). The command limit is 32,768 bytes,
+//! the same as a `node_process` source: far above any command line a person or a model types
+//! (a longer program belongs in a file the command runs), and a quarter of the 131,072 bytes
+//! Linux accepts for one `exec` argument, so the limit is ours and never the kernel's.
+//!
+//! # How the command runs
+//!
+//! `/bin/sh -c <command>` through [`nodeexec`], exactly as `node_process` runs Node.js: the
+//! canonical root as working directory, stdin on the null device, the same containment (no
+//! process the command starts outlives the call, whether it ends by exit, timeout or
+//! cancellation), the same opt-in sandbox policy ([`NodeProcessOptions::sandbox`], built by the
+//! same code, with the same token `NODE_SANDBOX_UNAVAILABLE` where the kernel cannot enforce
+//! it). The environment is the `node_process` allowlist (PATH, LANG, LC_*, TZ and the
+//! embedder's [`NodeProcessOptions::env`]) plus the host's `HOME` and `USER` (git, cargo and npm
+//! look for them) and `TMPDIR`, a directory `.pify-run-<uuid>/` made for the call beneath the
+//! root (mode 0700) and removed with its contents when the call ends, on every path (a guard
+//! removes it when the future is dropped).
+//!
+//! Each stream keeps its first [`HEAD_BYTES`] and its last [`TAIL_BYTES`], with a line between
+//! naming the bytes left out ([`nodeexec::omitted_marker`]), so the start of a test run and its
+//! summary both survive; memory stays bounded whatever the command prints. The time bound is
+//! the embedder's default (120 s unless configured) or the call's `timeoutMs`, at most the
+//! embedder's maximum (600 s unless configured). A timeout is a result, not an error:
+//! `timedOut: true` with the output read until the bound, `exitCode: null` and
+//! `signal: "SIGKILL"` (everything was killed). A nonzero exit or a death by signal is data.
+//! A cancellation kills everything before the call returns `Err(Cancelled)`.
+//!
+//! While the command runs, an embedder that installed a sink ([`crate::with_progress`]) gets a
+//! report about once a second: elapsed time, bytes of output so far, the last line.
+
+mod tmpdir;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nodeexec::ErrorKind as ExecErrorKind;
+use rootid::WorkspaceRoot;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::node_process::{NodeProcessOptions, canonical_executable, find_on_path, sandbox_rules};
+use crate::progress::{ProgressReport, current_sink};
+use crate::tool::{ToolHints, TypedTool};
+use tmpdir::RunTmp;
+
+/// The most UTF-8 bytes of a command.
+pub const MAX_COMMAND_BYTES: usize = 32_768;
+/// The default time bound of a command.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
+/// The default most time a call may ask for.
+pub const DEFAULT_COMMAND_MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// What each stream keeps of its start.
+pub const HEAD_BYTES: usize = 16 * 1024;
+/// What each stream keeps of its end.
+pub const TAIL_BYTES: usize = 16 * 1024;
+/// How often progress is reported while a command runs.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// The shell.
+const SHELL: &str = "/bin/sh";
+/// Host variables passed beside the `node_process` allowlist.
+const EXTRA_INHERITED_ENV: &[&str] = &["HOME", "USER"];
+
+/// How `run_command` is bounded (by the embedder; the model can only ask for less time, or
+/// more up to `max_timeout`). The environment and the sandbox are those of
+/// [`NodeProcessOptions`].
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct RunCommandOptions {
+    /// The time bound when a call names none; `None` is 120 s.
+    pub timeout: Option<Duration>,
+    /// The most a call may ask for; `None` is 600 s. A default above it is lowered to it.
+    pub max_timeout: Option<Duration>,
+}
+
+/// The arguments of `run_command`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RunCommandInput {
+    /// A shell command line, run with `/bin/sh -c` in the workspace root (for example
+    /// `npm test` or `cargo test 2>&1 | tail -n 50`). At most 32,768 bytes.
+    pub command: String,
+    /// The time bound in milliseconds (default and maximum set by the server).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// The success record, in this key order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunCommandOutput {
+    /// The exit code, or `null` when a signal ended the shell (or the bound was reached).
+    pub exit_code: Option<i32>,
+    /// The signal (`"SIGKILL"`) that ended the shell, or `null`.
+    pub signal: Option<String>,
+    /// stdout: its first and last 16 KiB, with a marker line naming the bytes left out.
+    pub stdout: String,
+    /// stderr, likewise.
+    pub stderr: String,
+    /// Whether bytes of stdout were left out.
+    pub stdout_truncated: bool,
+    /// Whether bytes of stderr were left out.
+    pub stderr_truncated: bool,
+    /// Whether the bound was reached (then the output is what came before it).
+    pub timed_out: bool,
+    /// Milliseconds from the start to the end of the run.
+    pub duration_ms: u64,
+}
+
+/// Validated arguments.
+#[derive(Clone, Debug)]
+pub struct CommandRun {
+    command: String,
+    timeout: Duration,
+}
+
+/// The `run_command` tool.
+#[derive(Debug, Clone)]
+pub struct RunCommandTool {
+    root: Arc<WorkspaceRoot>,
+    timeout: Duration,
+    max_timeout: Duration,
+    env: Vec<(String, String)>,
+    sandbox: Option<nodeexec::Sandbox>,
+}
+
+impl RunCommandTool {
+    /// A command tool over an already captured root, with `node`'s environment and sandbox.
+    pub fn new(
+        root: Arc<WorkspaceRoot>,
+        node: &NodeProcessOptions,
+        options: &RunCommandOptions,
+    ) -> Self {
+        let max_timeout = options
+            .max_timeout
+            .unwrap_or(DEFAULT_COMMAND_MAX_TIMEOUT)
+            .max(Duration::from_millis(1));
+        let timeout = options
+            .timeout
+            .unwrap_or(DEFAULT_COMMAND_TIMEOUT)
+            .min(max_timeout);
+        // As for node_process, Node.js must read its own installation, wherever it lives, so
+        // that a command can run it; the shell and the system's tools are readable already.
+        let node_executable = match &node.node {
+            Some(path) => canonical_executable(path),
+            None => find_on_path("node"),
+        };
+        let sandbox = node.sandbox.clone().map(|mut sandbox| {
+            if let Some(executable) = &node_executable {
+                sandbox.allow_installation(executable);
+            }
+            sandbox
+        });
+        Self {
+            root,
+            timeout,
+            max_timeout,
+            env: crate::node_process::passed_env(&node.env),
+            sandbox,
+        }
+    }
+
+    /// The most milliseconds a call may ask for.
+    pub fn max_timeout_ms(&self) -> u64 {
+        self.max_timeout.as_millis().try_into().unwrap_or(u64::MAX)
+    }
+
+    fn command(&self, run: &CommandRun, tmp: &RunTmp<'_>) -> Result<nodeexec::Command, CallError> {
+        let mut cmd = nodeexec::Command::new(SHELL);
+        cmd.arg("-c")
+            .arg(&run.command)
+            .current_dir(self.root.canonical())
+            .timeout(run.timeout)
+            .output_cap(HEAD_BYTES)
+            .output_tail(TAIL_BYTES);
+        for name in EXTRA_INHERITED_ENV {
+            cmd.inherit_env(name);
+        }
+        for (name, value) in &self.env {
+            cmd.env(name, value);
+        }
+        cmd.env("TMPDIR", self.root.canonical().join(tmp.name()));
+        if let Some(sandbox) = &self.sandbox {
+            let rules = sandbox_rules(sandbox, &self.root, ErrorKind::RunCommandStartFailed)
+                .map_err(|kind| CallError::Failed(ToolError::failed(kind)))?;
+            cmd.sandbox(&rules);
+        }
+        Ok(cmd)
+    }
+
+    /// Run validated arguments.
+    pub async fn execute_run(
+        &self,
+        run: CommandRun,
+        cancel: &CancellationToken,
+    ) -> Result<RunCommandOutput, CallError> {
+        if cancel.is_cancelled() {
+            return Err(Cancelled.into());
+        }
+        self.root.verify()?;
+        let tmp =
+            RunTmp::create(self.root.dir()).map_err(|_| failed(ErrorKind::RunCommandFailed))?;
+        let mut cmd = self.command(&run, &tmp)?;
+        let start = Instant::now();
+        let result = match current_sink() {
+            None => cmd.run(cancel).await,
+            Some(sink) => {
+                let progress = nodeexec::Progress::new();
+                cmd.progress(&progress);
+                let run = cmd.run(cancel);
+                tokio::pin!(run);
+                let first = tokio::time::Instant::now() + PROGRESS_INTERVAL;
+                let mut tick = tokio::time::interval_at(first, PROGRESS_INTERVAL);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        biased;
+                        result = &mut run => break result,
+                        _ = tick.tick() => sink(ProgressReport {
+                            elapsed: start.elapsed(),
+                            output_bytes: progress.bytes(),
+                            last_line: progress.last_line(),
+                        }),
+                    }
+                }
+            }
+        };
+        drop(tmp);
+        let (outcome, timed_out) = match result {
+            Ok(outcome) => (outcome, false),
+            Err(e) if e.kind() == ExecErrorKind::TimedOut => match e.into_partial_outcome() {
+                Some(outcome) => (outcome, true),
+                None => return Err(failed(ErrorKind::RunCommandFailed)),
+            },
+            Err(e) => {
+                return Err(match e.kind() {
+                    ExecErrorKind::Cancelled => CallError::Cancelled(Cancelled),
+                    ExecErrorKind::StartFailed => failed(ErrorKind::RunCommandStartFailed),
+                    ExecErrorKind::OutputFailed => failed(ErrorKind::RunCommandOutputFailed),
+                    _ => failed(ErrorKind::RunCommandFailed),
+                });
+            }
+        };
+        Ok(RunCommandOutput {
+            exit_code: outcome.exit_code,
+            signal: outcome.signal_name(),
+            duration_ms: outcome.elapsed.as_millis().try_into().unwrap_or(u64::MAX),
+            stdout: outcome.stdout.text,
+            stderr: outcome.stderr.text,
+            stdout_truncated: outcome.stdout.truncated,
+            stderr_truncated: outcome.stderr.truncated,
+            timed_out,
+        })
+    }
+}
+
+impl TypedTool for RunCommandTool {
+    type Input = RunCommandInput;
+    type Valid = CommandRun;
+    type Output = RunCommandOutput;
+    const NAME: &'static str = "run_command";
+    const DESCRIPTION: &'static str = "Run a shell command (/bin/sh -c) with the workspace root \
+        as working directory: a project's tests, builds and tools (npm test, cargo test, git \
+        status, make). stdin is empty. `timeoutMs` (optional) bounds the run; the server sets \
+        the default and the maximum. The command and every process it starts are killed when \
+        it ends. Returns {exitCode, signal, stdout, stderr, stdoutTruncated, stderrTruncated, \
+        timedOut, durationMs}; each stream keeps its first and last 16 KiB with a line saying \
+        how many bytes were left out between. A nonzero exit is a result, not an error; \
+        running out of time is timedOut: true with the output so far.";
+    const HINTS: ToolHints = ToolHints {
+        title: Some("Run a shell command in the workspace"),
+        ..ToolHints::UNKNOWN
+    };
+    const INVALID_INPUT: ErrorKind = ErrorKind::InvalidRunCommandInput;
+    const FAILED: ErrorKind = ErrorKind::RunCommandFailed;
+
+    fn check(&self, input: RunCommandInput) -> Result<CommandRun, ToolError> {
+        if input.command.is_empty() || input.command.contains('\0') {
+            return Err(ToolError::invalid(ErrorKind::InvalidRunCommandInput));
+        }
+        if input.command.len() > MAX_COMMAND_BYTES {
+            return Err(ToolError::invalid(ErrorKind::RunCommandTooLarge));
+        }
+        let timeout = match input.timeout_ms {
+            None => self.timeout,
+            Some(ms) if (1..=self.max_timeout_ms()).contains(&ms) => Duration::from_millis(ms),
+            Some(_) => return Err(ToolError::invalid(ErrorKind::RunCommandTimeoutOutOfRange)),
+        };
+        Ok(CommandRun {
+            command: input.command,
+            timeout,
+        })
+    }
+
+    async fn run(
+        &self,
+        valid: CommandRun,
+        cancel: &CancellationToken,
+    ) -> Result<RunCommandOutput, CallError> {
+        self.execute_run(valid, cancel).await
+    }
+}
+
+fn failed(kind: ErrorKind) -> CallError {
+    CallError::Failed(ToolError::failed(kind))
+}
