@@ -3,7 +3,10 @@
 //! Each input line is `{"id": any, "name": string, "arguments": object}`; each output line is
 //! `{"id": <same>, "isError": bool, "content": <record>}`. A line that is not such an object
 //! answers `{"id": null, "isError": true, "content": {"error": {"code": "INVALID_TOOL_CALL",
-//! "message": "INVALID_TOOL_CALL"}}}` and the stream goes on. Blank lines are skipped. SIGINT or
+//! "message": "INVALID_TOOL_CALL"}}}` and the stream goes on. A line longer than
+//! [`MAX_LINE_BYTES`] (4 MiB, see [`super::lines`] for why) is answered the same way with the
+//! message `LINE_TOO_LONG`, without being read into memory: its bytes are dropped up to the
+//! next newline, and the stream goes on. Blank lines are skipped. SIGINT or
 //! SIGTERM cancels the running call (its processes die before we exit, status 130).
 //!
 //! The whole workspace tool set is served by default; `--read-only` and `--tools a,b` narrow
@@ -12,58 +15,19 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use serde_json::value::RawValue;
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
-use tools::{ToolCall, ToolRegistry, execute_tool_call};
+use tools::{ToolRegistry, execute_tool_call};
 
+use super::callline::{Decoded, LINE_TOO_LONG, answer, decode, invalid};
 use super::common::ToolArgs;
+use super::lines::{Frame, Framer, MAX_LINE_BYTES};
 
 /// Arguments of `confine call`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
     pub tools: ToolArgs,
-}
-
-#[derive(Deserialize)]
-struct Line {
-    // Raw, so the id is echoed exactly as given (an integer beyond 64 bits included).
-    id: Box<RawValue>,
-    name: String,
-    arguments: Box<RawValue>,
-}
-
-/// One output line: `{"id", "isError", "content"}` in that order.
-#[derive(Serialize)]
-struct Answer<'a> {
-    id: &'a RawValue,
-    #[serde(rename = "isError")]
-    is_error: bool,
-    content: Value,
-}
-
-/// The call one input line holds, or the `INVALID_TOOL_CALL` line to answer.
-fn parse_line(line: &str) -> Result<(Box<RawValue>, ToolCall), Value> {
-    let invalid = || {
-        serde_json::json!({
-            "id": null,
-            "isError": true,
-            "content": {"error": {"code": "INVALID_TOOL_CALL", "message": "INVALID_TOOL_CALL"}},
-        })
-    };
-    let parsed: Line = serde_json::from_str(line).map_err(|_| invalid())?;
-    if !line.trim_start().starts_with('{') || !parsed.arguments.get().starts_with('{') {
-        return Err(invalid());
-    }
-    let call = ToolCall {
-        id: parsed.id.get().to_owned(),
-        name: parsed.name,
-        arguments: parsed.arguments,
-    };
-    Ok((parsed.id, call))
 }
 
 /// Run the subcommand.
@@ -97,42 +61,54 @@ async fn serve(registry: ToolRegistry) -> ExitCode {
     });
 
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
-    let mut bytes = Vec::new();
+    let mut framer = Framer::new(MAX_LINE_BYTES);
     loop {
-        bytes.clear();
-        let read = tokio::select! {
-            read = stdin.read_until(b'\n', &mut bytes) => read,
-            _ = cancel.cancelled() => return ExitCode::from(130),
+        let frame = loop {
+            let pushed = tokio::select! {
+                read = stdin.fill_buf() => match read {
+                    Ok([]) => None,
+                    Ok(bytes) => Some(framer.push(bytes)),
+                    Err(_) => return super::common::usage("stdin cannot be read"),
+                },
+                _ = cancel.cancelled() => return ExitCode::from(130),
+            };
+            match pushed {
+                None => break framer.finish(),
+                Some((taken, frame)) => {
+                    stdin.consume(taken);
+                    if frame.is_some() {
+                        break frame;
+                    }
+                }
+            }
         };
-        match read {
-            Ok(0) => return ExitCode::SUCCESS,
-            Ok(_) => {}
-            Err(_) => return super::common::usage("stdin cannot be read"),
-        }
-        // A line that is not UTF-8 is not a call: it is answered, and the stream goes on.
-        let line = std::str::from_utf8(&bytes).unwrap_or("\u{0}");
-        if line.trim().is_empty() {
-            continue;
-        }
-        let out = match parse_line(line.trim_end_matches(['\n', '\r'])) {
-            Err(invalid) => invalid.to_string(),
-            Ok((id, call)) => match execute_tool_call(&registry, &call, &cancel).await {
-                Ok(result) => serde_json::to_string(&Answer {
-                    id: &id,
-                    is_error: result.is_error,
-                    content: result.record(),
-                })
-                .expect("an answer serializes"),
+        let bytes = match frame {
+            None => return ExitCode::SUCCESS,
+            Some(Frame::Line(bytes)) => bytes,
+            Some(Frame::Oversized { .. }) => {
+                if write_line(&invalid(LINE_TOO_LONG)).is_err() {
+                    return ExitCode::SUCCESS;
+                }
+                continue;
+            }
+        };
+        let out = match decode(&bytes) {
+            Decoded::Blank => continue,
+            Decoded::Invalid(invalid) => invalid,
+            Decoded::Call(id, call) => match execute_tool_call(&registry, &call, &cancel).await {
+                Ok(result) => answer(&id, &result),
                 Err(_cancelled) => return ExitCode::from(130),
             },
         };
-        let mut stdout = std::io::stdout().lock();
-        if writeln!(stdout, "{out}")
-            .and_then(|()| stdout.flush())
-            .is_err()
-        {
+        if write_line(&out).is_err() {
             // The reader went away: nothing more can be answered.
             return ExitCode::SUCCESS;
         }
     }
+}
+
+/// Write one answer line and flush it.
+fn write_line(line: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}").and_then(|()| stdout.flush())
 }

@@ -11,6 +11,13 @@
 //!   Argument and execution errors are tool results (`isError: true`), never protocol errors;
 //!   only a tool name that is not served is a JSON-RPC error (`-32602`, invalid params, as the
 //!   MCP specification shows for unknown tools).
+//! - `tools/call` whose `params` do not have the shape of a call (`arguments` that is not an
+//!   object, a `name` that is not a string) is the JSON-RPC error `-32602`, invalid params.
+//! - A message longer than [`MAX_LINE_BYTES`] (4 MiB, see [`super::lines`] for why) is never
+//!   read into memory: it is dropped up to its newline and answered with the JSON-RPC error
+//!   `-32600` (invalid request), carrying the request's `id` when the message held a
+//!   top-level one (it is found wherever it stands, even after the large part), else `null`;
+//!   the session goes on.
 //! - `notifications/cancelled` cancels the call's token: the node process group is killed and
 //!   reaped and the script removed before the call's future completes; no response is sent
 //!   for a cancelled request (the protocol says so). Requests run concurrently on a
@@ -32,6 +39,7 @@ use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{ToolArgs, usage};
+use super::lines::MAX_LINE_BYTES;
 pub use server::ConfineServer;
 
 /// Arguments of `confine mcp`.
@@ -82,6 +90,7 @@ async fn serve(server: ConfineServer) -> ExitCode {
     let shutdown = server.shutdown_token();
     let (stdin, stdout) = stdio::stdio();
     // End of input cancels every running call at once, instead of after rmcp's drain delay.
+    let stdin = super::lines::BoundedLines::new(stdin, MAX_LINE_BYTES, server::too_large_stand_in);
     let stdin = eof::CancelOnEof::new(stdin, shutdown.clone());
     let running = match server.serve((stdin, stdout)).await {
         Ok(running) => running,

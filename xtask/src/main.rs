@@ -1,6 +1,7 @@
 //! Project chores as code (`cargo xtask <command>`): `test` sets up and runs every suite (the
 //! README's test command), `conformance` runs the case corpus, `layers` checks that crate
-//! dependencies point down, `bench` runs every criterion bench.
+//! dependencies point down, `bench` runs every criterion bench, `load` drives MCP servers with
+//! pipelined calls (see `load.rs`).
 //! Each check that can also runs as a `#[test]`, so `cargo test --workspace` catches drift.
 
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::process::ExitCode;
 mod bench;
 mod conformance;
 mod layers;
+mod load;
 mod test;
 
 fn main() -> ExitCode {
@@ -23,9 +25,10 @@ fn main() -> ExitCode {
         Some("layers") => layers::run(&root),
         Some("bench") => bench::run(&args[1..]),
         Some("test") => test::run(&root, &args[1..]),
+        Some("load") => load::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]>"
+                "usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]|load [options]>"
             );
             ExitCode::from(2)
         }

@@ -19,9 +19,12 @@ pub enum ErrorKind {
     TargetNotRegular,
     /// The temporary that was opened is not a regular file.
     TempNotRegular,
-    /// The temporary's name no longer names the file this operation created, or what the
-    /// rename installed is not that file.
+    /// The temporary's name no longer names the file this operation created.
     TempIdentityChanged,
+    /// After the commit the target's name holds something else than this operation's file:
+    /// another writer replaced it in between (or an attacker substituted the temporary just
+    /// before the rename). Nothing is removed.
+    TargetReplaced,
     /// This operation's own temporary could not be removed.
     TempCleanupFailed,
     /// Any other failure (I/O error, full disk, a hook's refusal).
@@ -36,6 +39,7 @@ impl ErrorKind {
         Self::TargetNotRegular,
         Self::TempNotRegular,
         Self::TempIdentityChanged,
+        Self::TargetReplaced,
         Self::TempCleanupFailed,
         Self::Failed,
     ];
@@ -48,6 +52,7 @@ impl ErrorKind {
             Self::TargetNotRegular => "WRITE_TARGET_NOT_REGULAR",
             Self::TempNotRegular => "WRITE_TEMP_NOT_REGULAR",
             Self::TempIdentityChanged => "WRITE_TEMP_IDENTITY_CHANGED",
+            Self::TargetReplaced => "WRITE_TARGET_REPLACED",
             Self::TempCleanupFailed => "WRITE_TEMP_CLEANUP_FAILED",
             Self::Failed => "WRITE_FAILED",
         }
@@ -137,6 +142,7 @@ mod tests {
                 "WRITE_TARGET_NOT_REGULAR",
                 "WRITE_TEMP_NOT_REGULAR",
                 "WRITE_TEMP_IDENTITY_CHANGED",
+                "WRITE_TARGET_REPLACED",
                 "WRITE_TEMP_CLEANUP_FAILED",
                 "WRITE_FAILED",
             ]

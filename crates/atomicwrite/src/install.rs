@@ -112,36 +112,41 @@ pub fn install_with(
     if let Err(e) = hook(hooks, Step::Rename, temp_name) {
         return Err(temp.abort(e));
     }
-    if let Err(e) = rustix::fs::renameat(dir, temp.name(), dir, name) {
-        let kind = match FsErrorKind::of_errno(e) {
-            // The target became a directory (or something a file cannot replace).
-            FsErrorKind::NotRegular | FsErrorKind::Exists => ErrorKind::TargetNotRegular,
-            _ => ErrorKind::Failed,
-        };
-        return Err(temp.abort(Error::new(kind, Step::Rename, Some(e.into()))));
-    }
+    let tmp = temp.name().to_owned();
+    let displaced = match commit(dir, &tmp, name) {
+        Ok(displaced) => displaced,
+        Err(e) => {
+            let kind = match FsErrorKind::of_errno(e) {
+                // The target became a directory (or something a file cannot replace).
+                FsErrorKind::NotRegular | FsErrorKind::Exists => ErrorKind::TargetNotRegular,
+                _ => ErrorKind::Failed,
+            };
+            return Err(temp.abort(Error::new(kind, Step::Rename, Some(e.into()))));
+        }
+    };
     let id = temp.committed();
     drop(file);
 
-    // 7. What the rename installed must be our file; anything else is removed while it is
-    // still what was inspected, and the call fails (no rollback of the old content).
+    // The caller's check after the commit. Refused, the commit is undone: the entry it
+    // displaced is put back (so a directory moved away meanwhile keeps its old file) and only
+    // our own file is removed.
     if let Err(e) = hook(hooks, Step::CheckInstalled, None) {
-        let _ = remove_if_same(dir, name, id);
+        undo(dir, &tmp, name, id, displaced);
         return Err(e);
     }
+    // The displaced old target goes, as a plain rename would have dropped it.
+    if let Some(old) = displaced {
+        let _ = remove_if_same(dir, &tmp, old);
+    }
+
+    // 7. What the name holds now must be our file. Anything else is another writer's (it
+    // renamed over ours after the commit) or an attacker's: the call fails and nothing is
+    // removed, since an entry this operation did not create is never removed.
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) if FileId::of(&st) == id => {}
-        Ok(st) => {
-            let _ = remove_if_same(dir, name, FileId::of(&st));
+        Ok(_) | Err(Errno::NOENT) => {
             return Err(Error::new(
-                ErrorKind::TempIdentityChanged,
-                Step::CheckInstalled,
-                None,
-            ));
-        }
-        Err(Errno::NOENT) => {
-            return Err(Error::new(
-                ErrorKind::TempIdentityChanged,
+                ErrorKind::TargetReplaced,
                 Step::CheckInstalled,
                 None,
             ));
@@ -157,6 +162,63 @@ pub fn install_with(
         mode,
         len: bytes.len(),
     })
+}
+
+/// The commit: put the temporary `tmp` at `name`. Where `name` exists it is exchanged with the
+/// temporary in one step (`renameat2(RENAME_EXCHANGE)`), so that the old entry is not gone
+/// yet but sits at the temporary's name, and the commit can still be undone; its identity is
+/// returned. Where it does not exist the temporary is renamed without replacing anything
+/// (`RENAME_NOREPLACE`). A directory found exchanged out is put back at once (`EISDIR`).
+/// Filesystems without these flags get a plain `rename` (nothing displaced to undo).
+fn commit(dir: &Dir, tmp: &OsStr, name: &OsStr) -> Result<Option<FileId>, Errno> {
+    use rustix::fs::{RenameFlags, renameat_with};
+    for _ in 0..8 {
+        match renameat_with(dir, tmp, dir, name, RenameFlags::EXCHANGE) {
+            Ok(()) => {
+                return match rustix::fs::statat(dir, tmp, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                        renameat_with(dir, tmp, dir, name, RenameFlags::EXCHANGE)?;
+                        Err(Errno::ISDIR)
+                    }
+                    Ok(st) => Ok(Some(FileId::of(&st))),
+                    // Removed by someone else already: nothing displaced to care for.
+                    Err(_) => Ok(None),
+                };
+            }
+            Err(Errno::NOENT) => match renameat_with(dir, tmp, dir, name, RenameFlags::NOREPLACE) {
+                Ok(()) => return Ok(None),
+                // The target appeared in between: exchange with it.
+                Err(Errno::EXIST) => continue,
+                Err(e) => return Err(e),
+            },
+            Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {
+                rustix::fs::renameat(dir, tmp, dir, name)?;
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Errno::AGAIN)
+}
+
+/// Undo a commit the caller refused: exchange back while the name still holds our file and
+/// the temporary's name the displaced entry, then remove our file (by identity) wherever it
+/// is. Without a displaced entry, our file is simply removed.
+fn undo(dir: &Dir, tmp: &OsStr, name: &OsStr, ours: FileId, displaced: Option<FileId>) {
+    let is = |at: &OsStr, id: FileId| {
+        rustix::fs::statat(dir, at, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| FileId::of(&st) == id)
+    };
+    if let Some(old) = displaced
+        && is(name, ours)
+        && is(tmp, old)
+        && rustix::fs::renameat_with(dir, tmp, dir, name, rustix::fs::RenameFlags::EXCHANGE).is_ok()
+    {
+        let _ = remove_if_same(dir, tmp, ours);
+        return;
+    }
+    // Could not put it back (the names changed meanwhile): a displaced entry stays at the
+    // temporary's name rather than being lost.
+    let _ = remove_if_same(dir, name, ours);
 }
 
 /// `fsync` the directory `dir` names. A cap-std `Dir` may be an `O_PATH` handle, which cannot

@@ -15,19 +15,29 @@
 //! 4. check that the temporary's name still names the opened file by `(st_dev, st_ino)`
 //!    ([`ErrorKind::TempIdentityChanged`] otherwise: nothing is committed and nothing that
 //!    this operation did not create is removed), and `lstat` the target again;
-//! 5. `fchmod` the final mode, then `renameat` the temporary over the target: the commit;
-//! 6. if the rename fails, the old target stays and only this operation's temporary is
+//! 5. `fchmod` the final mode, then commit: where the target exists, the temporary and the
+//!    target are exchanged in one step (`renameat2(RENAME_EXCHANGE)`), so the old file is not
+//!    gone yet but sits at the temporary's name until the caller's check after the commit
+//!    ([`Step::CheckInstalled`]) accepts it; refused, the exchange is undone (the old file is
+//!    back at its name) and only this operation's file is removed. Where the target does not
+//!    exist the temporary is renamed with `RENAME_NOREPLACE`. A directory found exchanged out
+//!    is put back at once ([`ErrorKind::TargetNotRegular`]). (On a filesystem without these
+//!    flags, a plain `renameat`.)
+//! 6. if the commit fails, the old target stays and only this operation's temporary is
 //!    removed, checked by identity, never recursively;
-//! 7. `lstat` the installed entry: if it is not the temporary's file (the name was swapped
-//!    between the check and the rename), it is removed while it still is the inspected
-//!    object, and the call fails (no rollback of the old content is promised); then the
-//!    directory is `fsync`ed (opened again read-only, since a cap-std `Dir` can be an
-//!    `O_PATH` handle).
+//! 7. `lstat` the target's name: if it is not the temporary's file (another writer renamed
+//!    over it after the commit, or the temporary was substituted just before it), the call
+//!    fails with [`ErrorKind::TargetReplaced`] and removes nothing: an entry this operation
+//!    did not create is never removed, whoever put it there (no rollback of the previous
+//!    content is promised). Then the directory is `fsync`ed (opened again read-only, since a
+//!    cap-std `Dir` can be an `O_PATH` handle).
 //!
-//! A crash at any point leaves the target wholly old or wholly new. Installs to one name must
-//! be serialized by the caller (the `write_file` tool holds a process-wide lock per target):
-//! another installer's rename landing between this one's rename and its check is
-//! indistinguishable from an attack, and step 7 removes it. [`Hooks`] run before
+//! A crash at any point leaves the target wholly old or wholly new (a crash between the exchange
+//! and the removal of the old file leaves that old file at a temporary's name). Installs to
+//! one name from one process should be serialized by the caller (the `write_file` tool holds a
+//! process-wide lock per target); a writer in another process (an editor saving by
+//! temp-and-rename) is never undone: the name always holds one writer's whole file, and the
+//! installer that lost the race reports [`ErrorKind::TargetReplaced`]. [`Hooks`] run before
 //! every [`Step`]: a caller re-verifies its own invariants there (the `write_file` tool checks
 //! its workspace root, the parent directory and cancellation before the rename), and tests
 //! make any step fail or run an attack between two steps.
@@ -63,12 +73,13 @@
 //! - a temporary replaced by a file, a symlink or a directory is detected before the commit
 //!   ([`ErrorKind::TempIdentityChanged`]) and left where it is: removal is by identity, and a
 //!   directory is never removed at all;
-//! - a swap in the window between that check and the rename is detected after it and the
-//!   foreign entry is unlinked (never a directory).
+//! - a swap in the window between that check and the rename is detected after it
+//!   ([`ErrorKind::TargetReplaced`]) and the foreign entry is left where it is;
+//! - a directory moved elsewhere between the caller's last check and the commit (the caller
+//!   notices at [`Step::CheckInstalled`]) loses nothing: the exchange is undone there.
 //!
-//! It does not defend against: a process that moves the directory itself elsewhere (the
-//! caller's concern); the remaining window between an identity check and the unlink that
-//! follows it (a racing process can make it unlink one other non-directory entry of its
+//! It does not defend against: the remaining window between an identity check and the unlink
+//! that follows it (a racing process can make it unlink one other non-directory entry of its
 //! own making); readers that open the temporary (it is 0600 and carries no secret beyond
 //! the content being written); or a crash leaving the temporary behind (nothing can remove
 //! it; find leftovers by [`TEMP_MARKER`]). Messages carry tokens and step names, never paths.

@@ -258,8 +258,9 @@ fn install_failing_at_every_step_keeps_old_or_reports() {
         assert_eq!(err.io_error().unwrap().to_string(), "injected");
         match fail_at {
             Step::CheckInstalled => {
-                // Rejected after the commit: our installed file is removed, no rollback.
-                assert!(!p.exists(), "{fail_at:?}");
+                // Rejected after the commit: the commit is undone, the old file is back.
+                assert_eq!(std::fs::read_to_string(&p).unwrap(), "old", "{fail_at:?}");
+                assert_eq!(mode(&p), 0o600);
             }
             Step::SyncDir => {
                 assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
@@ -420,7 +421,9 @@ fn install_temp_substituted_via_inotify_fails_identity_changed() {
 }
 
 /// The swap comes after the identity check, just before the rename: the rename installs the
-/// attacker's entry, which is then detected and removed (a directory is left in place).
+/// attacker's entry, which is detected after it (`WRITE_TARGET_REPLACED`) and left alone: an
+/// entry this operation did not create is never removed (whoever put it there could have put
+/// it at the target directly).
 #[test]
 fn install_temp_swapped_before_rename_is_detected_after() {
     for sub in Substitute::ALL {
@@ -433,16 +436,11 @@ fn install_temp_swapped_before_rename_is_detected_after() {
             Ok(())
         };
         let err = install_with(&fx.dir, "target.txt", b"payload", &mut swap).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::TempIdentityChanged, "{sub:?}");
+        assert_eq!(err.kind(), ErrorKind::TargetReplaced, "{sub:?}");
+        assert_eq!(err.code(), "WRITE_TARGET_REPLACED");
         assert_eq!(err.step(), Step::CheckInstalled);
-        match sub {
-            // The foreign file or symlink installed at the target was removed.
-            Substitute::File | Substitute::Symlink => {
-                assert!(std::fs::symlink_metadata(fx.path("target.txt")).is_err())
-            }
-            // A directory is never removed.
-            Substitute::Directory => sub.check_and_remove(&fx.path("target.txt")),
-        }
+        // The foreign entry now at the target is left as it is.
+        sub.check_and_remove(&fx.path("target.txt"));
         assert_eq!(std::fs::read(fx.path("stolen")).unwrap(), b"payload");
         std::fs::remove_file(fx.path("stolen")).unwrap();
         fx.secret_intact();
@@ -493,6 +491,54 @@ fn install_target_turned_symlink_midway_is_refused() {
     let err = install_with(&fx.dir, "t", b"pwned", &mut to_link).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TargetSymlink);
     fx.secret_intact();
+    fx.assert_no_leftovers();
+}
+
+/// Another writer renames its file over the target between our commit and our check: the
+/// install fails with `WRITE_TARGET_REPLACED` and the other writer's file stays, whole.
+#[test]
+fn install_replaced_after_the_commit_fails_and_removes_nothing() {
+    for existed in [false, true] {
+        let fx = Fixture::new();
+        if existed {
+            std::fs::write(fx.path("t.txt"), "old").unwrap();
+        }
+        let ws = fx.ws.clone();
+        let mut other_writer = |step: Step, _: Option<&OsStr>| {
+            if step == Step::CheckInstalled {
+                std::fs::write(ws.join("editor.tmp"), "theirs")?;
+                std::fs::rename(ws.join("editor.tmp"), ws.join("t.txt"))?;
+            }
+            Ok(())
+        };
+        let err = install_with(&fx.dir, "t.txt", b"ours", &mut other_writer).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::TargetReplaced);
+        assert_eq!(err.step(), Step::CheckInstalled);
+        assert_eq!(std::fs::read_to_string(fx.path("t.txt")).unwrap(), "theirs");
+        assert!(temp_names(&fx.ws).is_empty(), "existed {existed}");
+        std::fs::remove_file(fx.path("t.txt")).unwrap();
+        fx.assert_no_leftovers();
+    }
+}
+
+/// A directory put at the target just before the commit: the exchange would move it aside,
+/// so it is put back at once and the install fails; the directory and its contents stay.
+#[test]
+fn install_exchange_with_a_directory_is_put_back() {
+    let fx = Fixture::new();
+    std::fs::write(fx.path("target"), "old").unwrap();
+    let ws = fx.ws.clone();
+    let mut make_dir = |step: Step, _: Option<&OsStr>| {
+        if step == Step::Rename {
+            std::fs::remove_file(ws.join("target"))?;
+            std::fs::create_dir(ws.join("target"))?;
+        }
+        Ok(())
+    };
+    let err = install_with(&fx.dir, "target", b"new", &mut make_dir).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TargetNotRegular);
+    assert!(fx.path("target").is_dir());
+    assert_eq!(std::fs::read_dir(&fx.ws).unwrap().count(), 1);
     fx.assert_no_leftovers();
 }
 

@@ -14,14 +14,43 @@ use std::path::Path;
 use beneath::{FsErrorKind, Symlinks, open_beneath, open_parent_beneath};
 use cap_std::fs::Dir;
 use rootid::FileIdentity;
-use rustix::fs::OFlags;
+use std::os::fd::AsRawFd;
 
-/// Open `rel` beneath `dir` read-only, non-blocking (a FIFO opens at once) and without
-/// acquiring a controlling terminal. Escapes fail with an error [`crate::fsmap::is_escape`]
-/// recognizes.
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+/// Open `rel` beneath `dir` read-only, non-blocking and without acquiring a controlling
+/// terminal, but only if it is a regular file. Escapes fail with an error
+/// [`crate::fsmap::is_escape`] recognizes; an object that is not a regular file fails with
+/// `ENXIO` (as a socket does) without ever being opened for reading.
+///
+/// The object is first resolved to an `O_PATH` descriptor, which opens nothing: no driver is
+/// called for a device, no FIFO peer is woken, no open event is reported. Its type is checked
+/// on that descriptor; only a regular file is then opened for reading, through the
+/// descriptor's own `/proc/self/fd` entry, so that exactly the checked inode is opened,
+/// whatever a concurrent process renames meanwhile. Without `/proc` the path is opened a
+/// second time and the result must be the same inode (else `ESTALE`, which `read_file`
+/// reports as `PATH_CHANGED_DURING_READ`).
 pub(crate) fn open_read_beneath(dir: &Dir, rel: &Path) -> io::Result<File> {
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
-    open_beneath(dir, rel, flags, Symlinks::FollowInside).map(File::from)
+    let located = open_beneath(dir, rel, OFlags::PATH, Symlinks::FollowInside)?;
+    let st = rustix::fs::fstat(&located)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(Errno::NXIO.into());
+    }
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let own = format!("/proc/self/fd/{}", located.as_raw_fd());
+    match rustix::fs::open(&own, flags, Mode::empty()) {
+        Ok(fd) => Ok(File::from(fd)),
+        Err(Errno::NOENT | Errno::ACCESS | Errno::PERM) => {
+            let file = File::from(open_beneath(dir, rel, flags, Symlinks::FollowInside)?);
+            let again = rustix::fs::fstat(&file)?;
+            if FileIdentity::of(&again) != FileIdentity::of(&st) {
+                return Err(Errno::STALE.into());
+            }
+            Ok(file)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The `(dev, ino)` that `rel` names beneath `dir` now, following symlinks. Used only to

@@ -269,6 +269,8 @@ fn edit(
             K::TempNotRegular => ErrorKind::WriteTempNotRegular,
             K::TempIdentityChanged => ErrorKind::WriteTempIdentityChanged,
             K::TempCleanupFailed => ErrorKind::WriteTempCleanupFailed,
+            // Another writer renamed over the edited file after the commit: nothing removed.
+            K::TargetReplaced => ErrorKind::WriteTargetReplaced,
             _ => ErrorKind::WriteFailed,
         }
     };

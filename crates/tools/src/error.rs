@@ -94,6 +94,9 @@ kinds! {
     WriteTempIdentityChanged => "WRITE_TEMP_IDENTITY_CHANGED",
     /// The temporary could not be removed.
     WriteTempCleanupFailed => "WRITE_TEMP_CLEANUP_FAILED",
+    /// After the rename the target's name held another writer's file (it replaced ours in
+    /// between): the call fails and removes nothing.
+    WriteTargetReplaced => "WRITE_TARGET_REPLACED",
     /// Another write error.
     WriteFailed => "WRITE_FAILED",
     /// The script is not a regular file.
@@ -377,6 +380,7 @@ mod tests {
             "WRITE_TEMP_NOT_REGULAR",
             "WRITE_TEMP_IDENTITY_CHANGED",
             "WRITE_TEMP_CLEANUP_FAILED",
+            "WRITE_TARGET_REPLACED",
             "WRITE_FAILED",
             "NODE_SCRIPT_NOT_REGULAR",
             "NODE_SCRIPT_IDENTITY_CHANGED",

@@ -51,6 +51,7 @@
 //! Linux is tested. The grammar is the same on every OS.
 
 mod beneath;
+mod blocking;
 pub mod create_directory;
 pub mod delete_file;
 pub mod edit_file;

@@ -54,6 +54,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 use winquote::windows_command_line_units;
@@ -260,7 +261,13 @@ impl NodeProcessTool {
             return Err(Cancelled.into());
         }
         self.root.verify()?;
-        let mut script = Script::create(self.root.dir(), &run.source)?;
+        let (mut script, file) = Script::create(self.root.dir(), &run.source)?;
+        // The script's fsync blocks: off the async workers (see the `blocking` module).
+        off_reactor(move || {
+            file.sync_all()
+                .map_err(|_| failed(ErrorKind::NodeProcessFailed))
+        })
+        .await?;
         let readable = script.open_checked()?;
         self.root.verify()?;
         let cmd = self.command(&script, &readable, &run.arguments)?;
@@ -400,7 +407,9 @@ const SCRIPT_ATTEMPTS: usize = 4;
 
 impl<'a> Script<'a> {
     /// Create `.pify-node-<uuid>.cjs` exclusively, mode 0600, write `source`, fsync.
-    fn create(dir: &'a Dir, source: &str) -> Result<Self, CallError> {
+    /// The fsync is the caller's (it blocks: the tool runs it off the async workers), on the
+    /// file returned beside the script.
+    fn create(dir: &'a Dir, source: &str) -> Result<(Self, std::fs::File), CallError> {
         let fresh = || format!(".pify-node-{}.cjs", uuid::Uuid::new_v4()).into();
         let (temp, mut file) = Temporary::create(dir.as_fd(), fresh, SCRIPT_ATTEMPTS)
             .map_err(|e| failed(ErrorKind::NodeProcessFailed).with_source(e))?;
@@ -411,9 +420,8 @@ impl<'a> Script<'a> {
             temp: Some(temp),
         };
         file.write_all(source.as_bytes())
-            .and_then(|()| file.sync_all())
             .map_err(|e| failed(ErrorKind::NodeProcessFailed).with_source(e))?;
-        Ok(script)
+        Ok((script, file))
     }
 
     /// Reopen the script read-only by name and check it is the file this call wrote.
@@ -605,7 +613,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let (dir, path) = script_in(&tmp);
-        let mut script = Script::create(&dir, "console.log(1)").unwrap();
+        let (mut script, _) = Script::create(&dir, "console.log(1)").unwrap();
         assert!(script.name.starts_with(".pify-node-") && script.name.ends_with(".cjs"));
         let meta = std::fs::metadata(path.join(&script.name)).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
@@ -622,7 +630,7 @@ mod tests {
     fn script_replaced_by_file_is_identity_changed_and_kept() {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, path) = script_in(&tmp);
-        let script = Script::create(&dir, "1").unwrap();
+        let (script, _) = Script::create(&dir, "1").unwrap();
         let name = script.name.clone();
         std::fs::write(path.join("other"), "evil").unwrap();
         std::fs::rename(path.join("other"), path.join(&name)).unwrap();
@@ -637,7 +645,7 @@ mod tests {
     fn script_replaced_by_symlink_or_directory_is_not_regular() {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, path) = script_in(&tmp);
-        let script = Script::create(&dir, "1").unwrap();
+        let (script, _) = Script::create(&dir, "1").unwrap();
         std::fs::write(path.join("target"), "x").unwrap();
         std::fs::remove_file(path.join(&script.name)).unwrap();
         std::os::unix::fs::symlink(path.join("target"), path.join(&script.name)).unwrap();

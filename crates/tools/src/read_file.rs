@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::beneath::{identity_now, open_read_beneath};
+use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::open_error;
 use crate::tool::{ToolHints, TypedTool};
@@ -68,9 +69,12 @@ impl ReadTool {
         self.root.verify()?;
         let rel = Path::new(path.as_str());
         let dir = self.root.dir();
-        // Non-blocking: a FIFO opens at once instead of waiting for a writer.
-        let mut file =
-            open_read_beneath(dir, rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
+        // Located with O_PATH and checked to be a regular file before it is opened (a device
+        // or a FIFO is never opened); non-blocking all the same.
+        let mut file = open_read_beneath(dir, rel).map_err(|e| match e.raw_os_error() {
+            Some(libc::ESTALE) => failed(ErrorKind::PathChangedDuringRead),
+            _ => open_error(&e, ErrorKind::ReadFailed),
+        })?;
         let meta = file
             .metadata()
             .map_err(|e| failed(ErrorKind::ReadFailed).with_source(e))?;
@@ -173,7 +177,10 @@ impl TypedTool for ReadTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<ReadOutput, CallError> {
-        self.read(&valid, cancel)
+        // Opening and reading block: off the async workers (see the `blocking` module).
+        let tool = self.clone();
+        let cancel = cancel.clone();
+        off_reactor(move || tool.read(&valid, &cancel)).await
     }
 }
 

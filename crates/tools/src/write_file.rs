@@ -15,6 +15,17 @@
 //! the parent's identity at its path, and (after the rename) that the parent is still beneath
 //! the root. Cancellation is never honoured after the rename: the call then reports what
 //! happened.
+//!
+//! After the commit:
+//! - if the parent directory was moved out of the workspace between the last check and the
+//!   commit, the call fails with `PATH_OUTSIDE_WORKSPACE` and the commit is undone: the file
+//!   it replaced out there is put back (the commit exchanged it aside, see `atomicwrite`);
+//! - if the target's name then holds another writer's file (an editor saving by
+//!   temp-and-rename renamed over ours in between), the call fails with
+//!   `WRITE_TARGET_REPLACED` and removes nothing: the name keeps that writer's whole file.
+//!
+//! The directory work, the writing, both fsyncs and the rename run on tokio's blocking pool,
+//! never on the async worker threads, so a slow disk stalls only the calls that wait for it.
 
 use std::ffi::OsStr;
 use std::io;
@@ -27,6 +38,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 
@@ -116,38 +128,53 @@ impl WriteTool {
             return Err(Cancelled.into());
         }
         self.root.verify()?;
-        let (parent, name) = open_parent(&self.root, &valid.path, cancel)?;
+        // Creating directories, writing, the two fsyncs and the rename block: they run off the
+        // async workers (see the `blocking` module).
+        let (root, path, stop) = (self.root.clone(), valid.path.clone(), cancel.clone());
+        let (parent, name) = off_reactor(move || {
+            open_parent(&root, &path, &stop).map(|(parent, name)| (parent, name.to_owned()))
+        })
+        .await?;
         let key = TargetKey {
             dir: parent.id,
-            name: name.to_owned(),
+            name: name.clone(),
         };
-        let _held = lock_target(key, cancel).await?;
+        let held = lock_target(key, cancel).await?;
 
-        let installed = install_checked(
-            &self.root,
-            &parent,
-            name,
-            valid.content.as_bytes(),
-            cancel,
-            &|| Ok(()),
-            &|e| self.token(e, &parent, name),
-        )?;
+        let (root, stop, content) = (self.root.clone(), cancel.clone(), valid.content.clone());
+        let installed = off_reactor(move || {
+            // The lock goes with the work: should this future be dropped, no other writer of
+            // the target starts before the installation has ended.
+            let _held = held;
+            install_checked(
+                &root,
+                &parent,
+                &name,
+                content.as_bytes(),
+                &stop,
+                &|| Ok(()),
+                &|e| token(&root, e, &parent, &name),
+            )
+        })
+        .await?;
         Ok(WriteOutput {
             path: valid.path.as_str().to_owned(),
             bytes: installed.len,
         })
     }
+}
 
-    fn token(&self, e: &atomicwrite::Error, parent: &Parent, name: &str) -> ErrorKind {
-        use atomicwrite::ErrorKind as K;
-        match e.kind() {
-            K::TargetSymlink => symlink_target_kind(&self.root, parent, name),
-            K::TargetNotRegular => ErrorKind::WriteTargetNotRegular,
-            K::TempNotRegular => ErrorKind::WriteTempNotRegular,
-            K::TempIdentityChanged => ErrorKind::WriteTempIdentityChanged,
-            K::TempCleanupFailed => ErrorKind::WriteTempCleanupFailed,
-            _ => ErrorKind::WriteFailed,
-        }
+/// The token of an installation error.
+fn token(root: &WorkspaceRoot, e: &atomicwrite::Error, parent: &Parent, name: &str) -> ErrorKind {
+    use atomicwrite::ErrorKind as K;
+    match e.kind() {
+        K::TargetSymlink => symlink_target_kind(root, parent, name),
+        K::TargetNotRegular => ErrorKind::WriteTargetNotRegular,
+        K::TempNotRegular => ErrorKind::WriteTempNotRegular,
+        K::TempIdentityChanged => ErrorKind::WriteTempIdentityChanged,
+        K::TempCleanupFailed => ErrorKind::WriteTempCleanupFailed,
+        K::TargetReplaced => ErrorKind::WriteTargetReplaced,
+        _ => ErrorKind::WriteFailed,
     }
 }
 
@@ -220,7 +247,10 @@ impl Hooks for Guard<'_> {
         self.check(step).map_err(|e| {
             self.reason = Some(e);
             io::Error::other("refused by the installation guard")
-        })
+        })?;
+        #[cfg(test)]
+        tests::after_check(step, _temp);
+        Ok(())
     }
 }
 
@@ -254,7 +284,134 @@ impl TypedTool for WriteTool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Mutex, mpsc};
+    use std::time::Duration;
+
     use super::*;
+
+    /// A test's action between the guard's check at a step and the step itself, for the
+    /// write whose temporary's name holds `name` (run once).
+    struct Gate {
+        name: &'static str,
+        step: Step,
+        action: Box<dyn FnOnce() + Send>,
+    }
+
+    static GATES: Mutex<Vec<Gate>> = Mutex::new(Vec::new());
+
+    fn gate(name: &'static str, step: Step, action: impl FnOnce() + Send + 'static) {
+        GATES.lock().unwrap().push(Gate {
+            name,
+            step,
+            action: Box::new(action),
+        });
+    }
+
+    pub(super) fn after_check(step: Step, temp: Option<&OsStr>) {
+        let temp = temp.map(|t| t.to_string_lossy().into_owned());
+        let gate = {
+            let mut gates = GATES.lock().unwrap();
+            let at = gates.iter().position(|g| {
+                g.step == step && temp.as_deref().is_some_and(|t| t.contains(g.name))
+            });
+            at.map(|i| gates.remove(i))
+        };
+        if let Some(gate) = gate {
+            (gate.action)();
+        }
+    }
+
+    /// On a multi-thread runtime with a single worker, the worst case: a write stalled inside
+    /// its filesystem work (as on a slow disk) must not keep a concurrent read from
+    /// completing. Were the write's work done on the worker thread, the read could only run
+    /// after the stall ended (a minute later), when the write has finished: the check below
+    /// would fail (it does, with the hand-off removed).
+    #[test]
+    fn a_stalled_write_does_not_delay_a_concurrent_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("r.txt"), "read me").unwrap();
+        let root = crate::capture_root(tmp.path()).unwrap();
+        let writer = WriteTool::new(root.clone());
+        let reader = crate::ReadTool::new(root);
+        let (reached_tx, reached) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        gate("stalled.txt", Step::SyncTemp, move || {
+            reached_tx.send(()).unwrap();
+            let _ = release_rx.recv_timeout(Duration::from_secs(60));
+        });
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let cancel = CancellationToken::new();
+            let valid = WriteTool::check_input(input("stalled.txt", "new".into())).unwrap();
+            let write = tokio::spawn(async move {
+                let cancel = CancellationToken::new();
+                writer.write(&valid, &cancel).await
+            });
+            tokio::task::spawn_blocking(move || reached.recv().unwrap())
+                .await
+                .unwrap();
+            // On the runtime's one worker, as the write is.
+            let path = pathgrammar::normalize("r.txt").unwrap();
+            let read = tokio::spawn(async move { reader.run(path, &cancel).await })
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(read.content, "read me");
+            assert!(
+                !write.is_finished(),
+                "the read had to wait for the stalled write to finish"
+            );
+            release.send(()).unwrap();
+            let written = write.await.unwrap().unwrap();
+            assert_eq!(written.bytes, 3);
+        });
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("stalled.txt")).unwrap(),
+            "new"
+        );
+    }
+
+    /// The parent directory is moved out of the workspace after the last check and before
+    /// the rename, so the commit lands outside, over a file there. The write must fail
+    /// (`PATH_OUTSIDE_WORKSPACE`) and leave that file as it was: the commit exchanged it
+    /// aside, and the refusal exchanges it back. (A plain rename, then removing our file,
+    /// would lose it: that is what this closes.)
+    #[test]
+    fn a_parent_moved_out_before_the_rename_loses_nothing_there() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("sub/moved.txt"), "precious").unwrap();
+        let root = crate::capture_root(&ws).unwrap();
+        let writer = WriteTool::new(root);
+        let (from, to) = (ws.join("sub"), tmp.path().join("away"));
+        let to2 = to.clone();
+        gate("moved.txt", Step::Rename, move || {
+            std::fs::rename(&from, &to2).unwrap();
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let valid = WriteTool::check_input(input("sub/moved.txt", "overwritten".into())).unwrap();
+        let got = rt.block_on(writer.write(&valid, &CancellationToken::new()));
+        match got {
+            Err(CallError::Failed(e)) => {
+                assert_eq!(e.kind(), Some(ErrorKind::PathOutsideWorkspace))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            std::fs::read_to_string(to.join("moved.txt")).unwrap(),
+            "precious"
+        );
+        let left: Vec<_> = std::fs::read_dir(&to).unwrap().flatten().collect();
+        assert_eq!(left.len(), 1, "no temporary left: {left:?}");
+    }
 
     fn input(path: &str, content: String) -> WriteInput {
         WriteInput {

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use rmcp::ErrorData;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
@@ -19,6 +19,21 @@ use tools::{ToolCall, ToolRegistry, ToolResult, execute_tool_call};
 /// `RequestCancelled`). rmcp drops the answer to a request the client cancelled; this code is
 /// seen only for calls cut short by the end of input or a signal.
 const REQUEST_CANCELLED: ErrorCode = ErrorCode(-32800);
+
+/// The method of the stand-in request that replaces a message over the line bound (see
+/// [`too_large_stand_in`]); answered with `-32600`.
+const TOO_LARGE_METHOD: &str = "confine/messageTooLarge";
+
+/// The line read in place of a message over the line bound: a request of [`TOO_LARGE_METHOD`]
+/// with the dropped message's id, which the handler answers with `-32600`; without an id, a
+/// message of no valid shape, which rmcp answers with `-32600` and a `null` id.
+pub fn too_large_stand_in(id: Option<Value>) -> Vec<u8> {
+    let message = match id {
+        Some(id) => serde_json::json!({"jsonrpc": "2.0", "id": id, "method": TOO_LARGE_METHOD}),
+        None => serde_json::json!({"jsonrpc": "2.0", "id": null}),
+    };
+    message.to_string().into_bytes()
+}
 
 /// Serves the tools of one registry to one MCP client.
 #[derive(Clone)]
@@ -172,6 +187,38 @@ impl ServerHandler for ConfineServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.listed.to_vec()))
+    }
+
+    /// rmcp hands over as a custom request every request whose params do not have the shape
+    /// of its method: for the methods served here that is invalid params (`-32602`), not an
+    /// unknown method.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        match request.method.as_str() {
+            TOO_LARGE_METHOD => Err(ErrorData::invalid_request(
+                format!(
+                    "Message too large: over {} bytes; it was not read",
+                    super::MAX_LINE_BYTES
+                ),
+                None,
+            )),
+            "tools/call" => Err(ErrorData::invalid_params(
+                "tools/call params must be an object with a string `name` and an object \
+                 `arguments`",
+                None,
+            )),
+            "tools/list" | "initialize" | "ping" => Err(ErrorData::invalid_params(
+                format!("{} params do not have the expected shape", request.method),
+                None,
+            )),
+            _ => {
+                let shown: String = request.method.chars().take(128).collect();
+                Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, shown, None))
+            }
+        }
     }
 
     async fn call_tool(

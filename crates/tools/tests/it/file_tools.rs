@@ -652,3 +652,43 @@ fn delete_file_symlink_and_empty_directory_never_recursive() {
         "INVALID_DELETE_INPUT"
     );
 }
+
+#[test]
+fn a_cancelled_call_is_a_rejection_and_changes_nothing() {
+    let sb = Sandbox::new();
+    let reg = registry(&sb);
+    std::fs::write(sb.root.join("a.txt"), "one\n").unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    cancel.cancel();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (name, args) in [
+        (
+            "edit_file",
+            json!({"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}),
+        ),
+        ("read_lines", json!({"path": "a.txt"})),
+        ("file_info", json!({"path": "a.txt"})),
+        ("create_directory", json!({"path": "new"})),
+        (
+            "move_file",
+            json!({"source": "a.txt", "destination": "b.txt"}),
+        ),
+        ("delete_file", json!({"path": "a.txt"})),
+    ] {
+        let call = tools::ToolCall::new("c", name, &args);
+        let got = rt.block_on(tools::execute_tool_call(&reg, &call, &cancel));
+        assert_eq!(got, Err(tools::Cancelled), "{name}");
+        // The tool itself, called past the registry's own check, also refuses.
+        let tool = reg.get(name).unwrap();
+        let got = rt.block_on(tool.execute(&call.arguments, &cancel));
+        assert!(
+            matches!(got, Err(tools::CallError::Cancelled(_))),
+            "{name}: {got:?}"
+        );
+    }
+    assert_eq!(read(&sb, "a.txt"), "one\n");
+    assert!(!sb.root.join("new").exists() && !sb.root.join("b.txt").exists());
+}

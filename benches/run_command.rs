@@ -1,0 +1,98 @@
+//! run_command: an empty command (`true`) through the tool (validation, root re-verification,
+//! the per-call `TMPDIR` made and removed beneath the root, `/bin/sh -c` through `nodeexec`
+//! with its default containment, head-and-tail capture, reaping) beside `_baseline`, a bare
+//! `sh -c true` spawn with piped output (std only). The target is under 2 ms of overhead.
+//!
+//! As in `node_process.rs`, alternating rounds run first (one tool call and one bare spawn a
+//! round, the order swapped every round) and print the median of the per-round difference,
+//! which a drifting machine load does not bias; then criterion's lines.
+
+use std::time::Instant;
+
+use confine::tools::{ToolCall, execute_tool_call};
+use criterion::{Criterion, criterion_group};
+use tokio_util::sync::CancellationToken;
+
+mod support;
+use support::{median, node, node_options, runtime};
+
+fn registry(dir: &std::path::Path) -> confine::tools::ToolRegistry {
+    let mut options = node_options(&node());
+    options.commands = Some(Default::default());
+    confine::tools::create_selected_tools(dir, options, &["run_command"]).unwrap()
+}
+
+fn call() -> ToolCall {
+    ToolCall::new("b", "run_command", &serde_json::json!({"command": "true"}))
+}
+
+/// The bare spawn the tool is measured against: `sh -c true`, output piped, in `dir`.
+fn baseline(dir: &std::path::Path) {
+    // The baseline is the bare spawn nodeexec is measured against.
+    #[allow(clippy::disallowed_methods)]
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", "true"])
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
+fn bench(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = registry(tmp.path());
+    let (call, cancel, rt) = (call(), CancellationToken::new(), runtime());
+    let mut group = c.benchmark_group("run_command_true");
+    group.sample_size(50);
+    group.bench_function("run_command", |b| {
+        b.iter(|| {
+            let r = rt
+                .block_on(execute_tool_call(&registry, &call, &cancel))
+                .unwrap();
+            assert!(!r.is_error, "{}", r.content);
+        })
+    });
+    group.bench_function("run_command_baseline", |b| b.iter(|| baseline(tmp.path())));
+    group.finish();
+}
+
+/// Alternating rounds; prints medians (ms) and the median per-round overhead.
+fn alternating() {
+    const ROUNDS: usize = 200;
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = registry(tmp.path());
+    let (call, cancel, rt) = (call(), CancellationToken::new(), runtime());
+    let (mut tool, mut bare) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        for k in 0..2 {
+            let start = Instant::now();
+            if (round + k) % 2 == 0 {
+                let r = rt
+                    .block_on(execute_tool_call(&registry, &call, &cancel))
+                    .unwrap();
+                assert!(!r.is_error, "{}", r.content);
+                tool.push(start.elapsed().as_secs_f64() * 1e3);
+            } else {
+                baseline(tmp.path());
+                bare.push(start.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+    }
+    let mut diffs: Vec<f64> = tool.iter().zip(&bare).map(|(t, b)| t - b).collect();
+    let overhead = median(&mut diffs);
+    println!(
+        "alternating {ROUNDS} rounds: run_command `true` median {:.3} ms, bare `sh -c true` \
+         median {:.3} ms, median overhead {overhead:+.3} ms",
+        median(&mut tool),
+        median(&mut bare)
+    );
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    alternating();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
