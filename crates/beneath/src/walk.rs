@@ -94,7 +94,8 @@ impl WalkDir {
         Self::from_fd(open_beneath(root, rel, flags, symlinks)?)
     }
 
-    fn from_fd(fd: OwnedFd) -> io::Result<Self> {
+    /// Walk a directory already opened for reading (`O_RDONLY | O_DIRECTORY`).
+    pub fn from_fd(fd: OwnedFd) -> io::Result<Self> {
         let id = FileId::of_fd(&fd)?;
         Ok(Self {
             dir: rustix::fs::Dir::new(fd)?,

@@ -139,7 +139,17 @@ kinds! {
     MoveDestinationExists => "MOVE_DESTINATION_EXISTS",
     /// The directory to delete is not empty (deletion is never recursive).
     DeleteDirectoryNotEmpty => "DELETE_DIRECTORY_NOT_EMPTY",
-    /// A directory was needed and something else is there.
+    /// list_directory arguments are not exactly `{ "path"?: string }`.
+    InvalidListInput => "INVALID_LIST_INPUT",
+    /// find_files arguments are not exactly `{ "pattern": string, "path"?, "includeIgnored"? }`.
+    InvalidFindInput => "INVALID_FIND_INPUT",
+    /// grep arguments are not of the documented shape, or a number is out of its range.
+    InvalidGrepInput => "INVALID_GREP_INPUT",
+    /// A glob pattern that does not parse.
+    InvalidGlob => "INVALID_GLOB",
+    /// A regular expression that does not parse (or would match a line end).
+    InvalidRegex => "INVALID_REGEX",
+    /// A directory was needed and the path names something else.
     NotADirectory => "NOT_A_DIRECTORY",
     /// run_command arguments are not exactly `{ "command": string, "timeoutMs"?: integer }`,
     /// or the command is empty or holds NUL.
@@ -391,6 +401,11 @@ mod tests {
             "EDIT_CONFLICT",
             "MOVE_DESTINATION_EXISTS",
             "DELETE_DIRECTORY_NOT_EMPTY",
+            "INVALID_LIST_INPUT",
+            "INVALID_FIND_INPUT",
+            "INVALID_GREP_INPUT",
+            "INVALID_GLOB",
+            "INVALID_REGEX",
             "NOT_A_DIRECTORY",
             "INVALID_RUN_COMMAND_INPUT",
             "RUN_COMMAND_TOO_LARGE",

@@ -9,6 +9,9 @@ use crate::create_directory::MkdirTool;
 use crate::delete_file::DeleteTool;
 use crate::edit_file::EditTool;
 use crate::file_info::InfoTool;
+use crate::find_files::FindTool;
+use crate::grep::GrepTool;
+use crate::list_directory::ListTool;
 use crate::move_file::MoveTool;
 use crate::node_process::{NodeProcessOptions, NodeProcessTool};
 use crate::read_file::ReadTool;
@@ -85,6 +88,9 @@ pub const WORKSPACE_TOOLS: &[&str] = &[
     "node_process",
     "edit_file",
     "read_lines",
+    "list_directory",
+    "find_files",
+    "grep",
     "file_info",
     "create_directory",
     "move_file",
@@ -92,7 +98,14 @@ pub const WORKSPACE_TOOLS: &[&str] = &[
 ];
 
 /// The tools of [`WORKSPACE_TOOLS`] that change nothing, in the same order.
-pub const READ_ONLY_TOOLS: &[&str] = &["read_file", "read_lines", "file_info"];
+pub const READ_ONLY_TOOLS: &[&str] = &[
+    "read_file",
+    "read_lines",
+    "list_directory",
+    "find_files",
+    "grep",
+    "file_info",
+];
 
 /// A name that `--tools` or [`create_selected_tools`] was given and no tool has.
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +135,9 @@ fn build_tool(
         "create_directory" => Arc::new(MkdirTool::new(root.clone())),
         "move_file" => Arc::new(MoveTool::new(root.clone())),
         "delete_file" => Arc::new(DeleteTool::new(root.clone())),
+        "list_directory" => Arc::new(ListTool::new(root.clone())),
+        "find_files" => Arc::new(FindTool::new(root.clone())),
+        "grep" => Arc::new(GrepTool::new(root.clone())),
         RUN_COMMAND => {
             let commands = options.commands.as_ref()?;
             Arc::new(RunCommandTool::new(root.clone(), options, commands))

@@ -59,7 +59,10 @@ mod entry;
 mod error;
 mod factory;
 pub mod file_info;
+pub mod find_files;
 mod fsmap;
+pub mod grep;
+pub mod list_directory;
 pub mod move_file;
 pub mod node_process;
 mod progress;
@@ -67,6 +70,7 @@ pub mod read_file;
 pub mod read_lines;
 pub mod run_command;
 mod tool;
+mod walk;
 pub mod write_file;
 
 pub use create_directory::MkdirTool;
@@ -79,6 +83,9 @@ pub use factory::{
     create_selected_tools, create_workspace_tools, create_write_tool,
 };
 pub use file_info::InfoTool;
+pub use find_files::FindTool;
+pub use grep::GrepTool;
+pub use list_directory::ListTool;
 pub use move_file::MoveTool;
 pub use node_process::{NodeProcessOptions, NodeProcessTool};
 pub use progress::{ProgressReport, ProgressSink, with_progress};

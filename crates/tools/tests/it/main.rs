@@ -4,6 +4,8 @@ mod file_attacks;
 mod file_tools;
 mod read_file;
 mod registry;
+mod walk_race;
+mod walking;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;

@@ -1,0 +1,161 @@
+//! `find_files`: paths beneath a directory matching a glob, found by the descriptor walk.
+
+use std::sync::Arc;
+
+use globset::{GlobBuilder, GlobMatcher};
+use pathgrammar::RelPath;
+use rootid::WorkspaceRoot;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::list_directory::{blocking, check_dir_path};
+use crate::tool::{ToolHints, TypedTool};
+use crate::walk::{Ignores, WalkSpec, open_start, walk};
+
+/// The most paths one call returns.
+pub const MAX_FIND_RESULTS: usize = 1_000;
+
+/// The longest glob accepted, in bytes.
+pub const MAX_PATTERN_BYTES: usize = 4_096;
+
+/// The arguments of `find_files`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FindInput {
+    /// A glob matched against paths relative to `path`: `*` and `?` never match `/`, `**/`
+    /// matches any number of directories (none included), `[...]` a class, `{a,b}` either
+    /// (for example `**/*.rs` or `src/*.{js,ts}`).
+    pub pattern: String,
+    /// The directory to search, relative to the workspace root (absent: the root).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Also return entries that `.gitignore` files exclude (default false).
+    #[serde(default)]
+    pub include_ignored: Option<bool>,
+}
+
+/// The record `find_files` returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FindOutput {
+    /// Matching paths relative to the workspace root, sorted.
+    pub paths: Vec<String>,
+    /// More than [`MAX_FIND_RESULTS`] matched: the rest were left out.
+    pub truncated: bool,
+}
+
+/// Validated `find_files` arguments.
+#[derive(Clone, Debug)]
+pub struct FindRequest {
+    glob: GlobMatcher,
+    path: Option<RelPath>,
+    include_ignored: bool,
+}
+
+/// Compile a glob with the shell's and `.gitignore`'s meaning (`*` stops at `/`).
+pub(crate) fn compile_glob(pattern: &str) -> Result<GlobMatcher, ToolError> {
+    if pattern.is_empty() || pattern.len() > MAX_PATTERN_BYTES || pattern.contains('\0') {
+        return Err(ToolError::invalid(ErrorKind::InvalidGlob));
+    }
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|_| ToolError::invalid(ErrorKind::InvalidGlob))
+}
+
+/// The `find_files` tool over one workspace.
+#[derive(Debug, Clone)]
+pub struct FindTool {
+    root: Arc<WorkspaceRoot>,
+}
+
+impl FindTool {
+    /// A find tool over an already captured root.
+    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+        Self { root }
+    }
+
+    /// Run a validated request; blocking.
+    pub fn find(
+        &self,
+        req: &FindRequest,
+        cancel: &CancellationToken,
+    ) -> Result<FindOutput, CallError> {
+        if cancel.is_cancelled() {
+            return Err(Cancelled.into());
+        }
+        self.root.verify()?;
+        let start = open_start(&self.root, req.path.as_ref(), ErrorKind::ReadFailed)?;
+        let ignores = if req.include_ignored {
+            Ignores::default()
+        } else {
+            Ignores::above(&self.root, req.path.as_ref())
+        };
+        let spec = WalkSpec {
+            root_id: self.root.identity(),
+            prefix: req
+                .path
+                .as_ref()
+                .map_or_else(String::new, |p| p.as_str().to_owned()),
+            include_ignored: req.include_ignored,
+            cancel,
+            limit: MAX_FIND_RESULTS,
+        };
+        let walked = walk(start, ignores, &spec, |_, files| {
+            Ok(files
+                .iter()
+                .map(|f| {
+                    if req.glob.is_match(f.rel) {
+                        vec![f.path.clone()]
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect())
+        })?;
+        let mut paths = walked.items;
+        let truncated = walked.truncated || paths.len() > MAX_FIND_RESULTS;
+        paths.truncate(MAX_FIND_RESULTS);
+        Ok(FindOutput { paths, truncated })
+    }
+}
+
+impl TypedTool for FindTool {
+    type Input = FindInput;
+    type Valid = FindRequest;
+    type Output = FindOutput;
+    const NAME: &'static str = "find_files";
+    const DESCRIPTION: &'static str = "Find files in the workspace by glob. `pattern` is \
+        matched against paths relative to `path` (absent: the workspace root): `*` and `?` \
+        never match `/`, `**/` matches any number of directories, `[...]` and `{a,b}` as in \
+        the shell (for example `**/*.rs`). Entries excluded by .gitignore files are left out \
+        unless includeIgnored is true; .git is never entered; symlinks are never followed. \
+        Returns {paths, truncated}: paths relative to the workspace root, sorted, at most \
+        1,000.";
+    const HINTS: ToolHints = ToolHints::read_only("Find files");
+    const INVALID_INPUT: ErrorKind = ErrorKind::InvalidFindInput;
+    const FAILED: ErrorKind = ErrorKind::ReadFailed;
+
+    fn check(&self, input: FindInput) -> Result<FindRequest, ToolError> {
+        let path = check_dir_path(input.path.as_deref())?;
+        let glob = compile_glob(&input.pattern)?;
+        Ok(FindRequest {
+            glob,
+            path,
+            include_ignored: input.include_ignored.unwrap_or(false),
+        })
+    }
+
+    async fn run(
+        &self,
+        valid: FindRequest,
+        cancel: &CancellationToken,
+    ) -> Result<FindOutput, CallError> {
+        let tool = self.clone();
+        let cancel = cancel.clone();
+        blocking(move || tool.find(&valid, &cancel)).await
+    }
+}

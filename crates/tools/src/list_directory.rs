@@ -1,0 +1,190 @@
+//! `list_directory`: the entries of one directory beneath the workspace, read from its
+//! descriptor, symlinks shown as symlinks.
+
+use std::sync::Arc;
+
+use beneath::{EntryKind, FileId};
+use pathgrammar::RelPath;
+use rootid::WorkspaceRoot;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::tool::{ToolHints, TypedTool};
+use crate::walk::{failed, is_temporary, open_start, plain_name};
+
+/// The most entries one call returns.
+pub const MAX_LIST_ENTRIES: usize = 1_000;
+
+/// The arguments of `list_directory`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListInput {
+    /// Relative path of the directory inside the workspace (for example `src`); absent means
+    /// the workspace root.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// One entry of the listing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ListEntry {
+    /// The entry's name.
+    pub name: String,
+    /// `file`, `directory`, `symlink` or `other`.
+    pub kind: &'static str,
+    /// A file's size in bytes (files only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+}
+
+/// The record `list_directory` returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ListOutput {
+    /// The normalized relative path of the directory (`.` for the root).
+    pub path: String,
+    /// The entries, sorted by name.
+    pub entries: Vec<ListEntry>,
+    /// Entries whose names no tool could be given back (not UTF-8, control characters, …).
+    pub skipped: usize,
+    /// More than [`MAX_LIST_ENTRIES`] entries: the rest were left out.
+    pub truncated: bool,
+}
+
+/// The `list_directory` tool over one workspace.
+#[derive(Debug, Clone)]
+pub struct ListTool {
+    root: Arc<WorkspaceRoot>,
+}
+
+impl ListTool {
+    /// A list tool over an already captured root.
+    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+        Self { root }
+    }
+
+    /// List `path` (the root when `None`); blocking.
+    pub fn list(
+        &self,
+        path: Option<&RelPath>,
+        cancel: &CancellationToken,
+    ) -> Result<ListOutput, CallError> {
+        if cancel.is_cancelled() {
+            return Err(Cancelled.into());
+        }
+        self.root.verify()?;
+        let mut dir = open_start(&self.root, path, ErrorKind::ReadFailed)?;
+        let raw = dir
+            .read_entries()
+            .map_err(|_| failed(ErrorKind::ReadFailed))?;
+        let mut skipped = 0;
+        let mut named = Vec::with_capacity(raw.len());
+        for entry in raw {
+            if cancel.is_cancelled() {
+                return Err(Cancelled.into());
+            }
+            match plain_name(entry.name()) {
+                Some(name) if is_temporary(name) => {}
+                Some(name) => named.push((name.to_owned(), entry)),
+                None => skipped += 1,
+            }
+        }
+        named.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let truncated = named.len() > MAX_LIST_ENTRIES;
+        named.truncate(MAX_LIST_ENTRIES);
+        let mut entries = Vec::with_capacity(named.len());
+        for (name, entry) in named {
+            if cancel.is_cancelled() {
+                return Err(Cancelled.into());
+            }
+            let (kind, bytes) = match entry.kind() {
+                EntryKind::File => match dir.stat_at(entry.name()) {
+                    // Described as it is now (it may have changed since the listing).
+                    Ok(st) => {
+                        let kind = EntryKind::of(rustix::fs::FileType::from_raw_mode(st.st_mode));
+                        let bytes = (kind == EntryKind::File).then_some(st.st_size as u64);
+                        (kind, bytes)
+                    }
+                    Err(_) => continue, // gone meanwhile
+                },
+                kind => (kind, None),
+            };
+            entries.push(ListEntry {
+                name,
+                kind: kind.as_str(),
+                bytes,
+            });
+        }
+        // What was read must come from a directory that still lies beneath the root.
+        if !dir
+            .is_beneath(self.root_id())
+            .map_err(|_| failed(ErrorKind::ReadFailed))?
+        {
+            return Err(failed(ErrorKind::PathOutsideWorkspace));
+        }
+        Ok(ListOutput {
+            path: shown_path(path),
+            entries,
+            skipped,
+            truncated,
+        })
+    }
+
+    fn root_id(&self) -> FileId {
+        self.root.identity()
+    }
+}
+
+/// Validate an optional directory path.
+pub(crate) fn check_dir_path(path: Option<&str>) -> Result<Option<RelPath>, ToolError> {
+    path.map(|p| {
+        pathgrammar::normalize(p).map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+    })
+    .transpose()
+}
+
+impl TypedTool for ListTool {
+    type Input = ListInput;
+    type Valid = Option<RelPath>;
+    type Output = ListOutput;
+    const NAME: &'static str = "list_directory";
+    const DESCRIPTION: &'static str = "List one directory inside the workspace. `path` is \
+        relative to the workspace root (absent: the root). Returns {path, entries: [{name, \
+        kind, bytes?}], skipped, truncated}: kind is file, directory, symlink or other (a \
+        symlink is shown as a symlink, never followed), bytes for files; sorted by name; at \
+        most 1,000 entries (truncated says more exist); names no tool could take back are \
+        counted in skipped.";
+    const HINTS: ToolHints = ToolHints::read_only("List directory");
+    const INVALID_INPUT: ErrorKind = ErrorKind::InvalidListInput;
+    const FAILED: ErrorKind = ErrorKind::ReadFailed;
+
+    fn check(&self, input: ListInput) -> Result<Option<RelPath>, ToolError> {
+        check_dir_path(input.path.as_deref())
+    }
+
+    async fn run(
+        &self,
+        valid: Option<RelPath>,
+        cancel: &CancellationToken,
+    ) -> Result<ListOutput, CallError> {
+        let tool = self.clone();
+        let cancel = cancel.clone();
+        blocking(move || tool.list(valid.as_ref(), &cancel)).await
+    }
+}
+
+/// Run filesystem work off the async reactor.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, CallError> + Send + 'static,
+) -> Result<T, CallError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(_) => Err(failed(ErrorKind::ReadFailed)),
+    }
+}
+
+/// A directory argument as a result shows it: normalized, `.` for the root.
+pub(crate) fn shown_path(path: Option<&RelPath>) -> String {
+    path.map_or_else(|| ".".to_owned(), |p| p.as_str().to_owned())
+}
