@@ -485,3 +485,40 @@ async fn under_the_sandbox_it_cannot_write_outside_or_connect_and_can_run_node_a
     assert!(!target.exists());
     drop(listener);
 }
+
+/// run_command waits for the same slots as node_process: with the registry's one slot held,
+/// a command is queued (it never starts) and a cancellation while queued is a rejection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_command_waits_for_the_shared_slots_and_is_cancellable_while_queued() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slots = std::sync::Arc::new(nodeexec::RunSlots::new(1));
+    let mut opts = options(None);
+    opts.slots = Some(slots.clone());
+    let registry = registry(tmp.path(), opts);
+    let free = CancellationToken::new();
+    let held = slots.acquire(&free).await.unwrap();
+    let cancel = CancellationToken::new();
+    let canceller = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            cancel.cancel();
+        })
+    };
+    let queued = ToolCall::new("q", "run_command", &json!({"command": "touch started"}));
+    let outcome = execute_tool_call(&registry, &queued, &cancel).await;
+    canceller.await.unwrap();
+    assert!(
+        outcome.is_err(),
+        "a queued call cancelled is a rejection: {outcome:?}"
+    );
+    assert!(
+        !tmp.path().join("started").exists(),
+        "the queued command never ran"
+    );
+    drop(held);
+    let (is_error, record) = call(&registry, json!({"command": "touch started"})).await;
+    assert!(!is_error, "{record}");
+    assert!(tmp.path().join("started").exists());
+    assert_no_pify(tmp.path());
+}

@@ -167,6 +167,10 @@ pub fn create_selected_tools<S: AsRef<str>>(
         return Err(SelectError::Unknown(unknown.as_ref().to_owned()));
     }
     let root = capture_root(root)?;
+    // The process tools of one registry share one bound on concurrent runs, whether the
+    // embedder gave one (`NodeProcessOptions::slots`) or not.
+    let mut options = options;
+    options.slots.get_or_insert_with(Default::default);
     let mut tools = Vec::new();
     for name in WORKSPACE_TOOLS {
         if names.iter().any(|n| n.as_ref() == *name) {

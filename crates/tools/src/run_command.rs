@@ -129,6 +129,7 @@ pub struct RunCommandTool {
     max_timeout: Duration,
     env: Vec<(String, String)>,
     sandbox: Option<nodeexec::Sandbox>,
+    slots: Arc<nodeexec::RunSlots>,
 }
 
 impl RunCommandTool {
@@ -164,6 +165,7 @@ impl RunCommandTool {
             max_timeout,
             env: crate::node_process::passed_env(&node.env),
             sandbox,
+            slots: node.slots.clone().unwrap_or_default(),
         }
     }
 
@@ -204,6 +206,13 @@ impl RunCommandTool {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
+        // The same bound as node_process's (one `RunSlots` per registry): queued in order,
+        // cancellable while queued, held until the run's processes are reaped.
+        let _slot = self
+            .slots
+            .acquire(cancel)
+            .await
+            .map_err(|_| CallError::Cancelled(Cancelled))?;
         self.root.verify()?;
         let tmp =
             RunTmp::create(self.root.dir()).map_err(|_| failed(ErrorKind::RunCommandFailed))?;
