@@ -557,56 +557,44 @@ impl Waiter<'_> {
             }
         }
         if Pid::as_raw(rustix::process::getppid()) != self.embedder {
-            self.remove_cgroup();
-            self.remove_pids_cgroup();
+            self.remove_cgroups();
         }
         self.exit()
     }
 
-    /// P died: remove the run's cgroup in its place, once the kill has emptied it (a
-    /// second at most; what is left is for the next embedder's sweep).
-    fn remove_cgroup(&self) {
-        let Some((parent, name)) = self.cgroup_removal else {
-            return;
-        };
-        let pause = rustix::thread::Timespec {
-            tv_sec: 0,
-            tv_nsec: 1_000_000,
-        };
-        for _ in 0..1000 {
-            match rustix::fs::unlinkat(parent, name, rustix::fs::AtFlags::REMOVEDIR) {
-                Ok(()) | Err(Errno::NOENT) => return,
-                Err(_) => {}
-            }
-            if let Some(kill) = self.cgroup_kill {
-                rustix::io::write(kill, b"1").ok();
-            }
-            let _ = rustix::thread::nanosleep(&pause);
+    /// P died: remove the run's cgroup and its v1 `pids` cgroup in its place, once they
+    /// are empty (a second at most each; what is left is for the next embedder's sweep).
+    fn remove_cgroups(&self) {
+        if let Some((parent, name)) = self.cgroup_removal {
+            remove_when_empty(parent, name, self.cgroup_kill);
         }
-    }
-
-    /// P died: remove the run's v1 `pids` cgroup in its place, once the run's last processes
-    /// have left it (a second at most; what is left is for the next embedder's sweep).
-    fn remove_pids_cgroup(&self) {
-        let Some((parent, name)) = self.pids_removal else {
-            return;
-        };
-        let pause = rustix::thread::Timespec {
-            tv_sec: 0,
-            tv_nsec: 1_000_000,
-        };
-        for _ in 0..1000 {
-            match rustix::fs::unlinkat(parent, name, rustix::fs::AtFlags::REMOVEDIR) {
-                Ok(()) | Err(Errno::NOENT) => return,
-                Err(_) => {}
-            }
-            let _ = rustix::thread::nanosleep(&pause);
+        if let Some((parent, name)) = self.pids_removal {
+            remove_when_empty(parent, name, None);
         }
     }
 
     /// Exit as the child did (or as killed, when it was never seen to end).
     fn exit(&self) -> ! {
         mirror(self.status.unwrap_or(libc::SIGKILL))
+    }
+}
+
+/// Remove the cgroup `name` of the directory `parent`, retrying every millisecond for a
+/// second while it is not yet empty, and repeating the kill (`1` to `kill`) meanwhile.
+fn remove_when_empty(parent: BorrowedFd<'_>, name: &CStr, kill: Option<BorrowedFd<'_>>) {
+    let pause = rustix::thread::Timespec {
+        tv_sec: 0,
+        tv_nsec: 1_000_000,
+    };
+    for _ in 0..1000 {
+        match rustix::fs::unlinkat(parent, name, rustix::fs::AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOENT) => return,
+            Err(_) => {}
+        }
+        if let Some(kill) = kill {
+            rustix::io::write(kill, b"1").ok();
+        }
+        let _ = rustix::thread::nanosleep(&pause);
     }
 }
 

@@ -218,3 +218,126 @@ async fn fork_bomb_as_root_is_bounded_by_a_cgroup() {
         "{TEST}: no mode has a cgroup process bound for root here"
     );
 }
+
+/// A helper embedder, run as its own process by
+/// [`embedder_killed_leaves_no_v1_cgroup`]: starts a shell that keeps two processes alive in
+/// the mode the environment names, until it is killed.
+#[test]
+#[ignore = "run by embedder_killed_leaves_no_v1_cgroup, in its own process"]
+fn helper_embedder_with_a_v1_bound() {
+    let (Ok(mode), Ok(m)) = (
+        std::env::var("NODEEXEC_HELPER_MODE"),
+        std::env::var("NODEEXEC_HELPER_MARKER"),
+    ) else {
+        eprintln!("helper_embedder_with_a_v1_bound: only a helper; nothing to do");
+        return;
+    };
+    let mode = [
+        Containment::Cgroup,
+        Containment::PidNamespace,
+        Containment::Subreaper,
+    ]
+    .into_iter()
+    .find(|c| c.name() == mode)
+    .unwrap();
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg("b() { while :; do sleep 1; done; }; b & b")
+        .arg(&m)
+        .current_dir("/")
+        .containment(mode)
+        .timeout(Duration::from_secs(60));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _ = rt.block_on(cmd.run(&CancellationToken::new()));
+    panic!("the run ended before the helper was killed");
+}
+
+/// SIGKILL of the embedding process in the middle of a run bounded by a v1 `pids` cgroup:
+/// within a second nothing the run started is alive, and the waiter removes the v1 cgroup
+/// (named for the dead embedder) too, in every mode.
+#[tokio::test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the embedder itself must be a bare process the test can SIGKILL"
+)]
+async fn embedder_killed_leaves_no_v1_cgroup() {
+    const TEST: &str = "embedder_killed_leaves_no_v1_cgroup";
+    let probe = run(Command::new("/bin/true")).await.unwrap();
+    if probe.process_bound != ProcessBound::CgroupV1 {
+        eprintln!(
+            "!!! {TEST}: NOT RUN, the process bound here is {}, not a cgroup v1 `pids` hierarchy",
+            probe.process_bound.name()
+        );
+        return;
+    }
+    let dir = v1_pids_dir().expect("a v1 pids hierarchy, since the bound came from one");
+    for mode in [
+        Containment::Cgroup,
+        Containment::PidNamespace,
+        Containment::Subreaper,
+    ] {
+        let mut cmd = Command::new("/bin/true");
+        cmd.containment(mode);
+        if run(cmd).await.unwrap().containment != mode {
+            eprintln!("!!! {TEST}: mode {} NOT AVAILABLE here", mode.name());
+            continue;
+        }
+        let m = marker();
+        let mut helper = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "helper_embedder_with_a_v1_bound",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env("NODEEXEC_HELPER_MODE", mode.name())
+            .env("NODEEXEC_HELPER_MARKER", &m)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let prefix = format!("confine-{}-", helper.id());
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while alive(&m).len() < 2 {
+            assert!(
+                std::time::Instant::now() < until,
+                "{mode:?}: the run never started"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let joined = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(&prefix));
+        assert!(joined, "{mode:?}: no v1 cgroup of the helper's run");
+        helper.kill().unwrap();
+        helper.wait().unwrap();
+        let killed = std::time::Instant::now();
+        while !alive(&m).is_empty() {
+            assert!(
+                killed.elapsed() < Duration::from_secs(1),
+                "{mode:?}: {:?} outlived the embedder by a second",
+                alive(&m)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        loop {
+            let left: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect();
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                killed.elapsed() < Duration::from_secs(3),
+                "{mode:?}: {left:?} left behind"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
