@@ -193,7 +193,9 @@ impl Command {
         self
     }
 
-    /// The time bound, from the start to the child's exit and both pipes closed.
+    /// The time bound, from the program's start (its `exec`: the crate's own setup before
+    /// it, the cgroup, the namespace, joining a v1 `pids` cgroup, is not charged to it) to its
+    /// exit and both pipes closed.
     pub fn timeout(&mut self, timeout: Duration) -> &mut Self {
         self.timeout = timeout;
         self

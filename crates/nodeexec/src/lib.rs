@@ -9,8 +9,8 @@
 //! boundary, non-UTF-8 bytes as U+FFFD, with its own truncation flag) and drained to the end
 //! after the cap so the child never blocks; [`Command::output_tail`] keeps the end of each
 //! stream as well, with a marker naming the bytes left out between, and a [`Progress`] handle
-//! watches the output while the run goes. One time bound (500 ms by default) covers the
-//! child's exit *and* both pipes closing. A [`CancellationToken`] cancels. The result is an
+//! watches the output while the run goes. One time bound (500 ms by default, counted from
+//! the program's `exec`) covers the child's exit *and* both pipes closing. A [`CancellationToken`] cancels. The result is an
 //! [`Outcome`] (exit code or signal, both streams, the [`Containment`] used) or an [`Error`]
 //! whose [`ErrorKind`] says why.
 //!

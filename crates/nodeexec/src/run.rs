@@ -144,7 +144,10 @@ impl Command {
         };
         let start = Instant::now();
         let mut running = self.spawn()?;
-        let deadline = tokio::time::Instant::from_std(start + running.timeout);
+        // The program's time starts once it exists: the setup before its `exec` (the
+        // containment, joining a v1 `pids` cgroup, which waits for the kernel under load) is
+        // ours, not the program's.
+        let deadline = tokio::time::Instant::now() + running.timeout;
 
         let stdout = running.child.stdout().take();
         let stderr = running.child.stderr().take();
