@@ -246,7 +246,7 @@ fn every_tool(s: &mut Session, tag: &str) -> BTreeMap<&'static str, Answer> {
 
 const OLD: &str = "OLD content, kept whole\n";
 const NEW: &str = "NEW content, written whole\n";
-const TAGS: &[&str] = &["before", "blocks", "inodes", "freed", "ro", "rw"];
+const TAGS: &[&str] = &["before", "blocks", "inodes", "freed", "ro", "rw", "after"];
 
 /// The workspace: `keep.txt` (the content that must survive), sources to walk and grep, a
 /// deep tree, and one file to move and one to delete for every round.
@@ -526,4 +526,107 @@ fn a_full_then_read_only_workspace_fails_with_tokens_and_loses_nothing() {
     s.close();
     assert!(pify_entries(&root).is_empty());
     let _ = Command::new("umount").arg(&mnt).status();
+}
+
+/// The lowest descriptor limit under which the process `pid` has exactly `free` descriptor
+/// numbers left (a new descriptor takes the lowest free number, and must be below the limit).
+fn limit_leaving(pid: i32, free: usize) -> u64 {
+    let open: std::collections::BTreeSet<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
+        .collect();
+    let mut left = 0;
+    let mut limit = 0;
+    while left < free || open.contains(&limit) {
+        if !open.contains(&limit) {
+            left += 1;
+        }
+        limit += 1;
+    }
+    limit
+}
+
+fn set_nofile(pid: i32, current: Option<u64>, maximum: Option<u64>) {
+    use rustix::process::{Pid, Resource, Rlimit, prlimit};
+    prlimit(
+        Pid::from_raw(pid),
+        Resource::Nofile,
+        Rlimit { current, maximum },
+    )
+    .expect("prlimit on the server");
+}
+
+/// The server out of descriptors: its `RLIMIT_NOFILE` is lowered (from outside, with
+/// `prlimit`) so that only 0, 1, 2… descriptors are left, and every tool is called at each
+/// level. What answers must be right (a walk that could not open a directory must fail, not
+/// return fewer paths); what fails must fail with a documented token and leave the content
+/// whole and no temporary. With the limit back, the same server does everything again.
+#[test]
+fn a_server_out_of_descriptors_fails_with_tokens_and_recovers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let root = base.join("ws");
+    std::fs::create_dir(&root).unwrap();
+    populate(&root);
+    let frees: Vec<usize> = (0..=8).chain([12, 16, 24, 32, 48, 64]).collect();
+    for free in &frees {
+        std::fs::write(root.join(format!("movable-{free}.txt")), "m").unwrap();
+        std::fs::write(root.join(format!("doomed-{free}.txt")), "d").unwrap();
+    }
+    let mut s = Session::start(&root, &base);
+    let pid = s.pid();
+    let warm = every_tool(&mut s, "before");
+    assert!(warm.values().all(Result::is_ok), "{warm:?}");
+    let (soft, hard) = {
+        let l = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        (l.current, l.maximum)
+    };
+    let mut failures = 0;
+    for free in &frees {
+        std::fs::write(root.join("keep.txt"), OLD).unwrap();
+        set_nofile(pid, Some(limit_leaving(pid, *free)), hard);
+        let got = every_tool(&mut s, &free.to_string());
+        set_nofile(pid, soft, hard);
+        show(&format!("free {free}"), &got);
+        failures += got.values().filter(|a| a.is_err()).count();
+        // What answered is right.
+        if let Ok(read) = &got["read_file"] {
+            assert_eq!(read["content"], json!(OLD));
+        }
+        if let Ok(found) = &got["find_files"] {
+            assert_eq!(found["paths"].as_array().unwrap().len(), 3, "{found}");
+        }
+        if let Ok(grep) = &got["grep"] {
+            assert_eq!(grep["matches"].as_array().unwrap().len(), 2, "{grep}");
+        }
+        if let Ok(list) = &got["list_directory"] {
+            assert_eq!(list["entries"].as_array().unwrap().len(), 2, "{list}");
+        }
+        // The file holds what the last write that answered success put there.
+        let expected = match (&got["edit_file"], &got["write_file"]) {
+            (_, Ok(_)) => NEW.to_owned(),
+            (Ok(_), Err(_)) => OLD.replace("OLD", "EDITED"),
+            (Err(_), Err(_)) => OLD.to_owned(),
+        };
+        assert_eq!(
+            std::fs::read_to_string(root.join("keep.txt")).unwrap(),
+            expected,
+            "free {free}"
+        );
+        // A change that failed did nothing.
+        let moved = root.join(format!("moved-{free}.txt")).exists();
+        assert_eq!(moved, got["move_file"].is_ok(), "free {free}");
+        let deleted = !root.join(format!("doomed-{free}.txt")).exists();
+        assert_eq!(deleted, got["delete_file"].is_ok(), "free {free}");
+        let left = pify_entries(&root);
+        assert!(left.is_empty(), "free {free}: left behind {left:?}");
+    }
+    assert!(failures > 0, "no call ran out of descriptors");
+    // Descriptors again: the same server does everything.
+    std::fs::write(root.join("keep.txt"), OLD).unwrap();
+    let after = every_tool(&mut s, "after");
+    show("after", &after);
+    assert!(after.values().all(Result::is_ok), "{after:?}");
+    s.close();
+    assert!(pify_entries(&root).is_empty());
 }
