@@ -327,7 +327,7 @@ fn in_mount_namespace(test: &str) -> Option<PathBuf> {
     let base = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let probe = |flags: &[&str]| {
-        Command::new("unshare")
+        host("unshare")
             .args(flags)
             .args(["--", "true"])
             .output()
@@ -355,7 +355,7 @@ fn in_mount_namespace(test: &str) -> Option<PathBuf> {
              needs unprivileged user namespaces"
         ),
     };
-    let out = Command::new("unshare")
+    let out = host("unshare")
         .args(flags)
         .arg("--")
         .arg(&exe)
@@ -377,9 +377,15 @@ fn in_mount_namespace(test: &str) -> Option<PathBuf> {
     None
 }
 
+/// A system tool the test itself runs (`unshare`, `mount`), not a tool's child process.
+fn host(program: &str) -> Command {
+    #[allow(clippy::disallowed_methods)]
+    Command::new(program)
+}
+
 /// `mount <args…>`, which must succeed (inside the namespace).
 fn mount(args: &[&str], at: &Path) {
-    let out = Command::new("mount").args(args).arg(at).output().unwrap();
+    let out = host("mount").args(args).arg(at).output().unwrap();
     assert!(
         out.status.success(),
         "mount {args:?}: {}",
@@ -525,7 +531,7 @@ fn a_full_then_read_only_workspace_fails_with_tokens_and_loses_nothing() {
     assert_eq!(std::fs::read_to_string(root.join("keep.txt")).unwrap(), NEW);
     s.close();
     assert!(pify_entries(&root).is_empty());
-    let _ = Command::new("umount").arg(&mnt).status();
+    let _ = host("umount").arg(&mnt).status();
 }
 
 /// The lowest descriptor limit under which the process `pid` has exactly `free` descriptor

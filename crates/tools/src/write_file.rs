@@ -193,7 +193,7 @@ pub(crate) fn install_checked(
     name: &str,
     bytes: &[u8],
     cancel: &CancellationToken,
-    check: &dyn Fn(Step, Option<&OsStr>) -> Result<(), CallError>,
+    check: &CallerCheck<'_>,
     token: &dyn Fn(&atomicwrite::Error) -> ErrorKind,
 ) -> Result<atomicwrite::Installed, CallError> {
     let mut guard = Guard {
@@ -211,12 +211,16 @@ pub(crate) fn install_checked(
     })
 }
 
+/// A caller's own check at a step of the installation, given the step's name (see
+/// [`install_checked`]).
+pub(crate) type CallerCheck<'a> = dyn Fn(Step, Option<&OsStr>) -> Result<(), CallError> + 'a;
+
 /// The tool's checks between the installation's steps.
 struct Guard<'a> {
     root: &'a WorkspaceRoot,
     parent: &'a Parent,
     cancel: &'a CancellationToken,
-    caller: &'a dyn Fn(Step, Option<&OsStr>) -> Result<(), CallError>,
+    caller: &'a CallerCheck<'a>,
     /// Why the guard stopped the installation, reported instead of `WRITE_FAILED`.
     reason: Option<CallError>,
 }
