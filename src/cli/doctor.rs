@@ -6,8 +6,9 @@
 //!   Unix sockets out of reach), and an end-to-end check through `node_process` in a scratch
 //!   workspace (a write inside must succeed; a write to `/tmp`, a read of a file outside and a
 //!   `chmod` of it must be refused with `EACCES`, `EACCES` and `EPERM`);
-//! * the containment `nodeexec` gets for a run (a cgroup v2 of its own, else a PID namespace,
-//!   with a user namespace when unprivileged, else the waiter as child subreaper);
+//! * the containment `nodeexec` gets for a run (a cgroup v2 of its own with a PID namespace
+//!   inside where one can be made, else a PID namespace, with a user namespace when
+//!   unprivileged, else the waiter as child subreaper);
 //! * the Node.js found (`--node`, else `node` on PATH) and its version.
 //!
 //! Text by default, one JSON object with `--json`. The exit status is 0 whenever the report was
@@ -289,14 +290,19 @@ impl Report {
             format!("not run ({})", self.check["reason"])
         };
         let containment = match self.containment {
-            Some((Containment::Cgroup, pid_namespace, _)) => format!(
-                "cgroup v2 (every process a call starts dies with the call; {})",
-                if pid_namespace {
-                    "with a PID namespace inside"
+            Some((Containment::Cgroup, true, user_namespace)) => format!(
+                "cgroup v2 with a PID namespace{} inside (every process a call starts dies with \
+                 the call; pids are the namespace's)",
+                if user_namespace {
+                    " in a user namespace"
                 } else {
-                    "pids are the host's"
+                    ""
                 }
             ),
+            Some((Containment::Cgroup, false, _)) => "cgroup v2 without a PID namespace, none \
+                 can be made here (every process a call starts dies with the call; pids are the \
+                 host's)"
+                .to_owned(),
             Some((Containment::PidNamespace, _, user_namespace)) => format!(
                 "PID namespace{} (every process a call starts dies with the call; pids are the \
                  namespace's)",

@@ -195,8 +195,7 @@ impl Command {
             parent: std::process::id() as libc::pid_t,
             report: report_w.as_raw_fd(),
             namespace: match self.containment {
-                Containment::Cgroup => self.namespace.unwrap_or(cgroup.is_none()),
-                Containment::PidNamespace => self.namespace.unwrap_or(true),
+                Containment::Cgroup | Containment::PidNamespace => self.namespace.unwrap_or(true),
                 _ => false,
             },
             subreaper: self.containment != Containment::ProcessGroup,
