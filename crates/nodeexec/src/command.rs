@@ -252,13 +252,26 @@ impl Command {
         self
     }
 
-    /// Bound the run's processes (default [`DEFAULT_MAX_PROCESSES`]; `None`: no bound of
-    /// ours). Where the run's cgroup has the `pids` controller, `pids.max` bounds the whole
-    /// run. Else `RLIMIT_NPROC`, which the kernel counts per user: in a user namespace of the
-    /// run's own that is the run's processes; otherwise the limit is set to the user's process
-    /// count at the start plus this bound. The kernel never applies `RLIMIT_NPROC` to root,
-    /// so a root embedder without the `pids` controller gets no process bound (the time bound
-    /// and the kill still end a fork bomb). A `fork` past the bound fails with `EAGAIN`.
+    /// Bound the run's processes, threads included (default [`DEFAULT_MAX_PROCESSES`];
+    /// `None`: no bound of ours). The first of these that the system offers
+    /// ([`Outcome::process_bound`] says which):
+    ///
+    /// 1. `pids.max` of the run's cgroup v2, where it has the `pids` controller: the whole run;
+    /// 2. else, where a writable cgroup v1 `pids` hierarchy exists (root on a cgroup v1 or
+    ///    hybrid host), `pids.max` of a cgroup of the run's own there, which the program's
+    ///    process joins before `exec`: the program and everything it starts (not in the
+    ///    process-group test twin);
+    /// 3. else `RLIMIT_NPROC`, which the kernel counts per user: in a user namespace of the
+    ///    run's own that is the run's processes; otherwise the limit is set to the user's
+    ///    process count at the start plus this bound.
+    ///
+    /// The kernel never applies `RLIMIT_NPROC` to root, so a root embedder with neither
+    /// cgroup gets no process bound ([`ProcessBound::Unbounded`]): a fork bomb then runs
+    /// until the time bound, and the kill ends it with everything it started. A `fork` past
+    /// the bound fails with `EAGAIN`.
+    ///
+    /// [`Outcome::process_bound`]: crate::Outcome::process_bound
+    /// [`ProcessBound::Unbounded`]: crate::ProcessBound::Unbounded
     pub fn max_processes(&mut self, count: Option<u64>) -> &mut Self {
         self.max_processes = count;
         self

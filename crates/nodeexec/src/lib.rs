@@ -114,6 +114,19 @@
 //! the program (its parent) as a process of the same user. The namespace inside the cgroup
 //! costs about 0.1 to 0.3 ms a run (`docs/PERFORMANCE.md`).
 //!
+//! # Bounds
+//!
+//! Each run's processes (threads included, 256 by default) and memory (1 GiB) are bounded,
+//! each by the strongest mechanism the system offers ([`Command::max_processes`],
+//! [`Command::max_memory`]): the run's cgroup v2 `pids.max` and `memory.max` where those
+//! controllers can be enabled; for processes, else a cgroup of the run's own in a writable
+//! cgroup v1 `pids` hierarchy (root on a cgroup v1 or hybrid host, where the v2 hierarchy
+//! has no `pids` controller), else `RLIMIT_NPROC`; for memory, `RLIMIT_DATA` of each process
+//! always. [`Outcome::process_bound`] says which bounded the processes. The kernel exempts
+//! root from `RLIMIT_NPROC`, so where neither cgroup can be had a root embedder's runs have
+//! no process bound ([`ProcessBound::Unbounded`]): a fork bomb then takes what the machine
+//! lets it until the time bound, when the kill ends it with everything it started.
+//!
 //! # Less privilege than the embedder
 //!
 //! Sandbox or not, the program runs in a session of its own (`setsid`: no controlling
@@ -265,6 +278,7 @@ mod contain;
 mod error;
 mod limits;
 mod owner;
+mod pids_v1;
 mod privilege;
 mod run;
 mod sandbox;
@@ -278,7 +292,7 @@ pub use command::{
 };
 pub use error::{Error, ErrorKind};
 pub use owner::Owner;
-pub use run::{Containment, Outcome};
+pub use run::{Containment, Outcome, ProcessBound};
 pub use sandbox::{
     DEFAULT_ADDRESS_SPACE, DEFAULT_MIN_ABI, DEFAULT_OPEN_FILES, LandlockSupport, MAX_TESTED_ABI,
     Sandbox, SandboxRules,
@@ -299,4 +313,5 @@ pub fn hide_embedder_environment() {
 /// [`Owner`]). Cheap; call it when a tool is built. The first run of a process does it too.
 pub fn remove_stale_cgroups() {
     cgroup::remove_stale();
+    pids_v1::remove_stale();
 }
