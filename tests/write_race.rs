@@ -9,11 +9,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
-use tools::{ToolCall, execute_tool_call};
-
 mod support;
-use support::{Sibling, pify_entries};
+use support::{Sibling, call_on, pify_entries, runtime};
 
 /// A self-checking content: `who:n:len\n` then `x` up to `len` bytes.
 fn content(who: &str, n: u64) -> String {
@@ -47,10 +44,7 @@ fn an_editor_saving_by_rename_races_write_file_and_the_name_is_never_missing() {
     std::fs::write(root.join("tgt"), content("editor", 0)).unwrap();
     let registry = tools::create_coding_tools(&root, tools::NodeProcessOptions::default())
         .expect("a registry");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let stop = AtomicBool::new(false);
     let (missing, torn, reads, saves) = (
         AtomicU64::new(0),
@@ -86,18 +80,8 @@ fn an_editor_saving_by_rename_races_write_file_and_the_name_is_never_missing() {
             }
         });
         for n in 0..3000 {
-            let call = ToolCall::new(
-                "w",
-                "write_file",
-                &json!({"path": "tgt", "content": content("tool", n)}),
-            );
-            let result = rt
-                .block_on(execute_tool_call(
-                    &registry,
-                    &call,
-                    &CancellationToken::new(),
-                ))
-                .unwrap();
+            let arguments = json!({"path": "tgt", "content": content("tool", n)});
+            let result = call_on(&rt, &registry, "write_file", &arguments);
             if result.is_error {
                 assert_eq!(
                     result.record()["error"]["message"],

@@ -1,7 +1,11 @@
 //! Helpers shared by the top-level integration tests: the built `confine` binary, a
-//! temporary workspace beside a prefix-sharing sibling, and leftover `.pify-` scans.
+//! temporary workspace beside a prefix-sharing sibling, leftover `.pify-` scans, tool calls
+//! from a blocking test, and the process census (`testkit::census`).
 //!
-//! Each file in `tests/` is its own binary and uses `mod support;`.
+//! Each file in `tests/` is its own binary and uses `mod support;`. Every child a lifetime
+//! suite starts carries the suite's census mark ([`census_env`], through [`marked`] options
+//! or [`census_flags`] for `confine call`), so that `cargo xtask test` can check, once the
+//! suites have ended, that none of them is left alive.
 
 // Each test binary uses a subset of these helpers; the rest would warn as dead code there.
 #![allow(dead_code)]
@@ -12,6 +16,65 @@ use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tools::{NodeProcessOptions, ToolCall, ToolRegistry, ToolResult, execute_tool_call};
+
+// Re-exported for the suites that use them (not every one does).
+#[allow(unused_imports)]
+pub use testkit::census::{alive, wait_alive, wait_alive_blocking};
+
+/// This suite's name in the census: `confine-<test file>`.
+pub fn suite() -> String {
+    format!("confine-{}", env!("CARGO_CRATE_NAME"))
+}
+
+/// A marker for one test's descendants (see `testkit::census::unique`).
+pub fn marker() -> String {
+    testkit::census::unique(&suite())
+}
+
+/// The census mark every child of this suite gets: `(CONFINE_CENSUS, <suite marker>)`.
+pub fn census_env() -> (String, String) {
+    testkit::census::env(&suite())
+}
+
+/// `options` with the census mark added to the children's variables.
+pub fn marked(mut options: NodeProcessOptions) -> NodeProcessOptions {
+    options.env.push(census_env());
+    options
+}
+
+/// The `confine call` flags that give its children the census mark.
+pub fn census_flags() -> [String; 2] {
+    let (name, value) = census_env();
+    ["--env".to_owned(), format!("{name}={value}")]
+}
+
+/// No process holding `marker` is alive once `what` ended.
+pub fn assert_dead(marker: &str, what: &str) {
+    let left = testkit::census::survivors(marker);
+    assert!(left.is_empty(), "outlived {what}: {left:#?}");
+}
+
+/// Call tool `name` with `arguments` from a blocking test, on `rt`; a call is never cancelled.
+pub fn call_on(
+    rt: &tokio::runtime::Runtime,
+    registry: &ToolRegistry,
+    name: &str,
+    arguments: &Value,
+) -> ToolResult {
+    let call = ToolCall::new("t", name, arguments);
+    rt.block_on(execute_tool_call(registry, &call, &CancellationToken::new()))
+        .expect("not cancelled")
+}
+
+/// A current-thread runtime for blocking tests that make tool calls.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
 
 /// The built `confine` binary under test.
 pub fn confine() -> Command {
