@@ -64,8 +64,12 @@ pub fn call_on(
     arguments: &Value,
 ) -> ToolResult {
     let call = ToolCall::new("t", name, arguments);
-    rt.block_on(execute_tool_call(registry, &call, &CancellationToken::new()))
-        .expect("not cancelled")
+    rt.block_on(execute_tool_call(
+        registry,
+        &call,
+        &CancellationToken::new(),
+    ))
+    .expect("not cancelled")
 }
 
 /// A current-thread runtime for blocking tests that make tool calls.

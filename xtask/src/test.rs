@@ -139,7 +139,11 @@ mod tests {
             .env(census::RUN_VAR, &run)
             .spawn()
             .expect("sleep runs");
-        assert!(!census_after(&run), "the census missed pid {}", planted.id());
+        assert!(
+            !census_after(&run),
+            "the census missed pid {}",
+            planted.id()
+        );
         planted.kill().unwrap();
         planted.wait().unwrap();
         assert!(census_after(&run));

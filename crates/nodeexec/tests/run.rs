@@ -19,7 +19,9 @@ use nodeexec::{Command, Containment, ErrorKind, LandlockSupport, Sandbox};
 use tokio_util::sync::CancellationToken;
 
 mod support;
-use support::{MODES, alive, assert_dead, available, command, js, marker, offered, run, wait_alive};
+use support::{
+    MODES, alive, assert_dead, available, command, js, marker, offered, run, wait_alive,
+};
 
 /// A script that starts two lingering descendants, one in the process group and one in its own
 /// session (`detached: true`, i.e. setsid), neither holding the output pipes, then runs `tail`.
@@ -879,7 +881,12 @@ async fn run_waiter_environment_holds_nothing_of_the_embedder() {
         const read = (pid) => { try { return fs.readFileSync('/proc/' + pid + '/environ', 'latin1').includes('CARGO') ? 'leaked' : 'clean'; } catch (e) { return e.code; } };
         process.stdout.write(read(process.ppid) + ' ' + read(process.argv[1]))";
     let modes = [Containment::Cgroup, Containment::Subreaper];
-    for mode in offered(modes, "run_waiter_environment_holds_nothing_of_the_embedder").await {
+    for mode in offered(
+        modes,
+        "run_waiter_environment_holds_nothing_of_the_embedder",
+    )
+    .await
+    {
         for keep in [false, true] {
             let mut cmd = js(source);
             // Host pids, so that the parent is the waiter.
@@ -931,7 +938,12 @@ fn helper_embedder_runs_until_killed() {
     reason = "the embedder itself must be a bare process the test can SIGKILL"
 )]
 async fn run_embedder_killed_kills_everything_within_a_second() {
-    for mode in offered(MODES, "run_embedder_killed_kills_everything_within_a_second").await {
+    for mode in offered(
+        MODES,
+        "run_embedder_killed_kills_everything_within_a_second",
+    )
+    .await
+    {
         let m = marker();
         let mut helper = std::process::Command::new(std::env::current_exe().unwrap())
             .args([

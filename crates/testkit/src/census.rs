@@ -198,11 +198,13 @@ mod tests {
     #[allow(clippy::disallowed_methods)]
     fn plant(mark: impl FnOnce(&mut Command) -> &mut Command) -> Child {
         let mut cmd = Command::new("/bin/sh");
-        cmd.args(["-c", "read _"]).stdin(std::process::Stdio::piped());
+        cmd.args(["-c", "read _"])
+            .stdin(std::process::Stdio::piped());
         let child = mark(&mut cmd).spawn().expect("sh runs");
         let until = Instant::now() + Duration::from_secs(5);
         let ready = |c: &Child| {
-            std::fs::read(format!("/proc/{}/cmdline", c.id())).is_ok_and(|b| b.starts_with(b"/bin/sh"))
+            std::fs::read(format!("/proc/{}/cmdline", c.id()))
+                .is_ok_and(|b| b.starts_with(b"/bin/sh"))
         };
         while !ready(&child) {
             assert!(Instant::now() < until, "the planted shell never started");
@@ -222,7 +224,12 @@ mod tests {
             .prefix(&unique("kit-cwd"))
             .tempdir()
             .unwrap();
-        let by_cwd = tmp.path().file_name().unwrap().to_string_lossy().into_owned();
+        let by_cwd = tmp
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let by_arg = unique("kit-arg");
         let by_env = unique("kit-env");
         let cases: [(&str, &str, Child); 3] = [

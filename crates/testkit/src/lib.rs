@@ -45,5 +45,6 @@ pub fn unique(prefix: &str) -> String {
 /// The kernel's Landlock ABI, as the caller probed it (`nodeexec::LandlockSupport`, which this
 /// crate cannot depend on): the sandbox suites need one and fail loudly on a kernel without.
 pub fn landlock_abi(probed: Option<u32>) -> u32 {
-    probed.expect("these tests need a kernel with Landlock (5.13 or later, enabled in the LSM list)")
+    probed
+        .expect("these tests need a kernel with Landlock (5.13 or later, enabled in the LSM list)")
 }

@@ -71,10 +71,7 @@ pub async fn available(mode: Containment, test: &str) -> bool {
 }
 
 /// The modes of `modes` this machine offers, in order (each left out is printed loudly).
-pub async fn offered(
-    modes: impl IntoIterator<Item = Containment>,
-    test: &str,
-) -> Vec<Containment> {
+pub async fn offered(modes: impl IntoIterator<Item = Containment>, test: &str) -> Vec<Containment> {
     let mut out = Vec::new();
     for mode in modes {
         if available(mode, test).await {
