@@ -29,7 +29,7 @@ fn pair(group: &mut BenchmarkGroup<'_, WallTime>, base: &Path) {
     std::fs::create_dir_all(root.join("src")).unwrap();
     // 1 KiB: 32 lines of 32 bytes, one of them holding the token that is edited.
     let mut content: String = (0..32)
-        .map(|i| format!("line {i:02} of the benched file.\n"))
+        .map(|i| format!("line {i:02} of the benched file.   \n"))
         .collect();
     content.replace_range(0..4, "AAAA");
     assert_eq!(content.len(), 1024);

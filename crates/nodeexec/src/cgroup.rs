@@ -16,9 +16,6 @@
 //! waits until `cgroup.events` says `populated 0` and removes the directory. The embedding
 //! process never joins the cgroup.
 
-// The probe creates a child that only exits; see the SAFETY notes.
-#![allow(unsafe_code)]
-
 use std::ffi::{CStr, CString};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -197,25 +194,22 @@ fn probe(dir: &Path) -> bool {
 }
 
 /// Create a child in the cgroup `fd` names that exits at once; whether that worked.
+#[expect(unsafe_code, reason = "creates a child that only calls _exit")]
 fn exit_in(fd: RawFd) -> bool {
-    // SAFETY: the child only calls `_exit`; the parent waits for exactly that child.
-    unsafe {
-        let pid = crate::contain::clone_into_cgroup(fd);
-        if pid == 0 {
-            libc::_exit(0);
-        }
-        if pid < 0 {
-            return false;
-        }
-        let mut status = 0;
-        loop {
-            let r = libc::waitpid(pid, &mut status, 0);
-            if r == pid {
-                return libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-            }
-            if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return false;
-            }
+    // SAFETY: the child makes one async-signal-safe call, `_exit`.
+    let pid = unsafe { crate::contain::clone_into_cgroup(fd) };
+    if pid == 0 {
+        // SAFETY: ends the child at once, running nothing of the parent's.
+        unsafe { libc::_exit(0) };
+    }
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+        return false;
+    };
+    loop {
+        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, status))) => return status.exit_status() == Some(0),
+            Err(rustix::io::Errno::INTR) => {}
+            _ => return false,
         }
     }
 }
@@ -490,15 +484,7 @@ mod tests {
         std::fs::create_dir(&stale).unwrap();
         let fd = std::fs::File::open(&stale).unwrap();
         // A child in the stale cgroup that sleeps, as an orphan of a killed embedder.
-        // SAFETY: only async-signal-safe calls in the child.
-        let pid = unsafe {
-            let pid = crate::contain::clone_into_cgroup(fd.as_raw_fd());
-            if pid == 0 {
-                libc::pause();
-                libc::_exit(0);
-            }
-            pid
-        };
+        let pid = sleeping_child_in(fd.as_raw_fd());
         drop(fd);
         assert!(pid > 0);
         let until = Instant::now() + Duration::from_secs(5);
@@ -513,11 +499,27 @@ mod tests {
         sweep_stale(dir);
         assert!(!stale.exists(), "the stale cgroup was swept");
         assert!(mine.dir.exists(), "our own cgroup was kept");
-        let mut status = 0;
-        // SAFETY: waits for our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert_eq!(r, pid);
-        assert!(libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL);
+        let (_, status) = rustix::process::waitpid(
+            rustix::process::Pid::from_raw(pid),
+            rustix::process::WaitOptions::empty(),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(status.terminating_signal(), Some(libc::SIGKILL));
         drop(mine);
+    }
+
+    /// A child created in the cgroup `fd` names that waits for a signal.
+    #[expect(unsafe_code, reason = "creates a child that only pauses")]
+    fn sleeping_child_in(fd: RawFd) -> libc::pid_t {
+        // SAFETY: the child makes only async-signal-safe calls (`pause`, `_exit`).
+        let pid = unsafe { crate::contain::clone_into_cgroup(fd) };
+        if pid == 0 {
+            // SAFETY: waits for a signal; nothing shared is touched.
+            unsafe { libc::pause() };
+            // SAFETY: ends the child at once, running nothing of the parent's.
+            unsafe { libc::_exit(0) };
+        }
+        pid
     }
 }

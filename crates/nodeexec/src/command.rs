@@ -1,8 +1,5 @@
 //! The description of one bounded run: program, arguments, directory, environment, bounds.
 
-// `pre_exec` is an unsafe fn, like std's: its callers promise async-signal-safety.
-#![allow(unsafe_code)]
-
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::OwnedFd;
@@ -299,6 +296,10 @@ impl Command {
     /// allocation, no locks); prepare everything beforehand, in the closure's captures.
     ///
     /// [`ErrorKind::StartFailed`]: crate::ErrorKind::StartFailed
+    #[expect(
+        unsafe_code,
+        reason = "an unsafe fn, like std's: its callers promise async-signal-safety"
+    )]
     pub unsafe fn pre_exec<F>(&mut self, step: F) -> &mut Self
     where
         F: FnMut() -> io::Result<()> + Send + Sync + 'static,
@@ -316,7 +317,7 @@ impl Command {
     ) -> (Vec<Limit>, Option<(u64, u64)>) {
         let mut limits = Vec::new();
         if let Some(bytes) = self.max_memory {
-            limits.push((libc::RLIMIT_DATA, bytes));
+            limits.push((crate::limits::Resource::Data, bytes));
         }
         let nproc = match self.max_processes {
             Some(count) if !cgroup_bounds_processes => {
@@ -351,7 +352,7 @@ impl Command {
 }
 
 /// A resource limit to set: the resource and its soft and hard value.
-pub(crate) type Limit = (libc::__rlimit_resource_t, u64);
+pub(crate) type Limit = (crate::limits::Resource, u64);
 
 /// How many processes (threads included, as `RLIMIT_NPROC` counts) this process's real user
 /// has now, from `/proc`.

@@ -41,13 +41,24 @@
 //!
 //! Every step here is a raw system call or a pure function: the child of a multi-threaded
 //! process may only call async-signal-safe functions (no allocation, no locks).
+//!
+//! rustix's wrappers are used wherever it has one (`PR_SET_PDEATHSIG`,
+//! `PR_SET_CHILD_SUBREAPER`, `PR_SET_DUMPABLE`, `getppid`, `getpid`, `kill`, `waitpid`,
+//! `unshare`, `open`, `write`, `unlinkat`, `nanosleep`, `fcntl`): on Linux rustix makes the
+//! system call itself, with no C library call and no allocation, so its wrappers are
+//! async-signal-safe. What it lacks (signal masks and dispositions, `sigwaitinfo`, `fork`,
+//! `clone3`, `_exit`, `close_range`, `dup2` onto a chosen number) goes through `libc`, each
+//! call in an `unsafe` block of its own that says why it holds.
 
-// Every unsafe block here is a system call between fork and exec; see the SAFETY notes.
-#![allow(unsafe_code)]
-
+use std::ffi::CStr;
 use std::io;
-use std::os::fd::RawFd;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
+use rustix::io::Errno;
+use rustix::process::{Pid, Signal, WaitOptions};
+
+use crate::limits::{self, Resource};
 use crate::privilege::{Privileges, hide_waiter};
 use crate::sweep::kill_descendants;
 
@@ -89,7 +100,7 @@ pub(crate) struct ChildPlan {
     /// What N gives up before `exec`.
     pub privileges: Privileges,
     /// Resource limits set in N: (resource, soft and hard value).
-    pub limits: Vec<(libc::__rlimit_resource_t, u64)>,
+    pub limits: Vec<(Resource, u64)>,
     /// `RLIMIT_NPROC` for N: (without a user namespace of the run's own, within one).
     pub nproc: Option<(u64, u64)>,
     /// Set in the child once the mode is known: the `RLIMIT_NPROC` to apply (`u64::MAX`:
@@ -107,219 +118,217 @@ impl ChildPlan {
     ///
     /// # Safety
     ///
-    /// Call only in a freshly forked child, from std's `pre_exec`.
+    /// Call only in a freshly forked child, from std's `pre_exec`: the process is a
+    /// single-threaded copy of a multi-threaded one, so it (and every process it forks) may
+    /// make only async-signal-safe calls, and it may close or replace any descriptor it
+    /// inherited.
+    #[expect(unsafe_code, reason = "forks and closes descriptors in a forked child")]
     pub(crate) unsafe fn run(&mut self) -> io::Result<()> {
-        // SAFETY (whole function): raw system calls on our own process, descriptors and
-        // stack memory; no allocation. `sigset_t` values are plain data on the stack.
-        unsafe {
-            // Blocked before PDEATHSIG is armed, so the signal cannot kill C by default.
-            let waited = waiter_signals();
-            libc::sigprocmask(libc::SIG_BLOCK, &waited, std::ptr::null_mut());
-            let deathsig = if self.subreaper {
-                libc::SIGTERM
-            } else {
-                libc::SIGKILL
-            };
-            if libc::prctl(libc::PR_SET_PDEATHSIG, deathsig as libc::c_ulong, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::getppid() != self.parent {
-                // P died between fork and prctl: PDEATHSIG would never fire.
-                libc::_exit(127);
-            }
-            reset_signal_handlers();
-            // The report pipe's reader may be gone (a cancelled run): a write must fail with
-            // EPIPE, not kill the waiter before it has swept. N restores the default.
-            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-
-            let mut mode = 0u8;
-            if self.cgroup.is_some() {
-                mode |= MODE_CGROUP;
-            }
-            if self.subreaper && libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 {
-                mode |= MODE_SUBREAPER;
-            }
-            if self.namespace {
-                let (uid, gid) = (libc::geteuid(), libc::getegid());
-                let bare = libc::unshare(libc::CLONE_NEWPID) == 0;
-                if !bare {
-                    // A process that is not dumpable (an embedder that hid its environment)
-                    // may not open its own `/proc/self/uid_map`: dumpable until the maps are
-                    // written (nothing of the run exists yet), hidden again just below.
-                    libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
-                }
-                if bare {
-                    mode |= MODE_PID_NAMESPACE;
-                } else if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) == 0 {
-                    // Now in a user namespace with no mapping: map our ids to themselves, or
-                    // nothing we create would have an owner.
-                    map_own_ids(uid, gid)?;
-                    mode |= MODE_PID_NAMESPACE | MODE_USER_NAMESPACE;
-                }
-            }
-            // After the namespaces: a process that is not dumpable may not open its own
-            // `/proc/self/uid_map` (root owns its `/proc` files then).
-            hide_waiter();
-            report(self.report, &[MSG_MODE, mode]);
-            let namespace = mode & MODE_PID_NAMESPACE != 0;
-            let waiter_pid = libc::getpid();
-            let child = match self.cgroup {
-                Some((dir, _)) => clone_into_cgroup(dir),
-                None => libc::fork(),
-            };
-            if child < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if child == 0 {
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                );
-                if let Some((global, own)) = self.nproc {
-                    // Counted per user namespace: within the run's own, only its processes.
-                    let value = if mode & MODE_USER_NAMESPACE != 0 {
-                        own
-                    } else {
-                        global
-                    };
-                    self.nproc_chosen = value;
-                }
-                if namespace {
-                    return self.init();
-                }
-                if libc::getppid() != waiter_pid {
-                    libc::_exit(127);
-                }
-                return self.program();
-            }
-            let kill_fd = self.cgroup.map_or(-1, |(_, kill)| kill);
-            let (parent_fd, name) = self
-                .cgroup_removal
-                .as_ref()
-                .map_or((-1, std::ptr::null()), |(fd, name)| (*fd, name.as_ptr()));
-            let report_fd = if namespace { -1 } else { self.report };
-            close_all_except(&[report_fd, kill_fd, parent_fd]);
-            Waiter {
-                child,
-                mode,
-                report: report_fd,
-                cgroup_kill: kill_fd,
-                cgroup_removal: (parent_fd, name),
-                embedder: self.parent,
-                status: None,
-            }
-            .wait()
+        // Blocked before PDEATHSIG is armed, so the signal cannot kill C by default.
+        set_signal_mask(
+            libc::SIG_BLOCK,
+            &signal_set(&[libc::SIGTERM, libc::SIGCHLD]),
+        );
+        let deathsig = if self.subreaper {
+            Signal::TERM
+        } else {
+            Signal::KILL
+        };
+        rustix::process::set_parent_process_death_signal(Some(deathsig))?;
+        if Pid::as_raw(rustix::process::getppid()) != self.parent {
+            // P died between fork and prctl: PDEATHSIG would never fire.
+            exit_now(127);
         }
+        reset_signal_handlers();
+        // The report pipe's reader may be gone (a cancelled run): a write must fail with
+        // EPIPE, not kill the waiter before it has swept. N restores the default.
+        set_disposition(libc::SIGPIPE, libc::SIG_IGN);
+
+        let mut mode = 0u8;
+        if self.cgroup.is_some() {
+            mode |= MODE_CGROUP;
+        }
+        // The call takes a flag; rustix spells "on" as a pid (any pid).
+        let on = Some(rustix::process::getpid());
+        if self.subreaper && rustix::process::set_child_subreaper(on).is_ok() {
+            mode |= MODE_SUBREAPER;
+        }
+        if self.namespace {
+            mode |= unshare_pid_namespace()?;
+        }
+        // After the namespaces: a process that is not dumpable may not open its own
+        // `/proc/self/uid_map` (root owns its `/proc` files then).
+        // SAFETY: C never execs nor reads its environment again, and is single-threaded.
+        unsafe { hide_waiter() };
+        // SAFETY: P made the report pipe for C and keeps its copy open until the spawn
+        // returns; C's copy stays open (it is closed by nothing in C before `_exit`).
+        let report = unsafe { BorrowedFd::borrow_raw(self.report) };
+        send(Some(report), &[MSG_MODE, mode]);
+        let namespace = mode & MODE_PID_NAMESPACE != 0;
+        let waiter_pid = rustix::process::getpid();
+        // SAFETY: C is single-threaded; the new process runs only the async-signal-safe
+        // code below (and the caller's hooks, under the promise `Command::pre_exec` asks).
+        let forked = unsafe { fork_child(self.cgroup.map(|(dir, _)| dir)) }?;
+        let Some(child) = forked else {
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).ok();
+            if let Some((global, own)) = self.nproc {
+                // Counted per user namespace: within the run's own, only its processes.
+                self.nproc_chosen = if mode & MODE_USER_NAMESPACE != 0 {
+                    own
+                } else {
+                    global
+                };
+            }
+            if namespace {
+                // SAFETY: this is G, just forked.
+                return unsafe { self.init() };
+            }
+            if rustix::process::getppid() != Some(waiter_pid) {
+                exit_now(127);
+            }
+            // SAFETY: this is N, just forked; std execs it when this returns.
+            return unsafe { self.program() };
+        };
+        let kill_fd = self.cgroup.map(|(_, kill)| kill);
+        let removal = self.cgroup_removal.as_ref();
+        let report_fd = (!namespace).then_some(self.report);
+        let keep = [
+            report_fd.unwrap_or(-1),
+            kill_fd.unwrap_or(-1),
+            removal.map_or(-1, |(fd, _)| *fd),
+        ];
+        // SAFETY: C uses no descriptor but these from here on, and never returns to code
+        // that would (it ends in `_exit`).
+        unsafe { close_all_except(&keep) };
+        // SAFETY: each descriptor was opened by P for C and is kept open just above; C
+        // closes none of them before `_exit`, and `Waiter::wait` never returns.
+        let borrow = |fd: RawFd| unsafe { BorrowedFd::borrow_raw(fd) };
+        Waiter {
+            child,
+            mode,
+            report: report_fd.map(borrow),
+            cgroup_kill: kill_fd.map(borrow),
+            cgroup_removal: removal.map(|(fd, name)| (borrow(*fd), name.as_c_str())),
+            embedder: self.parent,
+            status: None,
+        }
+        .wait()
     }
 
     /// G: PID 1 of the namespace. Returns only in N.
+    ///
+    /// # Safety
+    ///
+    /// Only in G, just forked by C: single-threaded, async-signal-safe calls only.
+    #[expect(unsafe_code, reason = "forks and closes descriptors in a forked child")]
     unsafe fn init(&mut self) -> io::Result<()> {
-        // SAFETY: as in `run`.
-        unsafe {
-            let program = libc::fork();
-            if program == 0 {
-                return self.program();
+        // SAFETY: G is single-threaded; N runs only `program` before std execs it.
+        let program = match unsafe { fork_child(None) } {
+            // SAFETY: this is N, just forked.
+            Ok(None) => return unsafe { self.program() },
+            Ok(Some(program)) => program,
+            Err(e) => {
+                // SAFETY: G's copy of the report pipe, open until G exits.
+                let report = unsafe { BorrowedFd::borrow_raw(self.report) };
+                send_value(Some(report), MSG_FORK_FAILED, e.raw_os_error().unwrap_or(0));
+                exit_now(127);
             }
-            if program < 0 {
-                let errno = last_errno();
-                report_with(self.report, MSG_FORK_FAILED, errno);
-                libc::_exit(127);
-            }
-            // N has its copies; G needs nothing but the report pipe (and must not keep std's
-            // error pipe or the output pipes open).
-            close_all_except(&[self.report]);
-            let mut report_fd = self.report;
-            loop {
-                let mut status = 0;
-                let pid = libc::waitpid(-1, &mut status, libc::__WALL);
-                if pid == program {
-                    report_with(report_fd, MSG_STATUS, status);
-                    libc::close(report_fd);
-                    report_fd = -1;
-                } else if pid < 0 && last_errno() != libc::EINTR {
-                    // ECHILD: the namespace is empty.
-                    break;
+        };
+        // N has its copies; G needs nothing but the report pipe (and must not keep std's
+        // error pipe or the output pipes open).
+        // SAFETY: G uses no other descriptor and ends in `_exit` below.
+        unsafe { close_all_except(&[self.report]) };
+        // SAFETY: G's own copy of the report pipe, kept open just above; only G uses it,
+        // through this value, which closes it once N's status is sent.
+        let mut report = Some(unsafe { OwnedFd::from_raw_fd(self.report) });
+        loop {
+            match rustix::process::wait(wait_all()) {
+                Ok(Some((pid, status))) if pid == program => {
+                    let fd = report.as_ref().map(AsFd::as_fd);
+                    send_value(fd, MSG_STATUS, status.as_raw());
+                    report = None;
                 }
+                Ok(_) | Err(Errno::INTR) => {}
+                // ECHILD: the namespace is empty.
+                Err(_) => break,
             }
-            libc::_exit(0)
         }
+        exit_now(0)
     }
 
-    /// N: place descriptors, unblock signals, run the hooks, give up privileges, and let std
-    /// exec.
+    /// N: place descriptors, unblock signals, lower the limits, run the hooks, give up
+    /// privileges, and let std exec.
+    ///
+    /// # Safety
+    ///
+    /// Only in N, just forked: single-threaded, async-signal-safe calls only; the passed
+    /// descriptors' sources are open and their targets free to replace.
+    #[expect(unsafe_code, reason = "places descriptors on chosen numbers with dup2")]
     unsafe fn program(&mut self) -> io::Result<()> {
-        // SAFETY: as in `run`.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            let empty = empty_set();
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            // Two passes, so a source that happens to sit on another pair's target survives:
-            // first move every source above all targets, then place each.
-            let high = self.fds.iter().map(|&(_, t)| t).max().unwrap_or(2) + 1;
-            for pair in &mut self.fds {
-                let moved = libc::fcntl(pair.0, libc::F_DUPFD_CLOEXEC, high);
-                if moved < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                pair.0 = moved;
-            }
-            for &(source, target) in &self.fds {
-                // dup2 clears close-on-exec on the target.
-                if libc::dup2(source, target) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            for &(resource, value) in &self.limits {
-                lower_limit(resource, value)?;
-            }
-            if self.nproc_chosen != u64::MAX {
-                lower_limit(libc::RLIMIT_NPROC, self.nproc_chosen)?;
-            }
-            for hook in &mut self.hooks {
-                hook()?;
-            }
-            // Last, so the embedder's steps ran with what the embedder has.
-            self.privileges.apply()
+        set_disposition(libc::SIGPIPE, libc::SIG_DFL);
+        set_signal_mask(libc::SIG_SETMASK, &signal_set(&[]));
+        // Two passes, so a source that happens to sit on another pair's target survives:
+        // first move every source above all targets, then place each.
+        let high = self.fds.iter().map(|&(_, t)| t).max().unwrap_or(2) + 1;
+        for pair in &mut self.fds {
+            // SAFETY: a descriptor P duplicated for the run, open in N until `exec`.
+            let source = unsafe { BorrowedFd::borrow_raw(pair.0) };
+            // Close-on-exec: `exec` closes the moved copy; only the target below survives.
+            pair.0 = rustix::io::fcntl_dupfd_cloexec(source, high)?.into_raw_fd();
         }
+        for &(source, target) in &self.fds {
+            // SAFETY: `target` is a number the embedder chose for this descriptor (3 or
+            // more, distinct: `Command::pass_fd`); whatever N held there is replaced, which
+            // is the point. dup2 clears close-on-exec on the target.
+            if unsafe { libc::dup2(source, target) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        for &(resource, value) in &self.limits {
+            limits::lower(resource, value)?;
+        }
+        if self.nproc_chosen != u64::MAX {
+            limits::lower(Resource::Nproc, self.nproc_chosen)?;
+        }
+        for hook in &mut self.hooks {
+            hook()?;
+        }
+        // Last, so the embedder's steps ran with what the embedder has.
+        self.privileges.apply()
     }
 }
 
-/// Set both the soft and the hard limit of `resource` to `value`, or to the current hard
-/// limit if that is lower (raising a hard limit would need `CAP_SYS_RESOURCE`).
-///
-/// # Safety
-///
-/// Async-signal-safe; for the child between fork and exec.
-unsafe fn lower_limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
-    // SAFETY: getrlimit/setrlimit on this process with a stack value.
-    unsafe {
-        let mut current: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(resource, &mut current) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let value = value.min(current.rlim_max);
-        let new = libc::rlimit {
-            rlim_cur: value,
-            rlim_max: value,
-        };
-        if libc::setrlimit(resource, &new) != 0 {
-            return Err(io::Error::last_os_error());
-        }
+/// C, where asked for a PID namespace: `unshare(CLONE_NEWPID)`, or where that is refused
+/// (no `CAP_SYS_ADMIN`) `unshare(CLONE_NEWUSER | CLONE_NEWPID)` with our own ids mapped to
+/// themselves. Returns the `MODE_*` flags gained (none where both are refused).
+#[expect(unsafe_code, reason = "unshare in a forked child")]
+fn unshare_pid_namespace() -> io::Result<u8> {
+    use rustix::thread::UnshareFlags;
+    let (uid, gid) = (rustix::process::geteuid(), rustix::process::getegid());
+    // SAFETY: no `CLONE_FILES` (the call's only hazard, a descriptor table other threads
+    // stop sharing); C is single-threaded anyway.
+    if unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWPID) }.is_ok() {
+        return Ok(MODE_PID_NAMESPACE);
     }
-    Ok(())
+    // A process that is not dumpable (an embedder that hid its environment) may not open
+    // its own `/proc/self/uid_map`: dumpable until the maps are written (nothing of the run
+    // exists yet), hidden again by the caller.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::Dumpable).ok();
+    let both = UnshareFlags::NEWUSER | UnshareFlags::NEWPID;
+    // SAFETY: as above.
+    if unsafe { rustix::thread::unshare_unsafe(both) }.is_err() {
+        return Ok(0);
+    }
+    // Now in a user namespace with no mapping: map our ids to themselves, or nothing we
+    // create would have an owner.
+    map_own_ids(uid.as_raw(), gid.as_raw())?;
+    Ok(MODE_PID_NAMESPACE | MODE_USER_NAMESPACE)
 }
 
 /// After `unshare(CLONE_NEWUSER)`: map our own user and group ids (of the parent namespace)
 /// to themselves, which an unprivileged process may do for itself. `setgroups` must be denied
-/// first for the group map.
-///
-/// # Safety
-///
-/// Async-signal-safe.
-unsafe fn map_own_ids(uid: libc::uid_t, gid: libc::gid_t) -> io::Result<()> {
+/// first for the group map. Async-signal-safe.
+fn map_own_ids(uid: u32, gid: u32) -> io::Result<()> {
     let mut line = [0u8; 40];
     write_file(c"/proc/self/uid_map", id_map_line(&mut line, uid))?;
     // Older kernels have no setgroups file; the gid map then works without it.
@@ -353,23 +362,14 @@ fn id_map_line(buf: &mut [u8; 40], id: u32) -> &[u8] {
     &buf[..len + 1]
 }
 
-/// Write `bytes` to the file at `path` in one `write`.
-fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
-    // SAFETY: open/write/close with a NUL-terminated path and a stack buffer.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
-        let result = if n == bytes.len() as isize {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        };
-        libc::close(fd);
-        result
+/// Write `bytes` to the file at `path` in one `write` (async-signal-safe).
+fn write_file(path: &CStr, bytes: &[u8]) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
+    if rustix::io::write(&fd, bytes)? != bytes.len() {
+        return Err(io::ErrorKind::WriteZero.into());
     }
+    Ok(())
 }
 
 /// `CLONE_INTO_CGROUP` (Linux 5.7): the child starts in the cgroup given by descriptor.
@@ -399,6 +399,7 @@ struct CloneArgs {
 ///
 /// As for `fork` in a multi-threaded process: the child may only make async-signal-safe
 /// calls until it execs or exits (it has no `atfork` handlers run for it, like `_Fork`).
+#[expect(unsafe_code, reason = "clone3, which forks")]
 pub(crate) unsafe fn clone_into_cgroup(cgroup: RawFd) -> libc::pid_t {
     let args = CloneArgs {
         flags: CLONE_INTO_CGROUP,
@@ -406,211 +407,273 @@ pub(crate) unsafe fn clone_into_cgroup(cgroup: RawFd) -> libc::pid_t {
         cgroup: cgroup as u64,
         ..CloneArgs::default()
     };
-    // SAFETY: clone3 without CLONE_VM and with no stack duplicates this process as fork does;
-    // the arguments live on the stack for the call's duration.
-    unsafe {
+    // SAFETY: clone3 without CLONE_VM and with no stack duplicates this process as fork does
+    // (the caller's promise covers the child); the arguments live on the stack for the
+    // call's duration.
+    let pid = unsafe {
         libc::syscall(
             libc::SYS_clone3,
             &args as *const CloneArgs,
             std::mem::size_of::<CloneArgs>(),
-        ) as libc::pid_t
+        )
+    };
+    pid as libc::pid_t
+}
+
+/// A new process: where `cgroup` names a cgroup directory, born in it
+/// ([`clone_into_cgroup`]), else by `fork`. `Ok(None)` in the child, `Ok(Some(pid))` in the
+/// parent.
+///
+/// # Safety
+///
+/// As for `fork` in the child of a multi-threaded process: the new process may make only
+/// async-signal-safe calls until it execs or exits.
+#[expect(unsafe_code, reason = "fork and clone3")]
+unsafe fn fork_child(cgroup: Option<RawFd>) -> io::Result<Option<Pid>> {
+    let pid = match cgroup {
+        // SAFETY: the caller's promise.
+        Some(dir) => unsafe { clone_into_cgroup(dir) },
+        // SAFETY: the caller's promise.
+        None => unsafe { libc::fork() },
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok(Pid::from_raw(pid))
 }
 
 /// C after creating its child (G or N).
-struct Waiter {
+struct Waiter<'a> {
     /// G or N.
-    child: libc::pid_t,
+    child: Pid,
     /// `MODE_*` flags.
     mode: u8,
-    /// Where to report N's status (without a namespace), or -1.
-    report: RawFd,
-    /// `cgroup.kill` of the run's cgroup, or -1.
-    cgroup_kill: RawFd,
-    /// The cgroup's parent directory (or -1) and its name there.
-    cgroup_removal: (RawFd, *const libc::c_char),
+    /// Where to report N's status (without a namespace).
+    report: Option<BorrowedFd<'a>>,
+    /// `cgroup.kill` of the run's cgroup.
+    cgroup_kill: Option<BorrowedFd<'a>>,
+    /// The cgroup's parent directory and its name there.
+    cgroup_removal: Option<(BorrowedFd<'a>, &'a CStr)>,
     /// P's pid: when C's parent is no longer P, P died and C cleans up for it.
     embedder: libc::pid_t,
     /// The child's wait status, once reaped.
     status: Option<libc::c_int>,
 }
 
-impl Waiter {
+impl Waiter<'_> {
     /// Wait for SIGCHLD (reap; exit once no child is left) or SIGTERM (the end: P asked, or
     /// P died).
-    unsafe fn wait(mut self) -> ! {
-        // SAFETY: as in `ChildPlan::run`.
-        unsafe {
-            let waited = waiter_signals();
-            loop {
-                let signal = libc::sigwaitinfo(&waited, std::ptr::null_mut());
-                if signal == libc::SIGTERM {
-                    self.end();
-                }
-                if !self.reap(libc::WNOHANG) {
-                    // No child left: N is reaped and no orphan of the run is alive.
-                    self.exit();
-                }
+    fn wait(mut self) -> ! {
+        let waited = signal_set(&[libc::SIGTERM, libc::SIGCHLD]);
+        loop {
+            if wait_signal(&waited, None) == libc::SIGTERM {
+                self.end();
             }
-        }
-    }
-
-    /// Reap what has exited; false once no child is left at all.
-    unsafe fn reap(&mut self, flags: libc::c_int) -> bool {
-        // SAFETY: waitpid on our own children.
-        unsafe {
-            loop {
-                let mut status = 0;
-                let pid = libc::waitpid(-1, &mut status, flags | libc::__WALL);
-                if pid == self.child {
-                    self.status = Some(status);
-                    if self.mode & MODE_PID_NAMESPACE == 0 {
-                        report_with(self.report, MSG_STATUS, status);
-                    }
-                }
-                if pid > 0 && flags & libc::WNOHANG != 0 {
-                    continue;
-                }
-                if pid < 0 && last_errno() == libc::EINTR {
-                    continue;
-                }
-                return pid >= 0;
-            }
-        }
-    }
-
-    /// Kill everything the run started, reap it all, exit.
-    unsafe fn end(&mut self) -> ! {
-        // SAFETY: as in `ChildPlan::run`; every pid signalled is an unreaped child of ours
-        // (or, in the sweep, an unreaped descendant).
-        unsafe {
-            if self.cgroup_kill >= 0 {
-                libc::write(self.cgroup_kill, b"1".as_ptr().cast(), 1);
-            }
-            if self.status.is_none() {
-                if self.mode & (MODE_SUBREAPER | MODE_PID_NAMESPACE) == 0 {
-                    // The process-group twin: N's own group (N left C's by `setsid`).
-                    libc::kill(-self.child, libc::SIGKILL);
-                }
-                libc::kill(self.child, libc::SIGKILL);
-            }
-            if self.mode & MODE_SUBREAPER == 0 {
-                while self.status.is_none() && self.reap(0) {}
+            if !self.reap(false) {
+                // No child left: N is reaped and no orphan of the run is alive.
                 self.exit();
             }
-            // A cgroup's kill or a namespace's end takes everything inside with it: give it a
-            // moment before paying for a scan of `/proc` (which is for what escaped).
-            if self.mode & (MODE_CGROUP | MODE_PID_NAMESPACE) != 0 {
-                let mut chld = empty_set();
-                libc::sigaddset(&mut chld, libc::SIGCHLD);
-                let pause = libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 20_000_000,
-                };
-                for _ in 0..5 {
-                    if !self.reap(libc::WNOHANG) {
-                        break;
+        }
+    }
+
+    /// Reap what has exited (`block`: wait for one child); false once no child is left.
+    fn reap(&mut self, block: bool) -> bool {
+        let options = if block {
+            wait_all()
+        } else {
+            wait_all() | WaitOptions::NOHANG
+        };
+        loop {
+            match rustix::process::wait(options) {
+                Ok(Some((pid, status))) => {
+                    if pid == self.child {
+                        self.status = Some(status.as_raw());
+                        if self.mode & MODE_PID_NAMESPACE == 0 {
+                            send_value(self.report, MSG_STATUS, status.as_raw());
+                        }
                     }
-                    libc::sigtimedwait(&chld, std::ptr::null_mut(), &pause);
+                    if block {
+                        return true;
+                    }
                 }
+                // Children, none of them ended yet.
+                Ok(None) => return true,
+                Err(Errno::INTR) => {}
+                // ECHILD: no child left.
+                Err(_) => return false,
             }
-            // Until no child is left: reap what is dead, sweep what is not, wait.
-            while self.reap(libc::WNOHANG) {
-                kill_descendants(libc::getpid());
-                if !self.reap(0) {
+        }
+    }
+
+    /// Kill everything the run started, reap it all, exit. Every pid signalled is an
+    /// unreaped child of C (or, in the sweep, an unreaped descendant), so it cannot have
+    /// been reused.
+    fn end(&mut self) -> ! {
+        if let Some(kill) = self.cgroup_kill {
+            rustix::io::write(kill, b"1").ok();
+        }
+        if self.status.is_none() {
+            if self.mode & (MODE_SUBREAPER | MODE_PID_NAMESPACE) == 0 {
+                // The process-group twin: N's own group (N left C's by `setsid`).
+                rustix::process::kill_process_group(self.child, Signal::KILL).ok();
+            }
+            rustix::process::kill_process(self.child, Signal::KILL).ok();
+        }
+        if self.mode & MODE_SUBREAPER == 0 {
+            while self.status.is_none() && self.reap(true) {}
+            self.exit();
+        }
+        // A cgroup's kill or a namespace's end takes everything inside with it: give it a
+        // moment before paying for a scan of `/proc` (which is for what escaped).
+        if self.mode & (MODE_CGROUP | MODE_PID_NAMESPACE) != 0 {
+            let chld = signal_set(&[libc::SIGCHLD]);
+            for _ in 0..5 {
+                if !self.reap(false) {
                     break;
                 }
+                wait_signal(&chld, Some(20_000_000));
             }
-            if libc::getppid() != self.embedder {
-                self.remove_cgroup();
-            }
-            self.exit()
         }
+        // Until no child is left: reap what is dead, sweep what is not, wait.
+        while self.reap(false) {
+            kill_descendants(rustix::process::getpid());
+            if !self.reap(true) {
+                break;
+            }
+        }
+        if Pid::as_raw(rustix::process::getppid()) != self.embedder {
+            self.remove_cgroup();
+        }
+        self.exit()
     }
 
     /// P died: remove the run's cgroup in its place, once the kill has emptied it (a
     /// second at most; what is left is for the next embedder's sweep).
-    unsafe fn remove_cgroup(&self) {
-        let (parent, name) = self.cgroup_removal;
-        if parent < 0 || name.is_null() {
+    fn remove_cgroup(&self) {
+        let Some((parent, name)) = self.cgroup_removal else {
             return;
-        }
-        // SAFETY: unlinkat on a descriptor and a NUL-terminated name P prepared (its memory
-        // is ours, copied at fork); write and nanosleep with stack values.
-        unsafe {
-            for _ in 0..1000 {
-                if libc::unlinkat(parent, name, libc::AT_REMOVEDIR) == 0
-                    || last_errno() == libc::ENOENT
-                {
-                    return;
-                }
-                libc::write(self.cgroup_kill, b"1".as_ptr().cast(), 1);
-                let pause = libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 1_000_000,
-                };
-                libc::nanosleep(&pause, std::ptr::null_mut());
+        };
+        let pause = rustix::thread::Timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        for _ in 0..1000 {
+            match rustix::fs::unlinkat(parent, name, rustix::fs::AtFlags::REMOVEDIR) {
+                Ok(()) | Err(Errno::NOENT) => return,
+                Err(_) => {}
             }
+            if let Some(kill) = self.cgroup_kill {
+                rustix::io::write(kill, b"1").ok();
+            }
+            let _ = rustix::thread::nanosleep(&pause);
         }
     }
 
     /// Exit as the child did (or as killed, when it was never seen to end).
-    unsafe fn exit(&self) -> ! {
-        // SAFETY: as in `ChildPlan::run`.
-        unsafe { mirror(self.status.unwrap_or(libc::SIGKILL)) }
+    fn exit(&self) -> ! {
+        mirror(self.status.unwrap_or(libc::SIGKILL))
     }
+}
+
+/// `waitpid` options for any child, clones included (`__WALL`).
+fn wait_all() -> WaitOptions {
+    WaitOptions::from_bits_retain(libc::__WALL as u32)
 }
 
 /// End this process the way `status` says its child ended.
-unsafe fn mirror(status: libc::c_int) -> ! {
-    // SAFETY: as in `ChildPlan::run`.
-    unsafe {
-        if libc::WIFSIGNALED(status) {
-            let signal = libc::WTERMSIG(status);
-            // No core file of the waiter, whatever the signal.
-            libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-            libc::signal(signal, libc::SIG_DFL);
-            let empty = empty_set();
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            libc::kill(libc::getpid(), signal);
-            libc::_exit(128 + signal);
-        }
-        libc::_exit(libc::WEXITSTATUS(status))
+#[expect(
+    unsafe_code,
+    reason = "kill(2) with a signal number rustix cannot name"
+)]
+fn mirror(status: libc::c_int) -> ! {
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        // No core file of the waiter, whatever the signal.
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable).ok();
+        set_disposition(signal, libc::SIG_DFL);
+        set_signal_mask(libc::SIG_SETMASK, &signal_set(&[]));
+        // SAFETY: signals this process itself; the signal may be a real-time one, which
+        // rustix's `Signal` does not name.
+        unsafe { libc::kill(rustix::process::getpid().as_raw_pid(), signal) };
+        exit_now(128 + signal);
     }
+    exit_now(libc::WEXITSTATUS(status))
 }
 
-/// SIGTERM and SIGCHLD: what the waiter takes with `sigwaitinfo`.
-fn waiter_signals() -> libc::sigset_t {
-    let mut set = empty_set();
-    // SAFETY: initialises a stack value.
-    unsafe {
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGCHLD);
+/// `_exit`: end this process now, running no destructor, `atexit` handler or stdio flush
+/// (what a fork of the embedder must do: those belong to the embedder).
+#[expect(unsafe_code, reason = "_exit")]
+fn exit_now(code: libc::c_int) -> ! {
+    // SAFETY: `_exit` is async-signal-safe and only ends the process.
+    unsafe { libc::_exit(code) }
+}
+
+/// A signal set holding `signals` (none: the empty set).
+#[expect(unsafe_code, reason = "sigemptyset and sigaddset")]
+fn signal_set(signals: &[libc::c_int]) -> libc::sigset_t {
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the whole set it is given.
+    unsafe { libc::sigemptyset(set.as_mut_ptr()) };
+    // SAFETY: initialised just above.
+    let mut set = unsafe { set.assume_init() };
+    for &signal in signals {
+        // SAFETY: adds a signal number to an initialised set on the stack.
+        unsafe { libc::sigaddset(&mut set, signal) };
     }
     set
 }
 
-fn empty_set() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data; sigemptyset initialises it.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        set
+/// `sigprocmask(how, set)`: block, or set the mask to, `set`.
+#[expect(unsafe_code, reason = "sigprocmask")]
+fn set_signal_mask(how: libc::c_int, set: &libc::sigset_t) {
+    // SAFETY: reads an initialised set; no old set is asked for.
+    unsafe { libc::sigprocmask(how, set, std::ptr::null_mut()) };
+}
+
+/// Take one of the blocked signals in `set` (`sigwaitinfo`), or give up after `nanos`
+/// nanoseconds (`sigtimedwait`); the signal number, or -1.
+#[expect(unsafe_code, reason = "sigwaitinfo and sigtimedwait")]
+fn wait_signal(set: &libc::sigset_t, nanos: Option<i64>) -> libc::c_int {
+    match nanos {
+        // SAFETY: reads an initialised set; no information is asked for.
+        None => unsafe { libc::sigwaitinfo(set, std::ptr::null_mut()) },
+        Some(nanos) => {
+            let pause = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: nanos,
+            };
+            // SAFETY: reads an initialised set and a timeout on the stack.
+            unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &pause) }
+        }
     }
+}
+
+/// Set `signal`'s disposition to the default (`SIG_DFL`) or to ignored (`SIG_IGN`).
+#[expect(unsafe_code, reason = "signal(2)")]
+fn set_disposition(signal: libc::c_int, disposition: libc::sighandler_t) {
+    debug_assert!(disposition == libc::SIG_DFL || disposition == libc::SIG_IGN);
+    // SAFETY: installs no handler of ours, only the default or ignoring, which any code
+    // may do for any signal (SIGKILL and SIGSTOP refuse with EINVAL).
+    unsafe { libc::signal(signal, disposition) };
 }
 
 /// The embedding process's handlers (tokio's SIGCHLD, an embedder's SIGINT) mean nothing in a
 /// process that will not exec: back to the defaults (exec would do this for N anyway).
-unsafe fn reset_signal_handlers() {
+fn reset_signal_handlers() {
     for signal in 1..32 {
         if signal != libc::SIGKILL && signal != libc::SIGSTOP {
-            // SAFETY: sigaction-based, async-signal-safe.
-            unsafe { libc::signal(signal, libc::SIG_DFL) };
+            set_disposition(signal, libc::SIG_DFL);
         }
     }
 }
 
 /// Close every descriptor but those in `keep` (negative entries are ignored).
+///
+/// # Safety
+///
+/// Closes descriptors other code may own: only in a forked child that never returns to such
+/// code.
+#[expect(unsafe_code, reason = "closes descriptors it does not own")]
 unsafe fn close_all_except(keep: &[RawFd]) {
     let mut kept = [0u32; 4];
     let mut n = 0;
@@ -622,51 +685,46 @@ unsafe fn close_all_except(keep: &[RawFd]) {
     }
     kept[..n].sort_unstable();
     let mut first = 0u32;
-    // SAFETY: closing our own descriptors.
-    unsafe {
-        for &fd in &kept[..n] {
-            if fd > first {
-                close_range(first, fd - 1);
-            }
-            first = fd + 1;
+    for &fd in &kept[..n] {
+        if fd > first {
+            // SAFETY: the caller's promise.
+            unsafe { close_range(first, fd - 1) };
         }
-        close_range(first, u32::MAX);
+        first = fd + 1;
     }
+    // SAFETY: the caller's promise.
+    unsafe { close_range(first, u32::MAX) };
 }
 
+/// `close_range(first, last)`, with a close loop before Linux 5.9.
+///
+/// # Safety
+///
+/// As for [`close_all_except`].
+#[expect(unsafe_code, reason = "closes descriptors it does not own")]
 unsafe fn close_range(first: u32, last: u32) {
-    // SAFETY: close_range(2) on our own descriptor table.
-    unsafe {
-        if libc::syscall(libc::SYS_close_range, first, last, 0) != 0 {
-            // Before Linux 5.9: close one by one, as far as descriptors usually go.
-            for fd in first..=last.min(65_535) {
-                libc::close(fd as RawFd);
-            }
-        }
-    }
-}
-
-fn report(fd: RawFd, bytes: &[u8]) {
-    if fd < 0 {
+    // SAFETY: the caller's promise.
+    if unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) } == 0 {
         return;
     }
-    loop {
-        // SAFETY: writes from a stack buffer to our own descriptor; a message of at most
-        // five bytes is atomic on a pipe.
-        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
-        if n >= 0 || last_errno() != libc::EINTR {
-            return;
-        }
+    // Before Linux 5.9: close one by one, as far as descriptors usually go.
+    for fd in first..=last.min(65_535) {
+        // SAFETY: the caller's promise.
+        unsafe { libc::close(fd as RawFd) };
     }
 }
 
-fn report_with(fd: RawFd, tag: u8, value: i32) {
-    let v = value.to_ne_bytes();
-    report(fd, &[tag, v[0], v[1], v[2], v[3]]);
+/// Write one message to the report pipe, if there is one (a message of at most five bytes is
+/// atomic on a pipe).
+fn send(fd: Option<BorrowedFd<'_>>, bytes: &[u8]) {
+    let Some(fd) = fd else { return };
+    while rustix::io::write(fd, bytes) == Err(Errno::INTR) {}
 }
 
-fn last_errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+/// A message of a tag and a 32-bit value.
+fn send_value(fd: Option<BorrowedFd<'_>>, tag: u8, value: i32) {
+    let v = value.to_ne_bytes();
+    send(fd, &[tag, v[0], v[1], v[2], v[3]]);
 }
 
 /// A message of the report pipe, parsed in the parent.

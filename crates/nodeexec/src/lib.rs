@@ -222,13 +222,36 @@
 //! judges owners by `/proc/<pid>`). The embedding thread that starts a run must outlive it
 //! (`PR_SET_PDEATHSIG` follows the thread that forked); tokio runtime threads do.
 //!
+//!
+//! # Unsafe code
+//!
+//! This is the workspace's only crate with `unsafe` code, all of it for what happens between
+//! `fork` and `exec` (a child of a multi-threaded process may only make async-signal-safe
+//! calls, so no allocation and no lock) and for the few system calls no safe wrapper offers.
+//! Each item that holds any says why in `#[expect(unsafe_code, reason = ...)]`, each unsafe
+//! function has a `# Safety` section, and each block (one call where that can be) a
+//! `// SAFETY:` comment (`clippy::undocumented_unsafe_blocks` is denied here). rustix's
+//! safe wrappers are used wherever rustix has one (`PR_SET_PDEATHSIG`, `PR_SET_NO_NEW_PRIVS`,
+//! `PR_SET_CHILD_SUBREAPER`, `PR_SET_DUMPABLE`, capabilities, `setrlimit`, `kill`, `waitpid`,
+//! `getppid`, `setsid`, `getdents64`): on Linux rustix makes the system call itself, without
+//! the C library or an allocation, so they are fine after `fork` too. What is left on `libc`:
+//! `fork` and `clone3(CLONE_INTO_CGROUP)`, `_exit`, signal masks and dispositions,
+//! `sigwaitinfo`, `close_range`, `dup2` onto chosen numbers, the Landlock and seccomp calls,
+//! and one write of zeros over the waiter's copy of the environment.
+//!
 //! [`CancellationToken`]: tokio_util::sync::CancellationToken
+
+#![deny(
+    clippy::undocumented_unsafe_blocks,
+    clippy::multiple_unsafe_ops_per_block
+)]
 
 mod capture;
 mod cgroup;
 mod command;
 mod contain;
 mod error;
+mod limits;
 mod owner;
 mod privilege;
 mod run;

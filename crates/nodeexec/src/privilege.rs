@@ -13,13 +13,18 @@
 //!   environment strings, which `/proc/<pid>/environ` shows, overwritten with zeros in their
 //!   copy of the memory.
 //!
-//! Everything here is a raw system call on stack data: these processes are forks of a
-//! multi-threaded process and may not allocate.
-
-// Raw system calls between fork and exec; see the SAFETY notes.
-#![allow(unsafe_code)]
+//! These processes are forks of a multi-threaded process and may not allocate or lock:
+//! everything here is a system call on stack data. rustix's wrappers (`setsid`,
+//! `PR_SET_NO_NEW_PRIVS`, `PR_CAPBSET_DROP`, `PR_CAP_AMBIENT`, `capset`, `PR_SET_DUMPABLE`,
+//! `open`, `read`) are the raw system calls on Linux, without allocation, so they are safe
+//! here; the one `unsafe` block left writes zeros over the environment strings.
+//!
+//! This is the only place capabilities are dropped: the sandbox's pre-exec step calls
+//! [`drop_capabilities`] too.
 
 use std::io;
+
+use rustix::thread::{CapabilitySet, CapabilitySets};
 
 /// What the program gives up before `exec` (both on by default; the embedder may opt out).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,81 +36,47 @@ pub(crate) struct Privileges {
 }
 
 impl Privileges {
-    /// Apply in the process about to exec.
-    ///
-    /// # Safety
-    ///
-    /// Async-signal-safe; for a child between fork and exec.
-    pub(crate) unsafe fn apply(self) -> io::Result<()> {
-        // SAFETY: raw system calls on this process with stack values.
-        unsafe {
-            if self.new_session && libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if self.drop {
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                drop_capabilities()?;
-            }
+    /// Apply in the process about to exec (async-signal-safe).
+    pub(crate) fn apply(self) -> io::Result<()> {
+        if self.new_session {
+            rustix::process::setsid()?;
+        }
+        if self.drop {
+            rustix::thread::set_no_new_privs(true)?;
+            drop_capabilities()?;
         }
         Ok(())
     }
 }
 
 /// The highest capability number tried when emptying the bounding set (the kernel refuses
-/// numbers above its last with `EINVAL`, which ends the loop).
-const LAST_CAPABILITY: libc::c_ulong = 63;
+/// numbers above its last with `EINVAL`, which ends the loop; 63 is the last a 64-bit set
+/// can name).
+const LAST_CAPABILITY: u32 = 63;
 
-/// Empty the bounding set where permitted (`CAP_SETPCAP`), clear the ambient set, then set the
-/// effective, permitted and inheritable sets to nothing (lowering is always permitted).
-///
-/// # Safety
-///
-/// Async-signal-safe; for the child between fork and exec.
-unsafe fn drop_capabilities() -> io::Result<()> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const VERSION_3: u32 = 0x2008_0522;
-    // SAFETY: prctl and capset on this process with stack values of the kernel's layout.
-    unsafe {
-        for cap in 0..=LAST_CAPABILITY {
-            // EPERM (no CAP_SETPCAP) and EINVAL (past the kernel's last) are both fine.
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && last_errno() == libc::EINVAL
-            {
-                break;
-            }
-        }
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0,
-            0,
-            0,
-        );
-        let header = Header {
-            version: VERSION_3,
-            pid: 0,
-        };
-        let none = [Data {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        if libc::syscall(libc::SYS_capset, &header, none.as_ptr()) != 0 {
-            return Err(io::Error::last_os_error());
+/// Empty the bounding set where permitted (`CAP_SETPCAP`), clear the ambient set, then set
+/// the effective, permitted and inheritable sets to nothing (lowering is always permitted).
+/// Async-signal-safe; meant for the process about to exec, which then keeps nothing through
+/// `exec` (with no new privileges, `exec` grants nothing beyond the empty permitted set).
+pub(crate) fn drop_capabilities() -> io::Result<()> {
+    for cap in 0..=LAST_CAPABILITY {
+        // EPERM (no CAP_SETPCAP: then we hold nothing to drop from it either) is fine;
+        // EINVAL means past the kernel's last capability.
+        let one = CapabilitySet::from_bits_retain(1 << cap);
+        if rustix::thread::remove_capability_from_bounding_set(one) == Err(rustix::io::Errno::INVAL)
+        {
+            break;
         }
     }
+    // Before Linux 4.3 there is no ambient set; emptying the permitted set below clears it
+    // anyway where there is one.
+    rustix::thread::clear_ambient_capability_set().ok();
+    let none = CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
+    };
+    rustix::thread::set_capabilities(None, none)?;
     Ok(())
 }
 
@@ -116,18 +87,22 @@ unsafe fn drop_capabilities() -> io::Result<()> {
 ///
 /// # Safety
 ///
-/// Async-signal-safe; for a child between fork and exec that never reads its environment
-/// again (`getenv` would find empty strings).
+/// Only in a child between fork and exec that never reads its environment again (`getenv`
+/// would find empty strings), and in which no other thread could be reading it (a fork is
+/// single-threaded).
+#[expect(
+    unsafe_code,
+    reason = "writes zeros over the environment block in memory"
+)]
 pub(crate) unsafe fn hide_waiter() {
-    // SAFETY: prctl on this process; the environment block lies in this process's own
-    // (copy-on-write) stack mapping, between the bounds the kernel reports for it.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-        if let Some((start, end)) = env_bounds()
-            && start < end
-        {
-            std::ptr::write_bytes(start as *mut u8, 0, end - start);
-        }
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable).ok();
+    if let Some((start, end)) = env_bounds()
+        && start < end
+    {
+        // SAFETY: the environment block lies in this process's own (copy-on-write) stack
+        // mapping, between the bounds the kernel reports for it; nothing else reads it (the
+        // caller's promise).
+        unsafe { std::ptr::write_bytes(start as *mut u8, 0, end - start) };
     }
 }
 
@@ -146,28 +121,20 @@ fn env_bounds() -> Option<(usize, usize)> {
     Some((start, end))
 }
 
-/// Read up to `buf.len()` bytes of a file with raw system calls.
+/// Read up to `buf.len()` bytes of a file, without allocation (async-signal-safe).
 pub(crate) fn read_file(path: &std::ffi::CStr, buf: &mut [u8]) -> Option<usize> {
-    // SAFETY: open/read/close with a NUL-terminated path and our own stack buffer.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return None;
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let mut total = 0;
+    while total < buf.len() {
+        match rustix::io::read(&fd, &mut buf[total..]) {
+            Ok(0) => break,
+            Ok(n) => total += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break,
         }
-        let mut total = 0;
-        while total < buf.len() {
-            let n = libc::read(fd, buf[total..].as_mut_ptr().cast(), buf.len() - total);
-            if n < 0 && last_errno() == libc::EINTR {
-                continue;
-            }
-            if n <= 0 {
-                break;
-            }
-            total += n as usize;
-        }
-        libc::close(fd);
-        Some(total)
     }
+    Some(total)
 }
 
 /// A decimal number, without allocation.
@@ -183,10 +150,6 @@ pub(crate) fn parse_usize(digits: &[u8]) -> Option<usize> {
         value = value.checked_mul(10)?.checked_add(usize::from(d - b'0'))?;
     }
     Some(value)
-}
-
-fn last_errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
 #[cfg(test)]

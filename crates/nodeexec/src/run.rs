@@ -1,8 +1,5 @@
 //! The parent side of a run: spawn through process-wrap, capture, bound, end, reap.
 
-// `pre_exec` and the signals sent to our own child need unsafe/libc; see the SAFETY notes.
-#![allow(unsafe_code)]
-
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
@@ -169,6 +166,7 @@ impl Command {
         Ok(outcome)
     }
 
+    #[expect(unsafe_code, reason = "the pre-exec step that sets up containment")]
     fn spawn(self) -> Result<Running, Error> {
         let env = self.child_env();
         let start_failed = |e: io::Error| Error::new(ErrorKind::StartFailed, Some(e));
@@ -229,13 +227,16 @@ impl Command {
                 c.current_dir(dir);
             }
             let mut plan = plan;
+            let step = move || {
+                // SAFETY: std runs the step in the child it has just forked, before `exec`:
+                // what `ChildPlan::run` requires.
+                unsafe { plan.run() }
+            };
             // SAFETY: `ChildPlan::run` performs only async-signal-safe system calls (and the
             // embedder's steps, whose safety `Command::pre_exec` made the embedder promise).
             // std runs it after `setpgid` (process-wrap's ProcessGroup), `chdir` and the stdio
             // setup, as checked by `tests::std_sets_the_group_before_pre_exec`.
-            unsafe {
-                c.pre_exec(move || plan.run());
-            }
+            unsafe { c.pre_exec(step) };
         });
         wrap.wrap(ProcessGroup::leader());
         // On failure the cgroup (empty: nothing joined it, or what did is dead) is removed
@@ -359,25 +360,29 @@ impl Running {
         if let Some(cgroup) = &self.cgroup {
             cgroup.kill().ok();
         }
-        if self.reaped || self.pid <= 0 {
+        if self.reaped {
             return;
         }
-        // SAFETY: kill(2) on our own unreaped child (or its group, whose id is the child's
-        // pid), so the id cannot have been reused.
-        unsafe {
-            if self.containment == Containment::ProcessGroup {
-                libc::kill(-self.pid, libc::SIGKILL);
-            } else {
-                libc::kill(self.pid, libc::SIGTERM);
-            }
+        // Our own unreaped child (or its group, whose id is the child's pid), so the id
+        // cannot have been reused.
+        let Some(pid) = rustix::process::Pid::from_raw(self.pid) else {
+            return;
+        };
+        if self.containment == Containment::ProcessGroup {
+            rustix::process::kill_process_group(pid, rustix::process::Signal::KILL).ok();
+        } else {
+            rustix::process::kill_process(pid, rustix::process::Signal::TERM).ok();
         }
     }
 
     /// Last resort: SIGKILL to the group (the waiter included).
     fn kill_group(&self) {
-        if !self.reaped && self.pid > 0 {
-            // SAFETY: as in `kill_now`.
-            unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        if self.reaped {
+            return;
+        }
+        // As in `kill_now`.
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid) {
+            rustix::process::kill_process_group(pid, rustix::process::Signal::KILL).ok();
         }
     }
 

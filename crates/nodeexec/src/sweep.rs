@@ -14,11 +14,14 @@
 //!
 //! `/proc/<pid>/task/<tid>/children` would be cheaper but needs `CONFIG_PROC_CHILDREN`, which
 //! many kernels lack (this machine's does): the scan of `/proc` works everywhere `/proc` is
-//! mounted. The waiter is a fork of a multi-threaded process, so this is written with raw
-//! system calls on stack buffers only.
+//! mounted. The waiter is a fork of a multi-threaded process, so this allocates nothing:
+//! rustix's `open`, `getdents64` (its `RawDir`, over a buffer on the stack), `read` and `kill`
+//! are raw system calls on Linux, and no `unsafe` is needed.
 
-// Raw system calls in a forked child; see the SAFETY notes.
-#![allow(unsafe_code)]
+use std::mem::MaybeUninit;
+
+use rustix::fs::{Mode, OFlags, RawDir};
+use rustix::process::{Pid, Signal};
 
 use crate::privilege::{parse_usize, read_file};
 
@@ -27,12 +30,14 @@ use crate::privilege::{parse_usize, read_file};
 const REMEMBERED: usize = 4096;
 
 /// SIGKILL every descendant of `me` (the calling process); returns how many were signalled.
+/// Async-signal-safe.
 ///
-/// # Safety
-///
-/// Async-signal-safe; the caller must reap none of its children while this runs (it does
-/// not return to the caller until the scan is over, so that holds for a single thread).
-pub(crate) unsafe fn kill_descendants(me: libc::pid_t) -> usize {
+/// The caller must reap none of its children while this runs (it does not return to the
+/// caller until the scan is over, so that holds for a single thread): a pid is signalled only
+/// while it is known to be an unreaped descendant, which the kernel cannot give to another
+/// process.
+pub(crate) fn kill_descendants(me: Pid) -> usize {
+    let me = me.as_raw_pid();
     let mut killed = [0 as libc::pid_t; REMEMBERED];
     let mut count = 0usize;
     let mut signalled = 0usize;
@@ -43,9 +48,9 @@ pub(crate) unsafe fn kill_descendants(me: libc::pid_t) -> usize {
                 return;
             }
             if ppid == me || killed[..count].contains(&ppid) {
-                // SAFETY: kill(2); `pid` is a live descendant (or a zombie) not reaped by
-                // us, so it cannot have been reused.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                if let Some(pid) = Pid::from_raw(pid) {
+                    rustix::process::kill_process(pid, Signal::KILL).ok();
+                }
                 signalled += 1;
                 added = true;
                 if count < REMEMBERED {
@@ -54,58 +59,30 @@ pub(crate) unsafe fn kill_descendants(me: libc::pid_t) -> usize {
                 }
             }
         };
-        // SAFETY: as documented on this function.
-        let scanned = unsafe { scan(each) };
-        if !scanned || !added {
+        if !scan(each) || !added {
             return signalled;
         }
     }
 }
 
 /// Call `each(pid, ppid)` for every process listed in `/proc`; false when `/proc` cannot be
-/// read.
-///
-/// # Safety
-///
-/// Async-signal-safe.
-unsafe fn scan(mut each: impl FnMut(libc::pid_t, libc::pid_t)) -> bool {
-    // SAFETY: open/getdents64/close on our own descriptor with a stack buffer; the records
-    // are read within the length the kernel returned.
-    unsafe {
-        let dir = libc::open(
-            c"/proc".as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        );
-        if dir < 0 {
-            return false;
+/// read. Async-signal-safe.
+fn scan(mut each: impl FnMut(libc::pid_t, libc::pid_t)) -> bool {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let Ok(dir) = rustix::fs::open(c"/proc", flags, Mode::empty()) else {
+        return false;
+    };
+    let mut buf = [MaybeUninit::<u8>::uninit(); 8192];
+    let mut entries = RawDir::new(dir, &mut buf);
+    while let Some(Ok(entry)) = entries.next() {
+        let name = entry.file_name().to_bytes();
+        if let Some(pid) = parse_usize(name)
+            && let Some(ppid) = parent_of(name)
+        {
+            each(pid as libc::pid_t, ppid);
         }
-        let mut buf = [0u8; 8192];
-        loop {
-            let n = libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len());
-            if n <= 0 {
-                break;
-            }
-            let n = n as usize;
-            let mut at = 0;
-            // struct linux_dirent64 { u64 d_ino; i64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
-            while at + 19 <= n {
-                let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
-                if reclen == 0 || at + reclen > n {
-                    break;
-                }
-                let name = &buf[at + 19..at + reclen];
-                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
-                if let Some(pid) = parse_usize(name)
-                    && let Some(ppid) = parent_of(name)
-                {
-                    each(pid as libc::pid_t, ppid);
-                }
-                at += reclen;
-            }
-        }
-        libc::close(dir);
-        true
     }
+    true
 }
 
 /// The parent pid of the process whose decimal pid is `digits` (field 4 of its `stat`).

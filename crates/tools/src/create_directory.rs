@@ -94,6 +94,6 @@ impl TypedTool for MkdirTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<MkdirOutput, CallError> {
-        run_on_root(&self.root, valid, cancel, ErrorKind::WriteFailed, mkdir).await
+        run_on_root(&self.root, valid, cancel, mkdir).await
     }
 }

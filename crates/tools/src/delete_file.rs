@@ -137,6 +137,6 @@ impl TypedTool for DeleteTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<DeleteOutput, CallError> {
-        run_on_root(&self.root, valid, cancel, ErrorKind::WriteFailed, delete).await
+        run_on_root(&self.root, valid, cancel, delete).await
     }
 }

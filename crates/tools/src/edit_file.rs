@@ -43,7 +43,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{blocking, failed, lstat_at, normalize, open_existing_parent};
+use crate::blocking::off_reactor;
+use crate::entry::{failed, lstat_at, normalize, open_existing_parent};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::read_file::read_bounded;
 use crate::tool::{ToolHints, TypedTool};
@@ -332,7 +333,7 @@ impl TypedTool for EditTool {
         }
         let root = self.root.clone();
         let path = valid.path.clone();
-        let (parent, name) = blocking(ErrorKind::WriteFailed, move || {
+        let (parent, name) = off_reactor(move || {
             root.verify()?;
             let (parent, name) = open_existing_parent(&root, &path, ErrorKind::WriteFailed)?;
             Ok((parent, name.to_owned()))
@@ -345,7 +346,7 @@ impl TypedTool for EditTool {
         let held = lock_target(key, cancel).await?;
         let root = self.root.clone();
         let cancel = cancel.clone();
-        blocking(ErrorKind::WriteFailed, move || {
+        off_reactor(move || {
             // The lock travels with the work: it is released when the work ends, even if the
             // caller's future was dropped meanwhile.
             let _held = held;

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::blocking::off_reactor;
 use crate::error::{CallError, ErrorKind, ToolError};
 use crate::write_file::parent::Parent;
 
@@ -89,32 +90,20 @@ pub(crate) fn kind_of(st: &Stat) -> &'static str {
     }
 }
 
-/// Run blocking filesystem work on tokio's blocking pool, off the reactor. A task that panics
-/// is the tool's catch-all failure, never a panic of the caller.
-pub(crate) async fn blocking<T: Send + 'static>(
-    other: ErrorKind,
-    work: impl FnOnce() -> Result<T, CallError> + Send + 'static,
-) -> Result<T, CallError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|_| Err(failed(other)))
-}
-
 /// A path argument through the grammar (`INVALID_RELATIVE_PATH`).
 pub(crate) fn normalize(path: &str) -> Result<RelPath, ToolError> {
     pathgrammar::normalize(path)
         .map_err(|e| ToolError::invalid(ErrorKind::InvalidRelativePath).with_source(e))
 }
 
-/// Run a tool's blocking body over its root on the blocking pool ([`blocking`]).
+/// Run a tool's blocking body over its root off the async workers ([`off_reactor`]).
 pub(crate) async fn run_on_root<V: Send + 'static, T: Send + 'static>(
     root: &Arc<WorkspaceRoot>,
     valid: V,
     cancel: &CancellationToken,
-    other: ErrorKind,
     body: fn(&WorkspaceRoot, &V, &CancellationToken) -> Result<T, CallError>,
 ) -> Result<T, CallError> {
     let root = root.clone();
     let cancel = cancel.clone();
-    blocking(other, move || body(&root, &valid, &cancel)).await
+    off_reactor(move || body(&root, &valid, &cancel)).await
 }

@@ -108,7 +108,7 @@ impl TypedTool for InfoTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<InfoOutput, CallError> {
-        run_on_root(&self.root, valid, cancel, ErrorKind::ReadFailed, info).await
+        run_on_root(&self.root, valid, cancel, info).await
     }
 }
 

@@ -9,8 +9,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::list_directory::{blocking, check_dir_path};
+use crate::list_directory::check_dir_path;
 use crate::tool::{ToolHints, TypedTool};
 use crate::walk::{Ignores, WalkSpec, open_start, walk};
 
@@ -156,6 +157,6 @@ impl TypedTool for FindTool {
     ) -> Result<FindOutput, CallError> {
         let tool = self.clone();
         let cancel = cancel.clone();
-        blocking(move || tool.find(&valid, &cancel)).await
+        off_reactor(move || tool.find(&valid, &cancel)).await
     }
 }

@@ -23,9 +23,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::find_files::{MAX_PATTERN_BYTES, compile_glob};
-use crate::list_directory::{blocking, check_dir_path};
+use crate::list_directory::check_dir_path;
 use crate::tool::{ToolHints, TypedTool};
 use crate::walk::{FileAt, Ignores, WalkSpec, failed, start_error, walk};
 
@@ -414,6 +415,6 @@ impl TypedTool for GrepTool {
     ) -> Result<GrepOutput, CallError> {
         let tool = self.clone();
         let cancel = cancel.clone();
-        blocking(move || tool.grep(&valid, &cancel)).await
+        off_reactor(move || tool.grep(&valid, &cancel)).await
     }
 }

@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
 use crate::walk::{failed, is_temporary, open_start, plain_name};
@@ -170,17 +171,7 @@ impl TypedTool for ListTool {
     ) -> Result<ListOutput, CallError> {
         let tool = self.clone();
         let cancel = cancel.clone();
-        blocking(move || tool.list(valid.as_ref(), &cancel)).await
-    }
-}
-
-/// Run filesystem work off the async reactor.
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, CallError> + Send + 'static,
-) -> Result<T, CallError> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(r) => r,
-        Err(_) => Err(failed(ErrorKind::ReadFailed)),
+        off_reactor(move || tool.list(valid.as_ref(), &cancel)).await
     }
 }
 

@@ -150,6 +150,6 @@ impl TypedTool for MoveTool {
         valid: ValidMove,
         cancel: &CancellationToken,
     ) -> Result<MoveOutput, CallError> {
-        run_on_root(&self.root, valid, cancel, ErrorKind::WriteFailed, rename).await
+        run_on_root(&self.root, valid, cancel, rename).await
     }
 }

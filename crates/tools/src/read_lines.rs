@@ -264,7 +264,7 @@ impl TypedTool for ReadLinesTool {
         valid: ValidReadLines,
         cancel: &CancellationToken,
     ) -> Result<ReadLinesOutput, CallError> {
-        run_on_root(&self.root, valid, cancel, ErrorKind::ReadFailed, read_lines).await
+        run_on_root(&self.root, valid, cancel, read_lines).await
     }
 }
 

@@ -10,14 +10,16 @@
 //!
 //! 1. `prctl(PR_SET_NO_NEW_PRIVS)`: no set-user-id, set-group-id or file-capability gain by
 //!    any later `exec` (and what Landlock and seccomp require of an unprivileged caller);
-//! 2. the capabilities dropped (`capabilities.rs`): the bounding set (where we may), then
+//! 2. the capabilities dropped (`privilege.rs`, the same code that drops them for every run
+//!    that does not opt out): the bounding set (where we may), then
 //!    effective, permitted and inheritable to nothing. With no-new-privs an `exec` cannot
 //!    give them back, so even a root embedder's child runs without `CAP_DAC_OVERRIDE`,
 //!    `CAP_DAC_READ_SEARCH`, `CAP_FOWNER`, `CAP_CHOWN`, `CAP_SYS_ADMIN`, `CAP_NET_RAW`, …;
 //! 3. the Landlock ruleset made and enforced (`ruleset.rs`: made in the child so that it can
 //!    name the program's own `/proc/<pid>`);
 //! 4. `setrlimit` of the address space, open files and (optionally) data segment, soft and
-//!    hard limit alike, so the program cannot raise them again (`limits.rs`);
+//!    hard limit alike, so the program cannot raise them again (`limits.rs`, shared with the
+//!    run's own bounds);
 //! 5. the seccomp filter (`seccomp.rs`).
 //!
 //! # What the program may do
@@ -82,8 +84,6 @@
 //! throw-away ruleset from the same rules before anything starts, so a kernel that refuses
 //! one is found there; a step that still fails in the child fails the start.
 
-mod capabilities;
-mod limits;
 mod paths;
 mod ruleset;
 mod seccomp;
@@ -97,7 +97,7 @@ use landlock::{ABI, Access, AccessFs, AccessNet, BitFlags, Scope};
 
 use crate::command::Command;
 use crate::error::{Error, ErrorKind};
-use limits::Resource;
+use crate::limits::{self, Resource};
 use ruleset::{PathRule, RulesetAttr};
 
 /// The Landlock ABI a sandbox requires unless told otherwise: 4 (Linux 6.7), the first with
@@ -272,9 +272,9 @@ impl Sandbox {
             own_proc,
             abi,
             limits: [
-                limit(libc::RLIMIT_AS, self.address_space),
-                limit(libc::RLIMIT_NOFILE, self.open_files),
-                limit(libc::RLIMIT_DATA, self.data),
+                limit(Resource::As, self.address_space),
+                limit(Resource::Nofile, self.open_files),
+                limit(Resource::Data, self.data),
             ],
             drop_capabilities: self.drop_capabilities,
             socket_filter: self.socket_filter,
@@ -453,27 +453,20 @@ impl SandboxRules {
     }
 
     /// The pre-exec step: only raw, async-signal-safe system calls on prepared data.
-    #[expect(unsafe_code, reason = "the pre-exec system calls")]
     fn step(&self) -> impl FnMut() -> io::Result<()> + Send + Sync + 'static {
         let prepared = Arc::clone(&self.0);
         move || {
             let p = &*prepared;
-            // SAFETY: each call below is async-signal-safe and reads only `p`, prepared in
-            // the parent and not changed since.
-            unsafe {
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                if p.drop_capabilities {
-                    capabilities::drop_all()?;
-                }
-                ruleset::restrict_self(&p.attr, &p.rules, p.own_proc)?;
-                for (resource, value) in p.limits.into_iter().flatten() {
-                    limits::lower(resource, value)?;
-                }
-                if let Some(program) = &p.program {
-                    program.load()?;
-                }
+            rustix::thread::set_no_new_privs(true)?;
+            if p.drop_capabilities {
+                crate::privilege::drop_capabilities()?;
+            }
+            ruleset::restrict_self(&p.attr, &p.rules, p.own_proc)?;
+            for (resource, value) in p.limits.into_iter().flatten() {
+                limits::lower(resource, value)?;
+            }
+            if let Some(program) = &p.program {
+                program.load()?;
             }
             Ok(())
         }

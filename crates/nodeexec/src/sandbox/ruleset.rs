@@ -7,7 +7,7 @@
 //! rule added to one built in the parent would reach every later child of it. So the parent
 //! only opens the paths (`O_PATH`, close-on-exec, inherited by the fork) and checks, by
 //! building a throw-away ruleset from them, that the kernel accepts every rule; the child
-//! then makes its own ruleset with raw system calls: the same rules, plus `/proc/self`
+//! then makes its own ruleset with system calls alone: the same rules, plus `/proc/self`
 //! opened there (which names the program's own `/proc/<pid>`), then
 //! `landlock_restrict_self`.
 //!
@@ -16,7 +16,7 @@
 //! The structures are the kernel's UAPI (`linux/landlock.h`).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 /// `struct landlock_ruleset_attr` (the `scoped` field is ABI 6; older kernels accept the
@@ -66,16 +66,9 @@ impl PathRule {
     }
 }
 
-/// Create a ruleset.
-///
-/// # Safety
-///
-/// Async-signal-safe (one system call on stack data).
-#[expect(
-    unsafe_code,
-    reason = "a raw system call, also used between fork and exec"
-)]
-unsafe fn create(attr: &RulesetAttr) -> io::Result<RawFd> {
+/// Create a ruleset (one system call on stack data: async-signal-safe).
+#[expect(unsafe_code, reason = "the landlock_create_ruleset system call")]
+fn create(attr: &RulesetAttr) -> io::Result<OwnedFd> {
     // SAFETY: the kernel reads `size_of::<RulesetAttr>()` bytes from a live reference.
     let fd = unsafe {
         libc::syscall(
@@ -88,28 +81,23 @@ unsafe fn create(attr: &RulesetAttr) -> io::Result<RawFd> {
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(fd as RawFd)
+    // SAFETY: a new descriptor the kernel just returned, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// Add a path-beneath rule to `ruleset`.
-///
-/// # Safety
-///
-/// Async-signal-safe (one system call on stack data).
-#[expect(
-    unsafe_code,
-    reason = "a raw system call, also used between fork and exec"
-)]
-unsafe fn add(ruleset: RawFd, parent: RawFd, access: u64) -> io::Result<()> {
+/// Add a path-beneath rule to `ruleset` (one system call on stack data: async-signal-safe).
+#[expect(unsafe_code, reason = "the landlock_add_rule system call")]
+fn add(ruleset: BorrowedFd<'_>, parent: BorrowedFd<'_>, access: u64) -> io::Result<()> {
     let rule = PathBeneathAttr {
         allowed_access: access,
-        parent_fd: parent,
+        parent_fd: parent.as_raw_fd(),
     };
-    // SAFETY: the kernel reads the packed attribute from a live stack value.
+    // SAFETY: the kernel reads the packed attribute from a live stack value; both
+    // descriptors are borrowed, so open for the call.
     let r = unsafe {
         libc::syscall(
             libc::SYS_landlock_add_rule,
-            ruleset,
+            ruleset.as_raw_fd(),
             RULE_PATH_BENEATH,
             std::ptr::from_ref(&rule),
             0u32,
@@ -129,92 +117,58 @@ pub(super) enum CheckError {
 
 /// In the parent: build a ruleset from `rules` (and `/proc/self` if `own_proc` is not empty)
 /// and drop it, so that whatever the kernel refuses is found before anything is started.
-#[expect(
-    unsafe_code,
-    reason = "calls the raw Landlock wrappers on owned descriptors"
-)]
 pub(super) fn check(
     attr: &RulesetAttr,
     rules: &[PathRule],
     own_proc: u64,
 ) -> Result<(), CheckError> {
-    // SAFETY: one system call; the descriptor returned is owned at once.
-    let ruleset = unsafe { OwnedFd::from_raw_fd(create(attr).map_err(CheckError::Create)?) };
+    let ruleset = create(attr).map_err(CheckError::Create)?;
     for rule in rules {
-        // SAFETY: both descriptors are live for the call.
-        unsafe { add(ruleset.as_raw_fd(), rule.fd.as_raw_fd(), rule.access) }
-            .map_err(CheckError::Rule)?;
+        add(ruleset.as_fd(), rule.fd.as_fd(), rule.access).map_err(CheckError::Rule)?;
     }
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
     if own_proc != 0
-        && let Ok(proc_self) = rustix::fs::open("/proc/self", flags, Mode::empty())
+        && let Some(proc_self) = open_proc_self()
     {
-        // SAFETY: both descriptors are live for the call.
-        unsafe { add(ruleset.as_raw_fd(), proc_self.as_raw_fd(), own_proc) }
-            .map_err(CheckError::Rule)?;
+        add(ruleset.as_fd(), proc_self.as_fd(), own_proc).map_err(CheckError::Rule)?;
     }
     Ok(())
 }
 
+/// `/proc/self`, opened `O_PATH` (none where `/proc` is not mounted).
+fn open_proc_self() -> Option<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    rustix::fs::open(c"/proc/self", flags, Mode::empty()).ok()
+}
+
 /// In the child: make the ruleset from `rules` plus the program's own `/proc/<pid>`, and
-/// enforce it on this process (and everything it starts).
-///
-/// # Safety
-///
-/// Async-signal-safe: only system calls, on data prepared by the parent; for the child
-/// between fork and exec.
-#[expect(unsafe_code, reason = "raw system calls between fork and exec")]
-pub(super) unsafe fn restrict_self(
+/// enforce it on this process (and everything it starts). Only system calls on data the
+/// parent prepared (async-signal-safe); meant for the process about to exec (a Landlock
+/// domain is permanent). Every descriptor opened here is closed on every path.
+#[expect(unsafe_code, reason = "the landlock_restrict_self system call")]
+pub(super) fn restrict_self(
     attr: &RulesetAttr,
     rules: &[PathRule],
     own_proc: u64,
 ) -> io::Result<()> {
-    // SAFETY: raw system calls on descriptors this process holds and stack values; every
-    // descriptor opened here is closed on every path.
-    unsafe {
-        let ruleset = create(attr)?;
-        let result = fill_and_enforce(ruleset, rules, own_proc);
-        libc::close(ruleset);
-        result
+    let ruleset = create(attr)?;
+    for rule in rules {
+        let stat = rustix::fs::fstat(&rule.fd)?;
+        if (stat.st_dev, stat.st_ino) != rule.identity {
+            // The number no longer names the path the parent opened.
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        add(ruleset.as_fd(), rule.fd.as_fd(), rule.access)?;
     }
-}
-
-/// The body of [`restrict_self`], with the ruleset made.
-///
-/// # Safety
-///
-/// As for [`restrict_self`].
-#[expect(unsafe_code, reason = "raw system calls between fork and exec")]
-unsafe fn fill_and_enforce(ruleset: RawFd, rules: &[PathRule], own_proc: u64) -> io::Result<()> {
-    // SAFETY: as in `restrict_self`.
-    unsafe {
-        for rule in rules {
-            let fd = rule.fd.as_raw_fd();
-            let mut stat: libc::stat = std::mem::zeroed();
-            if libc::fstat(fd, &mut stat) != 0
-                || (stat.st_dev, stat.st_ino) != (rule.identity.0, rule.identity.1)
-            {
-                // The number no longer names the path the parent opened.
-                return Err(io::Error::from_raw_os_error(libc::EBADF));
-            }
-            add(ruleset, fd, rule.access)?;
-        }
-        if own_proc != 0 {
-            let proc_self = libc::open(
-                c"/proc/self".as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            );
-            // No /proc mounted: nothing to allow.
-            if proc_self >= 0 {
-                let added = add(ruleset, proc_self, own_proc);
-                libc::close(proc_self);
-                added?;
-            }
-        }
-        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    // No /proc mounted: nothing to allow.
+    if own_proc != 0
+        && let Some(proc_self) = open_proc_self()
+    {
+        add(ruleset.as_fd(), proc_self.as_fd(), own_proc)?;
+    }
+    // SAFETY: the system call reads nothing but a descriptor borrowed for the call.
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) } != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

@@ -182,12 +182,9 @@ impl Program {
     }
 
     /// Load the program on this process (it needs no-new-privileges or `CAP_SYS_ADMIN`).
-    ///
-    /// # Safety
-    ///
-    /// Async-signal-safe; for the child between fork and exec.
+    /// Async-signal-safe; meant for the process about to exec (the filter is permanent).
     #[expect(unsafe_code, reason = "the prctl that loads a seccomp program")]
-    pub(super) unsafe fn load(&self) -> io::Result<()> {
+    pub(super) fn load(&self) -> io::Result<()> {
         let program = libc::sock_fprog {
             len: self.0.len() as u16,
             filter: self.0.as_ptr().cast_mut(),
