@@ -30,6 +30,20 @@ fn registry(root: &Path, timeout: Option<Duration>) -> ToolRegistry {
     tools::create_coding_tools(root, options).expect("tools over a fresh directory")
 }
 
+/// A fresh workspace and a registry over it with the time bound `timeout`.
+fn workspace(timeout: Option<Duration>) -> (tempfile::TempDir, ToolRegistry) {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry(tmp.path(), timeout);
+    (tmp, reg)
+}
+
+/// The record of a call that must succeed.
+async fn ok(registry: &ToolRegistry, arguments: Value) -> Value {
+    let (is_error, record) = call(registry, arguments).await;
+    assert!(!is_error, "{record}");
+    record
+}
+
 async fn call(registry: &ToolRegistry, arguments: Value) -> (bool, Value) {
     let call = ToolCall::new("t", "node_process", &arguments);
     let result = execute_tool_call(registry, &call, &CancellationToken::new())
@@ -222,15 +236,13 @@ async fn node_process_execution_context() {
 
 #[tokio::test]
 async fn node_process_source_boundary() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(5)));
     // 32,768 bytes exactly, multi-byte characters included, and it runs.
     let head = "process.stdout.write('ok') // é€😀\n";
     let pad = 32_768 - head.len() - 2;
     let source = format!("{head}/*{}", "x".repeat(pad - 2)) + "*/";
     assert_eq!(source.len(), 32_768);
-    let (is_error, record) = call(&reg, json!({"source": source})).await;
-    assert!(!is_error, "{record}");
+    let record = ok(&reg, json!({"source": source})).await;
     assert_eq!(record["stdout"], "ok");
     let (is_error, record) = call(&reg, json!({"source": format!("{source} ")})).await;
     assert!(is_error);
@@ -243,8 +255,7 @@ async fn node_process_source_boundary() {
 
 #[tokio::test]
 async fn node_process_argument_boundaries_with_quotes_and_backslashes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(5)));
     let echo = "process.stdout.write(JSON.stringify(process.argv.slice(1)))";
     let tricky: Vec<String> = [
         "",
@@ -265,8 +276,7 @@ async fn node_process_argument_boundaries_with_quotes_and_backslashes() {
     ]
     .map(String::from)
     .to_vec();
-    let (is_error, record) = call(&reg, json!({"source": echo, "arguments": tricky})).await;
-    assert!(!is_error, "{record}");
+    let record = ok(&reg, json!({"source": echo, "arguments": tricky})).await;
     assert_eq!(
         serde_json::from_str::<Value>(record["stdout"].as_str().unwrap()).unwrap(),
         json!(tricky)
@@ -280,8 +290,7 @@ async fn node_process_argument_boundaries_with_quotes_and_backslashes() {
         "é".repeat(1024),
     ]
     .to_vec();
-    let (is_error, record) = call(&reg, json!({"source": echo, "arguments": full})).await;
-    assert!(!is_error, "{record}");
+    let record = ok(&reg, json!({"source": echo, "arguments": full})).await;
     assert_eq!(
         serde_json::from_str::<Value>(record["stdout"].as_str().unwrap()).unwrap(),
         json!(full)
@@ -324,14 +333,8 @@ async fn node_process_argument_boundaries_with_quotes_and_backslashes() {
 
 #[tokio::test]
 async fn node_process_caps_both_streams_on_character_boundaries() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
-    let (is_error, record) = call(
-        &reg,
-        json!({"source": "process.stdout.write('é'.repeat(20000)); process.stderr.write('x' + '€'.repeat(20000))"}),
-    )
-    .await;
-    assert!(!is_error, "{record}");
+    let (tmp, reg) = workspace(Some(Duration::from_secs(5)));
+    let record = ok(&reg, json!({"source": "process.stdout.write('é'.repeat(20000)); process.stderr.write('x' + '€'.repeat(20000))"})).await;
     let stdout = record["stdout"].as_str().unwrap();
     let stderr = record["stderr"].as_str().unwrap();
     assert_eq!(stdout.len(), 32_768);
@@ -358,8 +361,7 @@ async fn node_process_caps_both_streams_on_character_boundaries() {
 
 #[tokio::test]
 async fn node_process_nonzero_exit_and_signal_are_data() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(5)));
     let (is_error, record) = call(
         &reg,
         json!({"source": "console.log('x'); process.exitCode = 7"}),
@@ -389,8 +391,7 @@ async fn node_process_nonzero_exit_and_signal_are_data() {
 
 #[tokio::test]
 async fn node_process_busy_loop_times_out() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), None);
+    let (tmp, reg) = workspace(None);
     let start = Instant::now();
     let (is_error, record) = call(&reg, json!({"source": "for (;;) {}"})).await;
     let took = start.elapsed();
@@ -428,15 +429,13 @@ async fn node_process_descendant_holding_stdout_settles_as_timeout() {
 
 #[tokio::test]
 async fn node_process_descendants_dead_after_exit_and_timeout() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(3)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(3)));
     let m = marker();
-    let (is_error, record) = call(
+    let record = ok(
         &reg,
         json!({"source": with_descendants(&m, "console.log('bye')")}),
     )
     .await;
-    assert!(!is_error, "{record}");
     assert_eq!(record["stdout"], "bye\n");
     assert_dead(&m, "the call (after exit)");
 
@@ -456,8 +455,7 @@ async fn node_process_descendants_dead_after_exit_and_timeout() {
 
 #[tokio::test]
 async fn node_process_cancellation_kills_before_returning() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(10)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(10)));
     let m = marker();
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
@@ -479,8 +477,7 @@ async fn node_process_cancellation_kills_before_returning() {
 
 #[tokio::test]
 async fn node_process_dropped_future_kills_and_removes_the_script() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(10)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(10)));
     let m = marker();
     let call = ToolCall::new(
         "c",
@@ -525,14 +522,8 @@ async fn node_process_replaced_root_is_workspace_root_changed() {
 
 #[tokio::test]
 async fn node_process_script_may_remove_itself() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
-    let (is_error, record) = call(
-        &reg,
-        json!({"source": "const fs = require('fs'); fs.unlinkSync(__filename); console.log(fs.statSync(__dirname).isDirectory())"}),
-    )
-    .await;
-    assert!(!is_error, "{record}");
+    let (tmp, reg) = workspace(Some(Duration::from_secs(5)));
+    let record = ok(&reg, json!({"source": "const fs = require('fs'); fs.unlinkSync(__filename); console.log(fs.statSync(__dirname).isDirectory())"})).await;
     assert_eq!(record["stdout"], "true\n");
     assert_no_pify(tmp.path());
 }
@@ -542,14 +533,12 @@ async fn node_process_script_may_remove_itself() {
 /// the call, whether it ended by exit, timeout or cancellation; no cgroup is left.
 #[tokio::test]
 async fn node_process_printed_pids_dead_after_exit_timeout_and_cancellation() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(3)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(3)));
     let forever = "setInterval(() => {}, 1000)";
 
     // Exit: the pids come back on stdout.
     let m = marker();
-    let (is_error, record) = call(&reg, json!({"source": printing_pids(&m, "")})).await;
-    assert!(!is_error, "{record}");
+    let record = ok(&reg, json!({"source": printing_pids(&m, "")})).await;
     let pids = printed(record["stdout"].as_str().unwrap());
     assert_eq!(pids.len(), 4, "{record}");
     assert_printed_dead(&pids, &m);

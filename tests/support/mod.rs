@@ -11,7 +11,7 @@
 #![allow(dead_code)]
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 
@@ -139,70 +139,6 @@ pub fn kill_and_reap(mut child: Child, feeder: JoinHandle<()>) {
     feeder.join().unwrap();
 }
 
-/// Every `.pify-` entry beneath `dir` (symlinks not followed).
-pub fn pify_entries(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if e.file_name().to_string_lossy().contains(".pify-") {
-            found.push(e.path());
-        }
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            found.extend(pify_entries(&e.path()));
-        }
-    }
-    found
-}
-
-/// No `.pify-` temporary left in `root` (or beneath it).
-pub fn assert_no_pify(root: &Path) {
-    let found = pify_entries(root);
-    assert!(found.is_empty(), "left behind: {found:?}");
-}
-
-/// A temporary base holding the workspace `ws` and its prefix-sharing sibling `ws-outside`
-/// (which holds `secret.txt`).
-pub struct Sibling {
-    pub tmp: tempfile::TempDir,
-    pub base: PathBuf,
-    pub root: PathBuf,
-    pub outside: PathBuf,
-}
-
-impl Sibling {
-    /// On the default temporary directory (a real disk here: fsync costs milliseconds).
-    pub fn disk(secret: &str) -> Self {
-        Self::within(tempfile::tempdir().unwrap(), secret)
-    }
-
-    /// On tmpfs when there is one (for the tests that write thousands of times), else the
-    /// default temporary directory.
-    pub fn fast(secret: &str) -> Self {
-        let shm = Path::new("/dev/shm");
-        let tmp = if shm.is_dir() {
-            tempfile::tempdir_in(shm).unwrap()
-        } else {
-            tempfile::tempdir().unwrap()
-        };
-        Self::within(tmp, secret)
-    }
-
-    pub fn within(tmp: tempfile::TempDir, secret: &str) -> Self {
-        let base = tmp.path().canonicalize().unwrap();
-        let root = base.join("ws");
-        let outside = base.join("ws-outside");
-        std::fs::create_dir(&root).unwrap();
-        std::fs::create_dir(&outside).unwrap();
-        std::fs::write(outside.join("secret.txt"), secret).unwrap();
-        Self {
-            tmp,
-            base,
-            root,
-            outside,
-        }
-    }
-
-    /// `rel` beneath the workspace.
-    pub fn p(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
-    }
-}
+// Re-exported for the suites that use them (not every one does).
+#[allow(unused_imports)]
+pub use testkit::{Sibling, assert_no_pify, pify_entries};

@@ -1,5 +1,6 @@
 //! Helpers shared by this repository's tests, one copy each: the process census
-//! ([`census`]), the Node.js executable ([`node`], [`node_on_path`]), and unique names
+//! ([`census`]), the workspace beside a prefix-sharing sibling and leftover scans
+//! ([`fixture`]), the Node.js executable ([`node`], [`node_on_path`]), and unique names
 //! ([`unique`]).
 //!
 //! A dev-dependency only (and a dependency of `xtask`, which runs the census after the test
@@ -7,6 +8,9 @@
 //! may use it.
 
 pub mod census;
+pub mod fixture;
+
+pub use fixture::{Sibling, assert_no_pify, pify_entries};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
