@@ -3,9 +3,10 @@
 //! removal) beside `_baseline`, a bare spawn of the same Node.js (`node -e ""` with piped
 //! output, std only) given the same environment as the tool's child (PATH, LANG, LC_*, TZ):
 //! host variables such as `NODE_EXTRA_CA_CERTS` change Node.js's own start-up time (loading a
-//! CA bundle costs tens of milliseconds), which is no cost of ours. Three more lines isolate
+//! CA bundle costs tens of milliseconds), which is no cost of ours. Four more lines isolate
 //! `nodeexec`: the same `node -e ""` through `nodeexec` in each containment mode (a cgroup of
-//! its own, the default; a PID namespace; the process group alone); the difference to the
+//! its own with a PID namespace inside, the default; the cgroup without the namespace; a PID
+//! namespace; the process group alone); the difference to the
 //! group line is each mode's cost. The group `spawn_true` does the same with `/bin/true`,
 //! whose own start-up is short enough for the spawn machinery (cgroup mkdir, join, kill and
 //! rmdir; or fork chain and namespace; capture, reaping) to stand out of the noise.
@@ -24,12 +25,34 @@ use tokio_util::sync::CancellationToken;
 mod support;
 use support::{empty_call, median, node, node_options, runtime};
 
-/// Each containment mode, as a bench line (each must be available on the measuring machine).
-const MODES: [(&str, Containment); 3] = [
-    ("nodeexec_cgroup", Containment::Cgroup),
-    ("nodeexec_pid_namespace", Containment::PidNamespace),
-    ("nodeexec_process_group", Containment::ProcessGroup),
+/// Each containment mode, as a bench line (each must be available on the measuring machine),
+/// with the PID namespace choice (`None`: the default, a namespace inside the cgroup too).
+const MODES: [(&str, Containment, Option<bool>); 4] = [
+    ("nodeexec_cgroup", Containment::Cgroup, None),
+    (
+        "nodeexec_cgroup_host_pids",
+        Containment::Cgroup,
+        Some(false),
+    ),
+    ("nodeexec_pid_namespace", Containment::PidNamespace, None),
+    ("nodeexec_process_group", Containment::ProcessGroup, None),
 ];
+
+/// The process-group line's index in [`MODES`], the one the others are compared with.
+const GROUP: usize = 3;
+
+/// `cmd` capped at `mode`, with the namespace choice.
+fn contained(
+    cmd: &mut confine::nodeexec::Command,
+    mode: Containment,
+    namespace: Option<bool>,
+) -> &mut confine::nodeexec::Command {
+    cmd.containment(mode);
+    if let Some(namespace) = namespace {
+        cmd.pid_namespace(namespace);
+    }
+    cmd
+}
 
 /// A baseline: `cmd` run in `dir` with stdin on the null device and its output captured;
 /// it must succeed.
@@ -60,14 +83,14 @@ fn bench(c: &mut Criterion) {
             assert!(!r.is_error, "{}", r.content);
         })
     });
-    for (name, mode) in MODES {
+    for (name, mode, namespace) in MODES {
         group.bench_function(name, |b| {
             b.iter(|| {
                 let mut cmd = confine::nodeexec::Command::new(&node);
                 cmd.args(["-e", ""])
                     .current_dir(tmp.path())
-                    .timeout(Duration::from_secs(10))
-                    .containment(mode);
+                    .timeout(Duration::from_secs(10));
+                contained(&mut cmd, mode, namespace);
                 let o = rt.block_on(cmd.run(&cancel)).unwrap();
                 assert_eq!((o.exit_code, o.containment), (Some(0), mode));
             })
@@ -91,11 +114,11 @@ fn bench(c: &mut Criterion) {
     group.finish();
 
     let mut group = c.benchmark_group("spawn_true");
-    for (name, mode) in MODES {
+    for (name, mode, namespace) in MODES {
         group.bench_function(name, |b| {
             b.iter(|| {
                 let mut cmd = confine::nodeexec::Command::new("/bin/true");
-                cmd.current_dir(tmp.path()).containment(mode);
+                contained(cmd.current_dir(tmp.path()), mode, namespace);
                 let o = rt.block_on(cmd.run(&cancel)).unwrap();
                 assert_eq!((o.exit_code, o.containment), (Some(0), mode));
             })
@@ -118,20 +141,20 @@ fn alternating() {
     let tmp = tempfile::tempdir().unwrap();
     let cancel = CancellationToken::new();
     let rt = runtime();
-    let mut times: [Vec<f64>; 3] = Default::default();
+    let mut times: [Vec<f64>; MODES.len()] = Default::default();
     for round in 0..ROUNDS {
         for k in 0..MODES.len() {
             let i = (round + k) % MODES.len();
             let mut cmd = confine::nodeexec::Command::new("/bin/true");
-            cmd.current_dir(tmp.path()).containment(MODES[i].1);
+            contained(cmd.current_dir(tmp.path()), MODES[i].1, MODES[i].2);
             let start = std::time::Instant::now();
             let o = rt.block_on(cmd.run(&cancel)).unwrap();
             times[i].push(start.elapsed().as_secs_f64() * 1e3);
             assert_eq!((o.exit_code, o.containment), (Some(0), MODES[i].1));
         }
     }
-    let group = times[2].clone();
-    for (i, (name, _)) in MODES.iter().enumerate() {
+    let group = times[GROUP].clone();
+    for (i, (name, _, _)) in MODES.iter().enumerate() {
         let mut diffs: Vec<f64> = times[i].iter().zip(&group).map(|(t, g)| t - g).collect();
         let diff = median(&mut diffs);
         println!(

@@ -4,8 +4,9 @@
 //! Descendants are found two ways. By a census of `/proc`: each carries a unique marker
 //! argument, and a process counts as alive when its command line holds the marker and it is
 //! not a zombie. And, as a judge outside would, by the pids a script prints: `nodeexec` runs
-//! each call in a cgroup of its own, so they are host pids, and each must be gone after the
-//! call (`kill(pid, 0)` is `ESRCH`, allowing the host's init a bounded moment to reap
+//! each call in a cgroup of its own with a PID namespace inside, so the script translates its
+//! namespace's pids into host pids through the host's `/proc` before it prints them, and each
+//! must be gone after the call (`kill(pid, 0)` is `ESRCH`, allowing the host's init a bounded moment to reap
 //! orphans), as must the call's cgroup.
 
 use std::io::{BufRead, BufReader, Write};
@@ -73,9 +74,15 @@ fn with_descendants(marker: &str, tail: &str) -> String {
 }
 
 /// Source starting one descendant in the process group and one in its own session, then
-/// printing `node=<pid> group=<pid> session=<pid> cgroup=<path>` (its own pid, theirs, and its
-/// cgroup v2 path) to stdout and to `pids.txt` in the working directory (renamed into place,
-/// for calls that end without output), then running `tail`.
+/// printing `node=<pid> group=<pid> session=<pid> cgroup=<path>` (its own host pid, theirs,
+/// and its cgroup v2 path) to stdout and to `pids.txt` in the working directory (renamed into
+/// place, for calls that end without output), then running `tail`.
+///
+/// The call runs in a PID namespace of its own where one can be made, so `process.pid` and
+/// `child.pid` are the namespace's numbers. The script turns them into host pids as anyone
+/// could: `/proc` is the host's (no mount namespace), so `/proc/self` names its host pid, and
+/// the host pid of a namespace pid is the `/proc` entry in the same PID namespace whose
+/// `NSpid` ends with it. Without a namespace the translation is the identity.
 fn printing_pids(marker: &str, tail: &str) -> String {
     format!(
         "const fs = require('fs'), {{ spawn }} = require('child_process');
@@ -83,8 +90,19 @@ fn printing_pids(marker: &str, tail: &str) -> String {
          const g = spawn(process.execPath, [...keep, '{marker}-group'], {{ stdio: 'ignore' }});
          const s = spawn(process.execPath, [...keep, '{marker}-session'], {{ stdio: 'ignore', detached: true }});
          g.unref(); s.unref();
+         const ns = fs.readlinkSync('/proc/self/ns/pid');
+         const host = (pid) => {{
+           for (const d of fs.readdirSync('/proc').filter((d) => /^[0-9]+$/.test(d))) {{
+             try {{
+               if (fs.readlinkSync('/proc/' + d + '/ns/pid') !== ns) continue;
+               const ids = fs.readFileSync('/proc/' + d + '/status', 'utf8').match(/^NSpid:\\s+(.*)$/m)[1].trim().split(/\\s+/);
+               if (Number(ids[ids.length - 1]) === pid) return Number(d);
+             }} catch {{}}
+           }}
+           throw new Error('no host pid for ' + pid);
+         }};
          const cg = fs.readFileSync('/proc/self/cgroup', 'utf8').split('\\n').find((l) => l.startsWith('0::')).slice(3);
-         const line = 'node=' + process.pid + ' group=' + g.pid + ' session=' + s.pid + ' cgroup=' + cg;
+         const line = 'node=' + fs.readlinkSync('/proc/self') + ' group=' + host(g.pid) + ' session=' + host(s.pid) + ' cgroup=' + cg;
          fs.writeFileSync('pids.tmp', line); fs.renameSync('pids.tmp', 'pids.txt');
          console.log(line);
          {tail}"
@@ -528,8 +546,8 @@ async fn node_process_script_may_remove_itself() {
     assert_no_pify(tmp.path());
 }
 
-/// A judge's check through the tool: the pids a script prints (its own, a descendant in the
-/// group and one in its own session) are host pids while the call runs, and all are dead after
+/// A judge's check through the tool: the host pids a script prints (its own, a descendant in
+/// the group and one in its own session) name those processes while the call runs, and all are dead after
 /// the call, whether it ended by exit, timeout or cancellation; no cgroup is left.
 #[tokio::test]
 async fn node_process_printed_pids_dead_after_exit_timeout_and_cancellation() {

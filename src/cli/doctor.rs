@@ -6,8 +6,9 @@
 //!   Unix sockets out of reach), and an end-to-end check through `node_process` in a scratch
 //!   workspace (a write inside must succeed; a write to `/tmp`, a read of a file outside and a
 //!   `chmod` of it must be refused with `EACCES`, `EACCES` and `EPERM`);
-//! * the containment `nodeexec` gets for a run (a cgroup v2 of its own, else a PID namespace,
-//!   with a user namespace when unprivileged, else the waiter as child subreaper);
+//! * the containment `nodeexec` gets for a run (a cgroup v2 of its own with a PID namespace
+//!   inside where one can be made, else a PID namespace, with a user namespace when
+//!   unprivileged, else the waiter as child subreaper), and what bounds a run's processes;
 //! * the Node.js found (`--node`, else `node` on PATH) and its version.
 //!
 //! Text by default, one JSON object with `--json`. The exit status is 0 whenever the report was
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use nodeexec::{Containment, LandlockSupport, Sandbox, SandboxRules};
+use nodeexec::{Containment, LandlockSupport, ProcessBound, Sandbox, SandboxRules};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tools::{NodeProcessOptions, ToolCall, execute_tool_call};
@@ -55,6 +56,8 @@ struct Report {
     check: Value,
     /// The mode, and whether it had a PID namespace and a user namespace.
     containment: Option<(Containment, bool, bool)>,
+    /// What bounds a run's processes.
+    process_bound: Option<ProcessBound>,
     node: Option<(PathBuf, Option<String>)>,
 }
 
@@ -111,6 +114,7 @@ async fn examine(args: &Args, scratch: &Path) -> Report {
     let containment = outcome
         .as_ref()
         .map(|o| (o.containment, o.pid_namespace, o.user_namespace));
+    let process_bound = outcome.as_ref().map(|o| o.process_bound);
     let node = node.map(|path| {
         let version = outcome
             .as_ref()
@@ -130,6 +134,7 @@ async fn examine(args: &Args, scratch: &Path) -> Report {
         rules,
         check,
         containment,
+        process_bound,
         node,
     }
 }
@@ -225,6 +230,7 @@ impl Report {
             "containment": containment,
             "pidNamespace": namespaces.map(|(pid, _)| pid),
             "userNamespace": namespaces.map(|(_, user)| user),
+            "processBound": self.process_bound.map(ProcessBound::name),
             "node": node,
         })
     }
@@ -289,14 +295,19 @@ impl Report {
             format!("not run ({})", self.check["reason"])
         };
         let containment = match self.containment {
-            Some((Containment::Cgroup, pid_namespace, _)) => format!(
-                "cgroup v2 (every process a call starts dies with the call; {})",
-                if pid_namespace {
-                    "with a PID namespace inside"
+            Some((Containment::Cgroup, true, user_namespace)) => format!(
+                "cgroup v2 with a PID namespace{} inside (every process a call starts dies with \
+                 the call; pids are the namespace's)",
+                if user_namespace {
+                    " in a user namespace"
                 } else {
-                    "pids are the host's"
+                    ""
                 }
             ),
+            Some((Containment::Cgroup, false, _)) => "cgroup v2 without a PID namespace, none \
+                 can be made here (every process a call starts dies with the call; pids are the \
+                 host's)"
+                .to_owned(),
             Some((Containment::PidNamespace, _, user_namespace)) => format!(
                 "PID namespace{} (every process a call starts dies with the call; pids are the \
                  namespace's)",
@@ -316,6 +327,22 @@ impl Report {
             Some((other, _, _)) => other.name().to_owned(),
             None => "unknown (the probe run failed)".to_owned(),
         };
+        let max = nodeexec::DEFAULT_MAX_PROCESSES;
+        let processes = match self.process_bound {
+            Some(ProcessBound::Cgroup) => {
+                format!("at most {max} a call (pids.max of its cgroup v2)")
+            }
+            Some(ProcessBound::CgroupV1) => format!(
+                "at most {max} a call (pids.max of a cgroup of its own in the cgroup v1 `pids` \
+                 hierarchy)"
+            ),
+            Some(ProcessBound::Rlimit) => format!("at most {max} a call (RLIMIT_NPROC)"),
+            Some(ProcessBound::Unbounded) => "no bound: root ignores RLIMIT_NPROC and no `pids` \
+                 cgroup can be had here (the time bound and the kill end a fork bomb)"
+                .to_owned(),
+            Some(other) => other.name().to_owned(),
+            None => "unknown (the probe run failed)".to_owned(),
+        };
         let node = match &self.node {
             Some((path, Some(version))) => format!("{} ({version})", path.display()),
             Some((path, None)) => format!("{} (version unknown)", path.display()),
@@ -326,6 +353,7 @@ impl Report {
              sandbox:       {sandbox}\n\
              sandbox check: {check}\n\
              containment:   {containment}\n\
+             processes:     {processes}\n\
              node:          {node}\n"
         )
     }

@@ -4,6 +4,9 @@
 // gets none. Usage: node progress.mjs <confine binary> <workspace>. Prints a JSON summary;
 // exits 1 if any check failed.
 
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
@@ -49,6 +52,39 @@ check('none after the result', afterResult === 0, afterResult);
 // Without a callback the client sends no token: the call still answers.
 const plain = await client.callTool({ name: 'run_command', arguments: { command: 'sleep 1.5; echo plain' } });
 check('no token, still answered', plain.structuredContent?.stdout === 'plain\n', plain);
+
+// A real project's test run: an npm project whose `npm test` is `node --test` over three
+// test files (two pass, one fails, each a second or more), watched through onprogress.
+const project = join(root, 'project');
+mkdirSync(join(project, 'test'), { recursive: true });
+writeFileSync(join(project, 'package.json'), JSON.stringify({
+  name: 'tiny', version: '1.0.0', private: true, scripts: { test: 'node --test test/' },
+}));
+writeFileSync(join(project, 'add.js'), 'module.exports = (a, b) => a + b;\n');
+const testFile = (name, expected) => writeFileSync(join(project, 'test', `${name}.test.js`), [
+  "const test = require('node:test');",
+  "const assert = require('node:assert');",
+  "const add = require('../add.js');",
+  `test('${name}', async () => {`,
+  '  await new Promise((r) => setTimeout(r, 1200));',
+  `  assert.strictEqual(add(2, 2), ${expected});`,
+  '});',
+  '',
+].join('\n'));
+testFile('adds', 4);
+testFile('adds-again', 4);
+testFile('wrong', 5);
+const npmReports = [];
+const npm = await client.callTool(
+  { name: 'run_command', arguments: { command: 'cd project && npm test 2>&1', timeoutMs: 60_000 } },
+  undefined,
+  { timeout: 90_000, onprogress: (p) => npmReports.push(p) },
+);
+const npmOut = npm.structuredContent?.stdout ?? '';
+check('npm test ran the suite: 2 pass, 1 fail, exit 1',
+  npm.structuredContent?.exitCode === 1 && /# pass 2\b/.test(npmOut) && /# fail 1\b/.test(npmOut) && npmOut.includes('wrong'),
+  npm.structuredContent ?? npm);
+check('npm test reported progress', npmReports.length >= 1 && npmReports.every((p) => /^\d+ bytes of output/.test(p.message)), npmReports);
 
 await client.close();
 const ok = checks.every((c) => c.ok);

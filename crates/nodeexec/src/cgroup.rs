@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use crate::owner::Owner;
 
 /// Every cgroup this crate makes is named `confine-<embedder pid>-<counter>`.
-const PREFIX: &str = "confine-";
+pub(crate) const PREFIX: &str = "confine-";
 
 /// How long the end of a run waits for the killed cgroup to empty before leaving it behind
 /// (only a process stuck in an uninterruptible sleep takes that long).
@@ -98,7 +98,7 @@ fn cgroup2_mounts(text: &str) -> Vec<(String, PathBuf)> {
 }
 
 /// mountinfo writes space, tab, newline and backslash as `\ooo`.
-fn unescape(field: &str) -> String {
+pub(crate) fn unescape(field: &str) -> String {
     let b = field.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -122,7 +122,7 @@ fn unescape(field: &str) -> String {
 
 /// `own` relative to the mount's `root`, when `own` lies beneath it (no `..`: a cgroup
 /// outside our cgroup namespace is not ours to use).
-fn relative(own: &str, root: &str) -> Option<PathBuf> {
+pub(crate) fn relative(own: &str, root: &str) -> Option<PathBuf> {
     let rest = Path::new(own).strip_prefix(root).ok()?;
     rest.components()
         .all(|c| matches!(c, Component::Normal(_)))
@@ -168,7 +168,7 @@ pub(crate) fn remove_stale() {
 
 /// For a name of ours, `confine-<pid>-<start>-<n>` (or an older release's
 /// `confine-<pid>-<n>`), whether its owner is alive; `None` for any other name.
-fn stale_owner(name: &str) -> Option<bool> {
+pub(crate) fn stale_owner(name: &str) -> Option<bool> {
     let rest = name.strip_prefix(PREFIX)?;
     let mut parts = rest.splitn(3, '-');
     let pid = parts.next()?;
@@ -214,6 +214,23 @@ fn exit_in(fd: RawFd) -> bool {
     }
 }
 
+/// Make a fresh `confine-<owner>-<n>` directory beneath `parent` (a cgroup of a v2 or v1
+/// hierarchy), and return its path.
+pub(crate) fn make_run_dir(parent: &Path) -> io::Result<PathBuf> {
+    let me = Owner::current();
+    let mut tries = 0;
+    loop {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = parent.join(format!("{PREFIX}{me}-{n}"));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            // Left by an earlier process with our pid: take the next number.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// The cgroup of one run. Dropped without [`settle`](RunCgroup::settle), it kills, waits
 /// and removes synchronously.
 #[derive(Debug)]
@@ -239,18 +256,7 @@ impl RunCgroup {
     }
 
     fn create_in(parent: &Path) -> io::Result<Self> {
-        let me = Owner::current();
-        let mut tries = 0;
-        let dir = loop {
-            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let dir = parent.join(format!("{PREFIX}{me}-{n}"));
-            match std::fs::create_dir(&dir) {
-                Ok(()) => break dir,
-                // Left by an earlier process with our pid: take the next number.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
-                Err(e) => return Err(e),
-            }
-        };
+        let dir = make_run_dir(parent)?;
         let mut cgroup = Self {
             dir,
             fd: None,

@@ -88,7 +88,7 @@ impl Command {
     /// A run of `program` (a path; no PATH search is wanted, give it absolute), with the
     /// defaults: no arguments, the embedding process's directory, PATH/LANG/LC_*/TZ from the
     /// host, 32,768 bytes per stream, 500 ms, the strongest containment the system allows
-    /// (a cgroup, else a PID namespace, else the process group).
+    /// (a cgroup with a PID namespace inside, else a PID namespace, else the subreaper).
     pub fn new(program: impl AsRef<Path>) -> Self {
         Self {
             program: program.as_ref().to_owned(),
@@ -213,13 +213,16 @@ impl Command {
         self
     }
 
-    /// Whether to make a PID namespace for the run. By default one is made where no cgroup
-    /// could be (the [`Containment::PidNamespace`] mode), but not inside a cgroup, so that the
-    /// pids a script prints there are host pids an observer outside can check (the waiter,
-    /// child subreaper of the run, already kills what leaves the cgroup). `true` adds one
-    /// inside the cgroup as well (then nothing the script starts can see or signal the
-    /// waiter); `false` never makes one (the subreaper then contains the run where no cgroup
-    /// can be had).
+    /// Whether to make a PID namespace for the run (default `true`): in cgroup mode inside the
+    /// run's cgroup, else as the [`Containment::PidNamespace`] mode, in either case only where
+    /// one can be made (with a user namespace where a bare one is refused). Then nothing the
+    /// script starts can see or signal the waiter or any process outside the run, and pids it
+    /// prints are the namespace's. `false` never makes one: in a cgroup the pids a script
+    /// prints are then host pids an observer outside can check (the waiter, child subreaper
+    /// of the run, still kills what leaves the cgroup), and where no cgroup can be had the
+    /// subreaper contains the run. [`Outcome::pid_namespace`] says whether one was made.
+    ///
+    /// [`Outcome::pid_namespace`]: crate::Outcome::pid_namespace
     pub fn pid_namespace(&mut self, enabled: bool) -> &mut Self {
         self.namespace = Some(enabled);
         self
@@ -249,13 +252,26 @@ impl Command {
         self
     }
 
-    /// Bound the run's processes (default [`DEFAULT_MAX_PROCESSES`]; `None`: no bound of
-    /// ours). Where the run's cgroup has the `pids` controller, `pids.max` bounds the whole
-    /// run. Else `RLIMIT_NPROC`, which the kernel counts per user: in a user namespace of the
-    /// run's own that is the run's processes; otherwise the limit is set to the user's process
-    /// count at the start plus this bound. The kernel never applies `RLIMIT_NPROC` to root,
-    /// so a root embedder without the `pids` controller gets no process bound (the time bound
-    /// and the kill still end a fork bomb). A `fork` past the bound fails with `EAGAIN`.
+    /// Bound the run's processes, threads included (default [`DEFAULT_MAX_PROCESSES`];
+    /// `None`: no bound of ours). The first of these that the system offers
+    /// ([`Outcome::process_bound`] says which):
+    ///
+    /// 1. `pids.max` of the run's cgroup v2, where it has the `pids` controller: the whole run;
+    /// 2. else, where a writable cgroup v1 `pids` hierarchy exists (root on a cgroup v1 or
+    ///    hybrid host), `pids.max` of a cgroup of the run's own there, which the program's
+    ///    process joins before `exec`: the program and everything it starts (not in the
+    ///    process-group test twin);
+    /// 3. else `RLIMIT_NPROC`, which the kernel counts per user: in a user namespace of the
+    ///    run's own that is the run's processes; otherwise the limit is set to the user's
+    ///    process count at the start plus this bound.
+    ///
+    /// The kernel never applies `RLIMIT_NPROC` to root, so a root embedder with neither
+    /// cgroup gets no process bound ([`ProcessBound::Unbounded`]): a fork bomb then runs
+    /// until the time bound, and the kill ends it with everything it started. A `fork` past
+    /// the bound fails with `EAGAIN`.
+    ///
+    /// [`Outcome::process_bound`]: crate::Outcome::process_bound
+    /// [`ProcessBound::Unbounded`]: crate::ProcessBound::Unbounded
     pub fn max_processes(&mut self, count: Option<u64>) -> &mut Self {
         self.max_processes = count;
         self

@@ -97,6 +97,11 @@ pub(crate) struct ChildPlan {
     /// cgroup mode: the cgroup's parent directory (close-on-exec) and its name there, for C
     /// to remove the cgroup when P died first.
     pub cgroup_removal: Option<(RawFd, std::ffi::CString)>,
+    /// A v1 `pids` cgroup's `cgroup.procs` (close-on-exec), for N to move itself into first.
+    pub pids_v1: Option<RawFd>,
+    /// That cgroup's parent directory (close-on-exec) and its name there, for C to remove it
+    /// when P died first.
+    pub pids_v1_removal: Option<(RawFd, std::ffi::CString)>,
     /// What N gives up before `exec`.
     pub privileges: Privileges,
     /// Resource limits set in N: (resource, soft and hard value).
@@ -191,11 +196,13 @@ impl ChildPlan {
         };
         let kill_fd = self.cgroup.map(|(_, kill)| kill);
         let removal = self.cgroup_removal.as_ref();
+        let pids_removal = self.pids_v1_removal.as_ref();
         let report_fd = (!namespace).then_some(self.report);
         let keep = [
             report_fd.unwrap_or(-1),
             kill_fd.unwrap_or(-1),
             removal.map_or(-1, |(fd, _)| *fd),
+            pids_removal.map_or(-1, |(fd, _)| *fd),
         ];
         // SAFETY: C uses no descriptor but these from here on, and never returns to code
         // that would (it ends in `_exit`).
@@ -209,6 +216,7 @@ impl ChildPlan {
             report: report_fd.map(borrow),
             cgroup_kill: kill_fd.map(borrow),
             cgroup_removal: removal.map(|(fd, name)| (borrow(*fd), name.as_c_str())),
+            pids_removal: pids_removal.map(|(fd, name)| (borrow(*fd), name.as_c_str())),
             embedder: self.parent,
             status: None,
         }
@@ -265,6 +273,11 @@ impl ChildPlan {
     /// descriptors' sources are open and their targets free to replace.
     #[expect(unsafe_code, reason = "places descriptors on chosen numbers with dup2")]
     unsafe fn program(&mut self) -> io::Result<()> {
+        // First: a descriptor placed below could take its number.
+        if let Some(procs) = self.pids_v1 {
+            // SAFETY: a descriptor P opened for the run, open in N until `exec`.
+            crate::pids_v1::join(unsafe { BorrowedFd::borrow_raw(procs) })?;
+        }
         set_disposition(libc::SIGPIPE, libc::SIG_DFL);
         set_signal_mask(libc::SIG_SETMASK, &signal_set(&[]));
         // Two passes, so a source that happens to sit on another pair's target survives:
@@ -454,6 +467,8 @@ struct Waiter<'a> {
     cgroup_kill: Option<BorrowedFd<'a>>,
     /// The cgroup's parent directory and its name there.
     cgroup_removal: Option<(BorrowedFd<'a>, &'a CStr)>,
+    /// The v1 `pids` cgroup's parent directory and its name there.
+    pids_removal: Option<(BorrowedFd<'a>, &'a CStr)>,
     /// P's pid: when C's parent is no longer P, P died and C cleans up for it.
     embedder: libc::pid_t,
     /// The child's wait status, once reaped.
@@ -543,6 +558,7 @@ impl Waiter<'_> {
         }
         if Pid::as_raw(rustix::process::getppid()) != self.embedder {
             self.remove_cgroup();
+            self.remove_pids_cgroup();
         }
         self.exit()
     }
@@ -564,6 +580,25 @@ impl Waiter<'_> {
             }
             if let Some(kill) = self.cgroup_kill {
                 rustix::io::write(kill, b"1").ok();
+            }
+            let _ = rustix::thread::nanosleep(&pause);
+        }
+    }
+
+    /// P died: remove the run's v1 `pids` cgroup in its place, once the run's last processes
+    /// have left it (a second at most; what is left is for the next embedder's sweep).
+    fn remove_pids_cgroup(&self) {
+        let Some((parent, name)) = self.pids_removal else {
+            return;
+        };
+        let pause = rustix::thread::Timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        for _ in 0..1000 {
+            match rustix::fs::unlinkat(parent, name, rustix::fs::AtFlags::REMOVEDIR) {
+                Ok(()) | Err(Errno::NOENT) => return,
+                Err(_) => {}
             }
             let _ = rustix::thread::nanosleep(&pause);
         }
@@ -675,7 +710,7 @@ fn reset_signal_handlers() {
 /// code.
 #[expect(unsafe_code, reason = "closes descriptors it does not own")]
 unsafe fn close_all_except(keep: &[RawFd]) {
-    let mut kept = [0u32; 4];
+    let mut kept = [0u32; 8];
     let mut n = 0;
     for &fd in keep {
         if fd >= 0 && n < kept.len() && !kept[..n].contains(&(fd as u32)) {

@@ -45,8 +45,10 @@
 //! this order of preference; [`Command::containment`] caps it, so tests can exercise each):
 //!
 //! ```text
-//! embedding process ── waiter (subreaper) ┬─ program ── …                  (cgroup, subreaper)
-//!                                         └─ init: PID 1 of a namespace ── program ── …
+//! embedding process ── waiter (subreaper) ┬─ init: PID 1 of a namespace ── program ── …
+//!                                         │      (cgroup, PID namespace: where one can be made)
+//!                                         └─ program ── …
+//!                                                (subreaper; cgroup where no namespace can be made)
 //! ```
 //!
 //! In every mode but the last, the embedding process forks a **waiter** that stays outside
@@ -71,10 +73,16 @@
 //!    born inside. At the end the run writes `1` to `cgroup.kill` (the kernel kills every
 //!    member at once, forks in flight included), the waiter sweeps what left the cgroup, the
 //!    run reaps the waiter, waits until `cgroup.events` says `populated 0` and removes the
-//!    directory. By default no PID namespace is made inside, so **every pid the program sees
-//!    is a host pid**, and an observer outside can check `kill(pid, 0)` or `/proc/<pid>` for a
-//!    pid a script printed; [`Command::pid_namespace`] adds one ([`Outcome::pid_namespace`]
-//!    says). Cgroups left by an embedder killed together with its waiter (named for an owner,
+//!    directory. Inside the cgroup the waiter also makes a **PID namespace** where one can
+//!    be made, as in mode 2 (with a user namespace where a bare one is refused): the program
+//!    then cannot see or signal the waiter or any process outside the run, and the
+//!    namespace's end kills a descendant that moved itself to another cgroup, whatever the
+//!    sweep does. Where no namespace can be made, the cgroup runs without one (host pids,
+//!    [`Outcome::pid_namespace`] says which). [`Command::pid_namespace`]`(false)` opts out:
+//!    then every pid the program sees is a host pid, so an observer outside can check
+//!    `kill(pid, 0)` or `/proc/<pid>` for a pid a script printed (with the namespace, the
+//!    script finds its own host pid as `/proc/self`, `/proc` being the host's, and a
+//!    descendant's as the entry of its namespace whose `NSpid` ends with the namespace pid). Cgroups left by an embedder killed together with its waiter (named for an owner,
 //!    pid *and* start time, [`Owner`], that no longer exists) are killed and removed at the
 //!    first run of a later embedder, or by [`remove_stale_cgroups`]. (The program could
 //!    instead join by writing `0` to `cgroup.procs` before `exec`, with no waiter; but that
@@ -99,10 +107,25 @@
 //! it is the weak twin the tests compare with (a descendant that leaves the group escapes).
 //! [`Outcome::containment`] says which mode was used; `confine doctor` names the default.
 //!
-//! Why this order: a cgroup's kill is one atomic kernel operation over the whole tree and
-//! keeps host pids; a namespace is as complete (and hides the waiter) but renumbers pids; the
-//! subreaper's sweep is complete as long as the waiter lives, and the waiter is visible to the
-//! program (its parent) as a process of the same user.
+//! Why this order: a cgroup's kill is one atomic kernel operation over the whole tree (and
+//! bounds its processes and memory where the controllers are enabled); a namespace is as
+//! complete and hides the waiter, but renumbers pids, hence both together by default; the
+//! subreaper's sweep is complete as long as the waiter lives, and the waiter is visible to
+//! the program (its parent) as a process of the same user. The namespace inside the cgroup
+//! costs about 0.1 to 0.3 ms a run (`docs/PERFORMANCE.md`).
+//!
+//! # Bounds
+//!
+//! Each run's processes (threads included, 256 by default) and memory (1 GiB) are bounded,
+//! each by the strongest mechanism the system offers ([`Command::max_processes`],
+//! [`Command::max_memory`]): the run's cgroup v2 `pids.max` and `memory.max` where those
+//! controllers can be enabled; for processes, else a cgroup of the run's own in a writable
+//! cgroup v1 `pids` hierarchy (root on a cgroup v1 or hybrid host, where the v2 hierarchy
+//! has no `pids` controller), else `RLIMIT_NPROC`; for memory, `RLIMIT_DATA` of each process
+//! always. [`Outcome::process_bound`] says which bounded the processes. The kernel exempts
+//! root from `RLIMIT_NPROC`, so where neither cgroup can be had a root embedder's runs have
+//! no process bound ([`ProcessBound::Unbounded`]): a fork bomb then takes what the machine
+//! lets it until the time bound, when the kill ends it with everything it started.
 //!
 //! # Less privilege than the embedder
 //!
@@ -201,14 +224,16 @@
 //! its bound (plus the kill) or leave a process behind, in any mode but the process-group
 //! twin. Without the opt-in [sandbox](#sandbox) the crate does **not** isolate the program
 //! from the system: it runs with the embedder's user (without capabilities) and can read and
-//! write what that user can, and use the network; nothing bounds its memory, or its CPU beyond
-//! the time limit. Where the program sees host pids (cgroup and subreaper modes) it can name,
+//! write what that user can, and use the network; its memory and process count are bounded
+//! only as [`Command::max_memory`] and [`Command::max_processes`] say, its CPU only by the
+//! time limit. Where the program sees host pids (subreaper mode, and cgroup mode where no
+//! namespace can be made or the embedder opted out) it can name,
 //! and as the same user signal, processes outside the run, its waiter included: a program
 //! that SIGKILLs its waiter and has, in cgroup mode, also moved a descendant out of the run's
 //! cgroup (root, or the owner of a delegated subtree), or in subreaper mode has any descendant
 //! left, frees that descendant from the sweep. The sandbox refuses such signals from Landlock
-//! ABI 6 (and the cgroup write always), and [`Command::pid_namespace`] hides the waiter where
-//! a namespace can be made.
+//! ABI 6 (and the cgroup write always), and the PID namespace, made by default wherever it
+//! can be, hides the waiter.
 //!
 //! # Platform support
 //!
@@ -253,6 +278,7 @@ mod contain;
 mod error;
 mod limits;
 mod owner;
+mod pids_v1;
 mod privilege;
 mod run;
 mod sandbox;
@@ -266,7 +292,7 @@ pub use command::{
 };
 pub use error::{Error, ErrorKind};
 pub use owner::Owner;
-pub use run::{Containment, Outcome};
+pub use run::{Containment, Outcome, ProcessBound};
 pub use sandbox::{
     DEFAULT_ADDRESS_SPACE, DEFAULT_MIN_ABI, DEFAULT_OPEN_FILES, LandlockSupport, MAX_TESTED_ABI,
     Sandbox, SandboxRules,
@@ -287,4 +313,5 @@ pub fn hide_embedder_environment() {
 /// [`Owner`]). Cheap; call it when a tool is built. The first run of a process does it too.
 pub fn remove_stale_cgroups() {
     cgroup::remove_stale();
+    pids_v1::remove_stale();
 }

@@ -18,6 +18,7 @@ use crate::contain::{
     parse_messages,
 };
 use crate::error::{Error, ErrorKind};
+use crate::pids_v1::RunPids;
 use crate::signal::signal_name;
 
 /// How long the end of a run may take before the last resort (SIGKILL to the whole group).
@@ -62,6 +63,37 @@ impl Containment {
     }
 }
 
+/// What bounds a run's process count ([`Command::max_processes`]), strongest first;
+/// [`Outcome::process_bound`] says which one a run got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ProcessBound {
+    /// `pids.max` of the run's cgroup v2 (its `pids` controller enabled): the whole run.
+    Cgroup,
+    /// `pids.max` of a cgroup v1 `pids` hierarchy's cgroup of the run's own, where the v2
+    /// hierarchy has no `pids` controller: the program and everything it starts.
+    CgroupV1,
+    /// `RLIMIT_NPROC`, counted per user (within a user namespace of the run's own, the run's
+    /// processes; otherwise the user's count at the start plus the bound).
+    Rlimit,
+    /// No bound of ours: none was asked for, or only `RLIMIT_NPROC` was left and the
+    /// embedder is root, whom the kernel exempts from it (a fork bomb then runs until the time
+    /// bound, and the kill ends it).
+    Unbounded,
+}
+
+impl ProcessBound {
+    /// The bound's stable name: `"cgroup"`, `"cgroup-v1"`, `"rlimit"`, `"none"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Cgroup => "cgroup",
+            Self::CgroupV1 => "cgroup-v1",
+            Self::Rlimit => "rlimit",
+            Self::Unbounded => "none",
+        }
+    }
+}
+
 /// What a finished run produced: the program exited (or died by a signal) and both of its
 /// output pipes closed within the bound.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +115,8 @@ pub struct Outcome {
     /// Whether that namespace is owned by a user namespace of its own (an unprivileged
     /// embedder, or one without `CAP_SYS_ADMIN`).
     pub user_namespace: bool,
+    /// What bounded the run's process count.
+    pub process_bound: ProcessBound,
     /// From the start to the end of the run, reaping included.
     pub elapsed: Duration,
 }
@@ -158,6 +192,7 @@ impl Command {
             containment: running.containment,
             pid_namespace: running.mode & MODE_PID_NAMESPACE != 0,
             user_namespace: running.mode & MODE_USER_NAMESPACE != 0,
+            process_bound: running.process_bound,
             elapsed: start.elapsed(),
         };
         if timed_out {
@@ -180,7 +215,29 @@ impl Command {
             Some(cgroup) => cgroup.bound(self.max_processes, self.max_memory),
             None => false,
         };
-        let (limits, nproc) = self.rlimits(cgroup_bounds_processes);
+        // Where the v2 cgroup cannot bound the processes, a v1 `pids` cgroup of the run's
+        // own (root ignores `RLIMIT_NPROC`); not for the process-group twin, which must stay
+        // the weak mode it is.
+        let pids_v1 = match self.max_processes {
+            Some(count)
+                if !cgroup_bounds_processes && self.containment != Containment::ProcessGroup =>
+            {
+                RunPids::create(count)
+            }
+            _ => None,
+        };
+        let process_bound = if self.max_processes.is_none() {
+            ProcessBound::Unbounded
+        } else if cgroup_bounds_processes {
+            ProcessBound::Cgroup
+        } else if pids_v1.is_some() {
+            ProcessBound::CgroupV1
+        } else if rustix::process::getuid().is_root() {
+            ProcessBound::Unbounded
+        } else {
+            ProcessBound::Rlimit
+        };
+        let (limits, nproc) = self.rlimits(cgroup_bounds_processes || pids_v1.is_some());
         let (report_r, report_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| start_failed(e.into()))?;
         // At least 3, so std's stdio setup in the child cannot clobber it.
@@ -195,8 +252,7 @@ impl Command {
             parent: std::process::id() as libc::pid_t,
             report: report_w.as_raw_fd(),
             namespace: match self.containment {
-                Containment::Cgroup => self.namespace.unwrap_or(cgroup.is_none()),
-                Containment::PidNamespace => self.namespace.unwrap_or(true),
+                Containment::Cgroup | Containment::PidNamespace => self.namespace.unwrap_or(true),
                 _ => false,
             },
             subreaper: self.containment != Containment::ProcessGroup,
@@ -204,6 +260,11 @@ impl Command {
             cgroup_removal: cgroup
                 .as_ref()
                 .and_then(RunCgroup::removal)
+                .map(|(fd, name)| (fd, name.to_owned())),
+            pids_v1: pids_v1.as_ref().map(RunPids::procs_fd),
+            pids_v1_removal: pids_v1
+                .as_ref()
+                .and_then(RunPids::removal)
                 .map(|(fd, name)| (fd, name.to_owned())),
             privileges,
             limits,
@@ -253,6 +314,8 @@ impl Command {
             containment: Containment::ProcessGroup,
             mode: 0,
             cgroup,
+            pids_v1,
+            process_bound,
             report: None,
             early: Vec::new(),
             stdout_cap: self.stdout_cap,
@@ -342,6 +405,9 @@ struct Running {
     mode: u8,
     /// The run's cgroup, in cgroup mode.
     cgroup: Option<RunCgroup>,
+    /// The run's v1 `pids` cgroup, where that bounds its processes.
+    pids_v1: Option<RunPids>,
+    process_bound: ProcessBound,
     report: Option<OwnedFd>,
     early: Vec<u8>,
     stdout_cap: usize,
@@ -406,6 +472,9 @@ impl Running {
         if let Some(cgroup) = &mut self.cgroup {
             cgroup.settle().await;
         }
+        if let Some(pids) = &mut self.pids_v1 {
+            pids.remove().await;
+        }
         status
     }
 
@@ -429,6 +498,9 @@ impl Running {
         self.reaped = true;
         if let Some(cgroup) = &mut self.cgroup {
             cgroup.settle_blocking();
+        }
+        if let Some(pids) = &mut self.pids_v1 {
+            pids.remove_blocking();
         }
     }
 }

@@ -33,9 +33,9 @@
 //! The child runs through [`nodeexec`]: no shell, the canonical root as working directory,
 //! stdin on the null device, an allowlisted environment (PATH, LANG, LC_*, TZ, plus the
 //! embedder's [`NodeProcessOptions::env`]; never `NODE_OPTIONS`), each stream capped at 32,768
-//! bytes, the time bound (500 ms unless the embedder sets another), its own process group and
-//! cgroup, so the pids a script prints are host pids (see the `nodeexec` docs for the PID
-//! namespace and process-group fallbacks). The script is removed on every
+//! bytes, the time bound (500 ms unless the embedder sets another), its own session, cgroup
+//! and PID namespace where the system allows them, so the pids a script sees are the
+//! namespace's (see the `nodeexec` docs for the fallbacks). The script is removed on every
 //! path: after the run, and by a guard when the future is dropped. It is removed only while
 //! its name still names the file this call created; a removal that fails after a successful
 //! run is `NODE_SCRIPT_CLEANUP_FAILED`.
