@@ -111,3 +111,257 @@ fn an_editor_saving_by_rename_races_write_file_and_the_name_is_never_missing() {
         pify_entries(&dirs.base)
     );
 }
+
+/// Sets the flag when dropped, so the threads of a scope stop when the main loop panics.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// [`whole`], or an edit of one: `edit_file` flips the byte after the header between `x`
+/// and `y` (same length), so an edited content is `who:n:len\n` then `y` or `x`, then `x`s.
+fn whole_or_edited(bytes: &[u8]) -> Option<(String, u64)> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let (head, rest) = text.split_once('\n')?;
+    let mut parts = head.split(':');
+    let (who, n, len) = (parts.next()?, parts.next()?, parts.next()?);
+    let n = n.parse().ok()?;
+    let rest = rest.strip_prefix('y').unwrap_or(rest);
+    ((who == "tool" || who == "editor")
+        && len.parse::<usize>() == Ok(text.len())
+        && rest.bytes().all(|b| b == b'x'))
+    .then(|| (who.to_owned(), n))
+}
+
+/// Iteration `n`'s edit: flip the first byte after the header, `x` to `y` on even turns and
+/// back on odd ones (the other turn finds nothing: `EDIT_TEXT_NOT_FOUND`).
+fn flip(n: u64) -> serde_json::Value {
+    let (old, new) = if n.is_multiple_of(2) {
+        ("\nx", "\ny")
+    } else {
+        ("\ny", "\nx")
+    };
+    json!({"path": "tgt", "edits": [{"oldText": old, "newText": new}]})
+}
+
+/// The same race with `edit_file` in it: the editor saves by temp-and-rename in a loop while
+/// `edit_file` and `write_file` alternate 3,000 times, and the watcher reads the name all
+/// along. The name is never missing and always holds one writer's whole content or an edit of
+/// one; an edit either commits or fails with `EDIT_CONFLICT`, `WRITE_TARGET_REPLACED` or
+/// `EDIT_TEXT_NOT_FOUND` (the flip it tries was already made), nothing else.
+#[test]
+fn an_editor_saving_by_rename_races_edit_file_and_the_name_is_never_missing() {
+    let dirs = Sibling::fast("unused");
+    let root = dirs.root.clone();
+    std::fs::write(root.join("tgt"), content("editor", 0)).unwrap();
+    let registry = tools::create_workspace_tools(&root, tools::NodeProcessOptions::default())
+        .expect("a registry");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let (missing, torn, reads, saves) = (
+        AtomicU64::new(0),
+        AtomicU64::new(0),
+        AtomicU64::new(0),
+        AtomicU64::new(0),
+    );
+    let mut outcomes = std::collections::BTreeMap::<String, u64>::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut n = 1;
+            while !stop.load(Ordering::Relaxed) {
+                let tmp = root.join(".tgt.editor-save");
+                std::fs::write(&tmp, content("editor", n)).unwrap();
+                std::fs::rename(&tmp, root.join("tgt")).unwrap();
+                saves.fetch_add(1, Ordering::Relaxed);
+                n += 1;
+            }
+        });
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                match std::fs::read(root.join("tgt")) {
+                    Ok(bytes) if whole_or_edited(&bytes).is_some() => {}
+                    Ok(_) => {
+                        torn.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        missing.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        // Should a call's check fail, the other threads still stop.
+        let _stop = StopOnDrop(&stop);
+        for n in 0..3000u64 {
+            let call = if n % 3 == 2 {
+                ToolCall::new(
+                    "w",
+                    "write_file",
+                    &json!({"path": "tgt", "content": content("tool", n)}),
+                )
+            } else {
+                ToolCall::new("e", "edit_file", &flip(n / 3 + n % 3))
+            };
+            let result = rt
+                .block_on(execute_tool_call(
+                    &registry,
+                    &call,
+                    &CancellationToken::new(),
+                ))
+                .unwrap();
+            let outcome = if result.is_error {
+                result.record()["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            } else {
+                "ok".to_owned()
+            };
+            let allowed: &[&str] = if call.name == "edit_file" {
+                &[
+                    "ok",
+                    "EDIT_CONFLICT",
+                    "WRITE_TARGET_REPLACED",
+                    "EDIT_TEXT_NOT_FOUND",
+                ]
+            } else {
+                &["ok", "WRITE_TARGET_REPLACED"]
+            };
+            assert!(
+                allowed.contains(&outcome.as_str()),
+                "{}: {}",
+                call.name,
+                result.content
+            );
+            *outcomes
+                .entry(format!("{} {outcome}", call.name))
+                .or_default() += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let (missing, torn) = (missing.into_inner(), torn.into_inner());
+    eprintln!(
+        "3000 calls {outcomes:?}, {} editor saves, {} reads: {missing} missing, {torn} torn",
+        saves.into_inner(),
+        reads.into_inner()
+    );
+    assert!(outcomes.get("edit_file ok").is_some_and(|&n| n > 0));
+    assert_eq!(missing, 0, "the name was seen missing");
+    assert_eq!(torn, 0, "a read saw no writer's whole content");
+    assert!(whole_or_edited(&std::fs::read(root.join("tgt")).unwrap()).is_some());
+    assert!(
+        pify_entries(&dirs.base).is_empty(),
+        "{:?}",
+        pify_entries(&dirs.base)
+    );
+}
+
+/// An edit replaces exactly the content it read, or nothing. The editor saves with
+/// `renameat2(RENAME_EXCHANGE)`, so each save gets back the entry it displaced: with only
+/// edits racing it, that entry must be the editor's previous save or an edit of that save.
+/// An edit of an older save there means the edit was committed over a newer save it never
+/// read, and that save was lost (a compare-and-swap that did not hold). Run 3,000 edits.
+/// (Without edit_file's check of what its commit displaced, each run of this test lost a save
+/// or more; an edit only checked before the rename leaves that instant open.)
+#[test]
+fn edit_file_never_commits_over_a_save_it_did_not_read() {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    let dirs = Sibling::fast("unused");
+    let root = dirs.root.clone();
+    std::fs::write(root.join("tgt"), content("editor", 0)).unwrap();
+    let registry = tools::create_workspace_tools(&root, tools::NodeProcessOptions::default())
+        .expect("a registry");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let saves = AtomicU64::new(0);
+    // Edits the editor displaced although they were of an older save than its previous one.
+    let suspects = std::sync::Mutex::new(Vec::<(u64, u8)>::new());
+    // The edits that reported success: the save they read, and the byte they wrote.
+    let mut committed = std::collections::BTreeSet::<(u64, u8)>::new();
+    let mut outcomes = std::collections::BTreeMap::<String, u64>::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let (tmp, tgt) = (root.join(".tgt.editor-save"), root.join("tgt"));
+            let mut n = 1;
+            while !stop.load(Ordering::Relaxed) {
+                std::fs::write(&tmp, content("editor", n)).unwrap();
+                renameat_with(CWD, &tmp, CWD, &tgt, RenameFlags::EXCHANGE).unwrap();
+                let displaced = std::fs::read(&tmp).unwrap();
+                std::fs::remove_file(&tmp).unwrap();
+                match whole_or_edited(&displaced) {
+                    Some((who, m)) if who == "editor" && m == n - 1 => {}
+                    Some((_, m)) => {
+                        let at = displaced.iter().position(|&b| b == b'\n').unwrap();
+                        suspects.lock().unwrap().push((m, displaced[at + 1]));
+                    }
+                    None => panic!("displaced a torn file"),
+                }
+                saves.fetch_add(1, Ordering::Relaxed);
+                n += 1;
+            }
+        });
+        // Should a call's check fail, the other threads still stop.
+        let _stop = StopOnDrop(&stop);
+        for n in 0..3000u64 {
+            let call = ToolCall::new("e", "edit_file", &flip(n));
+            let result = rt
+                .block_on(execute_tool_call(
+                    &registry,
+                    &call,
+                    &CancellationToken::new(),
+                ))
+                .unwrap();
+            let outcome = if result.is_error {
+                result.record()["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            } else {
+                // The diff's first context line is the header of the save that was read.
+                let record = result.record();
+                let diff = record["diff"].as_str().unwrap();
+                let header = diff.lines().find(|l| l.starts_with(" editor:")).unwrap();
+                let m = header.split(':').nth(1).unwrap().parse().unwrap();
+                committed.insert((m, if n.is_multiple_of(2) { b'y' } else { b'x' }));
+                "ok".to_owned()
+            };
+            *outcomes.entry(outcome).or_default() += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    // A displaced edit that reported success is an edit committed over a newer save (that
+    // save was lost); one that reported EDIT_CONFLICT was seen by the editor in the instant
+    // before it was taken back, and lost nothing.
+    let suspects = suspects.into_inner().unwrap();
+    let lost = suspects.iter().filter(|k| committed.contains(k)).count();
+    eprintln!(
+        "3000 edits {outcomes:?}, {} editor saves: {} edits displaced out of turn, {lost} saves lost",
+        saves.into_inner(),
+        suspects.len()
+    );
+    for outcome in outcomes.keys() {
+        assert!(
+            [
+                "ok",
+                "EDIT_CONFLICT",
+                "WRITE_TARGET_REPLACED",
+                "EDIT_TEXT_NOT_FOUND"
+            ]
+            .contains(&outcome.as_str()),
+            "{outcome}"
+        );
+    }
+    assert!(outcomes.get("ok").is_some_and(|&n| n > 0));
+    assert_eq!(lost, 0, "an edit was committed over a save it never read");
+    assert!(pify_entries(&dirs.base).is_empty());
+}

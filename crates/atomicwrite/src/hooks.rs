@@ -23,7 +23,8 @@ pub enum Step {
     SetMode,
     /// `renameat` the temporary over the target: the commit point.
     Rename,
-    /// Check that the installed entry is the temporary's file.
+    /// The caller's check after the commit (refused, the commit is undone), then the check that
+    /// the installed entry is the temporary's file.
     CheckInstalled,
     /// `fsync` the directory.
     SyncDir,
@@ -63,7 +64,10 @@ impl Step {
 ///   durability is not confirmed.
 ///
 /// A hook may also *do* things between steps (tests substitute the temporary, or replace the
-/// target, there). `temp_name` is the temporary's name once it exists.
+/// target, there). `temp_name` is the temporary's name once it exists, and at
+/// [`Step::CheckInstalled`] the name where the entry the commit displaced waits (the old
+/// target, exchanged aside; `None` when the commit displaced nothing), so that a caller can
+/// check it replaced what it meant to replace.
 ///
 /// Closures `FnMut(Step, Option<&OsStr>) -> io::Result<()>` are hooks.
 pub trait Hooks {

@@ -130,7 +130,9 @@ pub fn install_with(
     // The caller's check after the commit. Refused, the commit is undone: the entry it
     // displaced is put back (so a directory moved away meanwhile keeps its old file) and only
     // our own file is removed.
-    if let Err(e) = hook(hooks, Step::CheckInstalled, None) {
+    // The hook sees where the displaced entry waits (the temporary's name), if there is one.
+    let aside = displaced.map(|_| tmp.as_os_str());
+    if let Err(e) = hook(hooks, Step::CheckInstalled, aside) {
         undo(dir, &tmp, name, id, displaced);
         return Err(e);
     }
@@ -204,21 +206,37 @@ fn commit(dir: &Dir, tmp: &OsStr, name: &OsStr) -> Result<Option<FileId>, Errno>
 /// Undo a commit the caller refused: exchange back while the name still holds our file and
 /// the temporary's name the displaced entry, then remove our file (by identity) wherever it
 /// is. Without a displaced entry, our file is simply removed.
+///
+/// When another writer renamed its own file over the name meanwhile (so our file is already
+/// gone from it), the displaced entry is older than that writer's file: it goes, as that
+/// writer's rename would have dropped it had we not been there. When the name is empty, the
+/// displaced entry goes back to it. Anything else leaves it at the temporary's name rather
+/// than lose it.
 fn undo(dir: &Dir, tmp: &OsStr, name: &OsStr, ours: FileId, displaced: Option<FileId>) {
+    use rustix::fs::{RenameFlags, renameat_with};
     let is = |at: &OsStr, id: FileId| {
         rustix::fs::statat(dir, at, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| FileId::of(&st) == id)
     };
     if let Some(old) = displaced
         && is(name, ours)
         && is(tmp, old)
-        && rustix::fs::renameat_with(dir, tmp, dir, name, rustix::fs::RenameFlags::EXCHANGE).is_ok()
+        && renameat_with(dir, tmp, dir, name, RenameFlags::EXCHANGE).is_ok()
     {
         let _ = remove_if_same(dir, tmp, ours);
         return;
     }
-    // Could not put it back (the names changed meanwhile): a displaced entry stays at the
-    // temporary's name rather than being lost.
+    // Could not exchange back (the names changed meanwhile).
     let _ = remove_if_same(dir, name, ours);
+    if let Some(old) = displaced
+        && is(tmp, old)
+    {
+        match renameat_with(dir, tmp, dir, name, RenameFlags::NOREPLACE) {
+            Err(Errno::EXIST) if !is(name, ours) => {
+                let _ = remove_if_same(dir, tmp, old);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// `fsync` the directory `dir` names. A cap-std `Dir` may be an `O_PATH` handle, which cannot

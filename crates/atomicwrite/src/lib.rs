@@ -18,8 +18,11 @@
 //! 5. `fchmod` the final mode, then commit: where the target exists, the temporary and the
 //!    target are exchanged in one step (`renameat2(RENAME_EXCHANGE)`), so the old file is not
 //!    gone yet but sits at the temporary's name until the caller's check after the commit
-//!    ([`Step::CheckInstalled`]) accepts it; refused, the exchange is undone (the old file is
-//!    back at its name) and only this operation's file is removed. Where the target does not
+//!    ([`Step::CheckInstalled`], whose hook is given that name, so it can check the commit
+//!    displaced the very file it meant to replace) accepts it; refused, the exchange is undone
+//!    (the old file is back at its name; or, when another writer renamed its own file over the
+//!    name meanwhile, the old file goes, as that writer's rename would have dropped it) and
+//!    only this operation's file is removed. Where the target does not
 //!    exist the temporary is renamed with `RENAME_NOREPLACE`. A directory found exchanged out
 //!    is put back at once ([`ErrorKind::TargetNotRegular`]). (On a filesystem without these
 //!    flags, a plain `renameat`.)

@@ -563,3 +563,46 @@ fn install_concurrent_writers_never_tear() {
     assert!(got == a || got == b);
     fx.assert_no_leftovers();
 }
+
+/// At the check after the commit the hook is told where the displaced old file waits; when it
+/// refuses after another writer renamed its own file over the target, that writer's file stays
+/// and the displaced old file (superseded by it) goes with ours: nothing is left behind.
+#[test]
+fn install_refused_after_another_writer_keeps_theirs_and_leaves_nothing() {
+    let fx = Fixture::new();
+    std::fs::write(fx.path("t.txt"), "old").unwrap();
+    let ws = fx.ws.clone();
+    let mut seen_aside = None;
+    let mut refuse = |step: Step, temp: Option<&OsStr>| {
+        if step == Step::CheckInstalled {
+            let aside = temp.expect("the displaced file's name");
+            seen_aside = Some(std::fs::read_to_string(ws.join(aside))?);
+            std::fs::write(ws.join("editor.tmp"), "theirs")?;
+            std::fs::rename(ws.join("editor.tmp"), ws.join("t.txt"))?;
+            return Err(io::Error::other("refused"));
+        }
+        Ok(())
+    };
+    let err = install_with(&fx.dir, "t.txt", b"ours", &mut refuse).unwrap_err();
+    assert_eq!(err.step(), Step::CheckInstalled);
+    assert_eq!(seen_aside.as_deref(), Some("old"));
+    assert_eq!(std::fs::read_to_string(fx.path("t.txt")).unwrap(), "theirs");
+    assert!(temp_names(&fx.ws).is_empty());
+    std::fs::remove_file(fx.path("t.txt")).unwrap();
+    fx.assert_no_leftovers();
+}
+
+/// Refused after the commit of a new file (nothing displaced): the hook is told no name.
+#[test]
+fn install_of_a_new_file_displaces_nothing() {
+    let fx = Fixture::new();
+    let mut aside = Some(OsStr::new("unset").to_owned());
+    let mut look = |step: Step, temp: Option<&OsStr>| {
+        if step == Step::CheckInstalled {
+            aside = temp.map(OsStr::to_owned);
+        }
+        Ok(())
+    };
+    install_with(&fx.dir, "new.txt", b"x", &mut look).unwrap();
+    assert_eq!(aside, None);
+}

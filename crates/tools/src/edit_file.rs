@@ -26,19 +26,27 @@
 //!    root, the parent's identity at its path and cancellation are checked again, and the
 //!    target must still be the file that was read, with the same bytes (read again through
 //!    the descriptor held since step 2). Anything else is `EDIT_CONFLICT` and nothing is
-//!    written. A writer that does not take the lock and writes in place after that last check
-//!    and before the rename loses its write to this edit's content: the file then holds the
-//!    edit applied to the text this call read, never a mix of the two.
+//!    written. The commit exchanges the new file with the target (see `atomicwrite`), so
+//!    right after it the call checks that what it displaced is the very file it read: another
+//!    writer that saved by temp-and-rename between the last check and the commit would
+//!    otherwise lose its save to an edit of an older text. Then the commit is undone (that
+//!    writer's file is back at the name; the edit was visible for that instant only) and the
+//!    call fails with `EDIT_CONFLICT`. So an edit replaces exactly the file it read, or
+//!    nothing. A writer that does not take the lock and writes in place (same file) after the
+//!    last check and before the rename still loses its write to this edit's content: the file
+//!    then holds the edit applied to the text this call read, never a mix of the two.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use atomicwrite::Step;
 use beneath::{FsErrorKind, Symlinks};
 use pathgrammar::RelPath;
 use rootid::{FileIdentity, WorkspaceRoot};
-use rustix::fs::OFlags;
+use rustix::fs::{AtFlags, OFlags};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -261,7 +269,18 @@ fn edit(
     if valid.dry_run {
         return Ok(output);
     }
-    let unchanged = || check_unchanged(parent, name, &file, opened, &read);
+    let unchanged = |step: Step, aside: Option<&OsStr>| match (step, aside) {
+        (Step::Rename, _) => check_unchanged(parent, name, &file, opened, &read),
+        // The commit must have displaced the very file that was read: another writer's
+        // rename in between would otherwise lose its content to an edit of an older text.
+        (Step::CheckInstalled, Some(aside)) => {
+            match rustix::fs::statat(&parent.dir, aside, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if FileIdentity::of(&st) == opened => Ok(()),
+                _ => Err(failed(ErrorKind::EditConflict)),
+            }
+        }
+        _ => Ok(()),
+    };
     let token = |e: &atomicwrite::Error| {
         use atomicwrite::ErrorKind as K;
         match e.kind() {

@@ -152,7 +152,7 @@ impl WriteTool {
                 &name,
                 content.as_bytes(),
                 &stop,
-                &|| Ok(()),
+                &|_, _| Ok(()),
                 &|e| token(&root, e, &parent, &name),
             )
         })
@@ -183,8 +183,9 @@ fn failed(kind: ErrorKind) -> CallError {
 }
 
 /// Install `bytes` as `name` in the held `parent` through [`atomicwrite::install_with`], with
-/// the checks of the module docs between its steps; `before_rename` runs last before the
-/// commit (edit_file's conflict check). A refusal by a check is reported as itself, an
+/// the checks of the module docs between its steps; `check` runs last before the commit
+/// ([`Step::Rename`]) and after the parent's check once committed ([`Step::CheckInstalled`],
+/// given the name where the displaced old file waits, if any): edit_file's conflict checks. A refusal by a check is reported as itself, an
 /// installation error by the token `token` gives it. The caller holds the target's lock.
 pub(crate) fn install_checked(
     root: &WorkspaceRoot,
@@ -192,14 +193,14 @@ pub(crate) fn install_checked(
     name: &str,
     bytes: &[u8],
     cancel: &CancellationToken,
-    before_rename: &dyn Fn() -> Result<(), CallError>,
+    check: &CallerCheck<'_>,
     token: &dyn Fn(&atomicwrite::Error) -> ErrorKind,
 ) -> Result<atomicwrite::Installed, CallError> {
     let mut guard = Guard {
         root,
         parent,
         cancel,
-        before_rename,
+        caller: check,
         reason: None,
     };
     atomicwrite::install_with(&parent.dir, name, bytes, &mut guard).map_err(|e| {
@@ -210,18 +211,22 @@ pub(crate) fn install_checked(
     })
 }
 
+/// A caller's own check at a step of the installation, given the step's name (see
+/// [`install_checked`]).
+pub(crate) type CallerCheck<'a> = dyn Fn(Step, Option<&OsStr>) -> Result<(), CallError> + 'a;
+
 /// The tool's checks between the installation's steps.
 struct Guard<'a> {
     root: &'a WorkspaceRoot,
     parent: &'a Parent,
     cancel: &'a CancellationToken,
-    before_rename: &'a dyn Fn() -> Result<(), CallError>,
+    caller: &'a CallerCheck<'a>,
     /// Why the guard stopped the installation, reported instead of `WRITE_FAILED`.
     reason: Option<CallError>,
 }
 
 impl Guard<'_> {
-    fn check(&self, step: Step) -> Result<(), CallError> {
+    fn check(&self, step: Step, temp: Option<&OsStr>) -> Result<(), CallError> {
         if !step.is_after_commit() && self.cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
@@ -229,10 +234,10 @@ impl Guard<'_> {
             Step::Rename => {
                 self.root.verify()?;
                 self.parent.recheck(self.root)?;
-                (self.before_rename)()
+                (self.caller)(step, temp)
             }
             Step::CheckInstalled => match self.parent.still_beneath(self.root)? {
-                true => Ok(()),
+                true => (self.caller)(step, temp),
                 // The directory was moved out of the workspace under us: the file must not
                 // stay installed out there.
                 false => Err(failed(ErrorKind::PathOutsideWorkspace)),
@@ -243,13 +248,13 @@ impl Guard<'_> {
 }
 
 impl Hooks for Guard<'_> {
-    fn before(&mut self, step: Step, _temp: Option<&OsStr>) -> io::Result<()> {
-        self.check(step).map_err(|e| {
+    fn before(&mut self, step: Step, temp: Option<&OsStr>) -> io::Result<()> {
+        self.check(step, temp).map_err(|e| {
             self.reason = Some(e);
             io::Error::other("refused by the installation guard")
         })?;
         #[cfg(test)]
-        tests::after_check(step, _temp);
+        tests::after_check(step, temp);
         Ok(())
     }
 }

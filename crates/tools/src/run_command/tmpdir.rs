@@ -3,6 +3,7 @@
 
 use cap_std::fs::DirBuilderExt;
 use cap_std::fs::{Dir, DirBuilder};
+use rustix::fs::AtFlags;
 
 /// How many fresh names are tried (a taken name is never reused).
 const ATTEMPTS: usize = 4;
@@ -37,6 +38,12 @@ impl<'a> RunTmp<'a> {
 
 impl Drop for RunTmp<'_> {
     fn drop(&mut self) {
+        // Empty (the command left nothing, or never started): one `rmdir` beneath the handle,
+        // which needs no descriptor, so it works even in a process out of them.
+        let empty = rustix::fs::unlinkat(self.dir, self.name.as_str(), AtFlags::REMOVEDIR);
+        if empty.is_ok() {
+            return;
+        }
         // Beneath the root's handle, never following a symlink out of it: whatever the
         // command left there (or put in its place) goes, and nothing outside.
         if self.dir.remove_dir_all(&self.name).is_err() {
