@@ -145,8 +145,9 @@ impl Session {
         Err(token)
     }
 
-    /// End the session: it must exit 0 without a panic on its stderr.
-    fn close(mut self) {
+    /// End the session: it must exit 0 without a panic on its stderr, which is returned (the
+    /// server's debug log).
+    fn close(mut self) -> String {
         drop(self.stdin.take());
         let mut stderr = String::new();
         self.child
@@ -161,6 +162,7 @@ impl Session {
             "confine call panicked: {stderr}"
         );
         assert!(status.success(), "confine call exited {status}: {stderr}");
+        stderr
     }
 }
 
@@ -529,7 +531,28 @@ fn a_full_then_read_only_workspace_fails_with_tokens_and_loses_nothing() {
     show("rw", &rw);
     assert!(rw.values().all(Result::is_ok), "{rw:?}");
     assert_eq!(std::fs::read_to_string(root.join("keep.txt")).unwrap(), NEW);
-    s.close();
+    // The operator's log names the system's errors, which no answer did.
+    let log = s.close();
+    for errno in ["os error 28", "os error 30"] {
+        let logged = |tool: &str| {
+            log.lines()
+                .any(|l| l.contains(&format!("tool={tool} ")) && l.contains(errno))
+        };
+        for tool in [
+            "write_file",
+            "edit_file",
+            "create_directory",
+            "node_process",
+        ] {
+            assert!(logged(tool), "{tool}'s {errno} not in the log: {log}");
+        }
+    }
+    for tool in ["move_file", "delete_file"] {
+        let logged = log
+            .lines()
+            .any(|l| l.contains(&format!("tool={tool} ")) && l.contains("os error 30"));
+        assert!(logged, "{tool}'s EROFS not in the log: {log}");
+    }
     assert!(pify_entries(&root).is_empty());
     let _ = host("umount").arg(&mnt).status();
 }
@@ -633,6 +656,7 @@ fn a_server_out_of_descriptors_fails_with_tokens_and_recovers() {
     let after = every_tool(&mut s, "after");
     show("after", &after);
     assert!(after.values().all(Result::is_ok), "{after:?}");
-    s.close();
+    let log = s.close();
+    assert!(log.contains("os error 24"), "EMFILE not in the log: {log}");
     assert!(pify_entries(&root).is_empty());
 }
