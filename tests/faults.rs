@@ -1,7 +1,7 @@
 //! Faults from outside: a workspace on a small tmpfs filled until the kernel answers `ENOSPC`
 //! (data blocks first, then inodes too), then remounted read-only (`EROFS`), and a server out
 //! of file descriptors (`EMFILE`). Every tool is called through one long-lived `confine call`
-//! in each state. Each answer must be a success or a token the tool documents (never a panic,
+//! in each state (out of descriptors, the file tools through `confine mcp` too). Each answer must be a success or a token the tool documents (never a panic,
 //! never a host path), the old content must stay intact, no `.pify-` temporary may be left,
 //! and the same server must answer afterwards, and write again once space is freed, the
 //! filesystem writable again or descriptors available.
@@ -145,8 +145,9 @@ impl Session {
         Err(token)
     }
 
-    /// End the session: it must exit 0 without a panic on its stderr.
-    fn close(mut self) {
+    /// End the session: it must exit 0 without a panic on its stderr, which is returned (the
+    /// server's debug log).
+    fn close(mut self) -> String {
         drop(self.stdin.take());
         let mut stderr = String::new();
         self.child
@@ -161,6 +162,7 @@ impl Session {
             "confine call panicked: {stderr}"
         );
         assert!(status.success(), "confine call exited {status}: {stderr}");
+        stderr
     }
 }
 
@@ -529,7 +531,28 @@ fn a_full_then_read_only_workspace_fails_with_tokens_and_loses_nothing() {
     show("rw", &rw);
     assert!(rw.values().all(Result::is_ok), "{rw:?}");
     assert_eq!(std::fs::read_to_string(root.join("keep.txt")).unwrap(), NEW);
-    s.close();
+    // The operator's log names the system's errors, which no answer did.
+    let log = s.close();
+    for errno in ["os error 28", "os error 30"] {
+        let logged = |tool: &str| {
+            log.lines()
+                .any(|l| l.contains(&format!("tool={tool} ")) && l.contains(errno))
+        };
+        for tool in [
+            "write_file",
+            "edit_file",
+            "create_directory",
+            "node_process",
+        ] {
+            assert!(logged(tool), "{tool}'s {errno} not in the log: {log}");
+        }
+    }
+    for tool in ["move_file", "delete_file"] {
+        let logged = log
+            .lines()
+            .any(|l| l.contains(&format!("tool={tool} ")) && l.contains("os error 30"));
+        assert!(logged, "{tool}'s EROFS not in the log: {log}");
+    }
     assert!(pify_entries(&root).is_empty());
     let _ = host("umount").arg(&mnt).status();
 }
@@ -633,6 +656,114 @@ fn a_server_out_of_descriptors_fails_with_tokens_and_recovers() {
     let after = every_tool(&mut s, "after");
     show("after", &after);
     assert!(after.values().all(Result::is_ok), "{after:?}");
-    s.close();
+    let log = s.close();
+    assert!(log.contains("os error 24"), "EMFILE not in the log: {log}");
     assert!(pify_entries(&root).is_empty());
+}
+
+/// `confine mcp` (a multi-thread runtime, its filesystem work on the blocking pool) out of
+/// descriptors: the same levels for the file tools, spoken to in raw JSON-RPC lines. Every
+/// answer is a result (a tool error with a documented token where the call failed), never a
+/// protocol error or a dead server, and after the limit is restored the server writes.
+#[test]
+fn an_mcp_server_out_of_descriptors_answers_every_call_and_recovers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let root = base.join("ws");
+    std::fs::create_dir(&root).unwrap();
+    populate(&root);
+    let mut child = confine()
+        .args(["mcp", "--root"])
+        .arg(&root)
+        .env("CONFINE_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn confine mcp");
+    let pid = child.id() as i32;
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let host = base.to_string_lossy().into_owned();
+    let mut send = |message: Value| {
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut receive = || {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "confine mcp closed"
+        );
+        assert!(!line.contains(&host), "a host path in {line}");
+        serde_json::from_str::<Value>(&line).unwrap()
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "faults", "version": "0"}}}),
+    );
+    assert!(receive()["result"].is_object());
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let calls = [
+        ("read_file", json!({"path": "keep.txt"})),
+        ("find_files", json!({"pattern": "**/*.rs"})),
+        ("grep", json!({"pattern": "needle"})),
+        (
+            "edit_file",
+            json!({"path": "keep.txt", "edits": [{"oldText": "OLD", "newText": "EDITED"}]}),
+        ),
+        ("write_file", json!({"path": "keep.txt", "content": NEW})),
+    ];
+    let mut id = 0;
+    let mut call = |name: &str, arguments: &Value| {
+        id += 1;
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}}));
+        let out = receive();
+        assert_eq!(out["id"], json!(id), "{out}");
+        let result = out["result"].as_object().unwrap_or_else(|| panic!("{out}"));
+        let record = &result["structuredContent"];
+        if result["isError"] == json!(true) {
+            let token = record["error"]["message"].as_str().unwrap().to_owned();
+            assert!(documented(name).contains(&token.as_str()), "{name}: {out}");
+            Err(token)
+        } else {
+            Ok(record.clone())
+        }
+    };
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let mut failures = 0;
+    for free in [0, 1, 2, 3, 4, 6, 8, 12, 16] {
+        std::fs::write(root.join("keep.txt"), OLD).unwrap();
+        set_nofile(pid, Some(limit_leaving(pid, free)), hard.maximum);
+        let got: Vec<(&str, Answer)> = calls
+            .iter()
+            .map(|(name, arguments)| (*name, call(name, arguments)))
+            .collect();
+        set_nofile(pid, hard.current, hard.maximum);
+        for (name, answer) in &got {
+            eprintln!("mcp free {free:2} {name:12} {:?}", answer.as_ref().err());
+        }
+        failures += got.iter().filter(|(_, a)| a.is_err()).count();
+        // The edit first, then the write.
+        let expected = match (&got[3].1, &got[4].1) {
+            (_, Ok(_)) => NEW.to_owned(),
+            (Ok(_), Err(_)) => OLD.replace("OLD", "EDITED"),
+            (Err(_), Err(_)) => OLD.to_owned(),
+        };
+        let now = std::fs::read_to_string(root.join("keep.txt")).unwrap();
+        assert_eq!(now, expected, "free {free}");
+        assert!(pify_entries(&root).is_empty(), "free {free}");
+    }
+    assert!(failures > 0, "no call ran out of descriptors");
+    std::fs::write(root.join("keep.txt"), OLD).unwrap();
+    for (name, arguments) in &calls {
+        assert!(call(name, arguments).is_ok(), "{name}");
+    }
+    assert_eq!(std::fs::read_to_string(root.join("keep.txt")).unwrap(), NEW);
+    // End of input: the server exits.
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "confine mcp exited {status}");
 }

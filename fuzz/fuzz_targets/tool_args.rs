@@ -1,12 +1,15 @@
-//! Fuzz the tool layer's argument validation. Every tool of the coding set gets the same JSON
+//! Fuzz the tool layer's argument validation. Every tool of the workspace set (run_command
+//! included) gets the same JSON
 //! arguments, built from the input either structurally (objects whose keys are mostly the
 //! tools' own property names, values of every JSON type, duplicated keys, long strings) or,
 //! when the first byte is 0, as raw text.
 //!
 //! Oracle: nothing panics; a refusal is a `TOOL_ARGUMENTS_INVALID` record, and executing the
 //! same arguments gives exactly that refusal (validation runs before any effect); arguments
-//! that `read_file` accepts are executed too (a read has no effect); after every input the
-//! workspace (names, kinds, sizes, modification times) is exactly as it was.
+//! that a read-only tool accepts are executed too (reading, listing, finding and searching
+//! have no effect); after every input the workspace and the directory around it are exactly as
+//! they were: the modification and change times of every directory (an entry made, removed or
+//! renamed anywhere changes its directory's), and of every file with its size.
 
 #![no_main]
 
@@ -25,20 +28,28 @@ struct World {
     registry: ToolRegistry,
     runtime: tokio::runtime::Runtime,
     snapshot: Vec<String>,
+    /// Every node of the snapshot and the directory around the root.
+    nodes: Vec<PathBuf>,
+    times: Vec<(i64, i64, i64, i64, u64)>,
 }
 
+/// Kind, size, modification and change time of every node under `dir`, in a fixed order.
 fn snapshot(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap().flatten() {
             let meta = std::fs::symlink_metadata(e.path()).unwrap();
             out.push(format!(
-                "{} {:?} {} {:?}",
+                "{} {:?} {} {}.{} {}.{}",
                 e.path().display(),
                 meta.file_type(),
                 meta.len(),
-                meta.modified().ok()
+                meta.mtime(),
+                meta.mtime_nsec(),
+                meta.ctime(),
+                meta.ctime_nsec()
             ));
             if meta.is_dir() {
                 stack.push(e.path());
@@ -47,6 +58,19 @@ fn snapshot(dir: &Path) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// Only the times and sizes of the nodes the snapshot found, re-read: any effect of a tool
+/// (an entry made, removed or renamed in any directory, a file written) changes one of them.
+fn quick(paths: &[PathBuf]) -> Vec<(i64, i64, i64, i64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    paths
+        .iter()
+        .map(|p| {
+            let m = std::fs::symlink_metadata(p).unwrap();
+            (m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec(), m.len())
+        })
+        .collect()
 }
 
 fn world() -> &'static World {
@@ -59,29 +83,47 @@ fn world() -> &'static World {
         std::fs::write(root.join("dir/b.txt"), "beta").unwrap();
         std::os::unix::fs::symlink("a.txt", root.join("link")).unwrap();
         std::fs::write(tmp.path().join("secret"), "outside").unwrap();
-        let registry =
-            tools::create_coding_tools(&root, tools::NodeProcessOptions::default()).unwrap();
+        let mut options = tools::NodeProcessOptions::default();
+        options.commands = Some(Default::default());
+        let registry = tools::create_workspace_tools(&root, options).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         let snapshot = snapshot(tmp.path());
+        let mut nodes = vec![tmp.path().to_path_buf(), root.clone(), root.join("dir")];
+        for n in ["a.txt", "dir/b.txt", "link"] {
+            nodes.push(root.join(n));
+        }
+        nodes.push(tmp.path().join("secret"));
+        let times = quick(&nodes);
         World {
             _tmp: tmp,
             root,
             registry,
             runtime,
             snapshot,
+            nodes,
+            times,
         }
     })
 }
 
-const KEYS: &[&str] = &["path", "content", "source", "arguments", "id", "", "PATH", "path "];
+/// The tools' own property names (so that most objects get past the unknown-field check), and
+/// near misses.
+const KEYS: &[&str] = &[
+    "path", "content", "source", "arguments", "id", "", "PATH", "path ", "edits", "oldText",
+    "newText", "replaceAll", "dryRun", "startLine", "endLine", "offset", "limit", "pattern",
+    "glob", "ignoreCase", "includeIgnored", "contextLines", "maxMatches", "destination",
+    "command", "timeoutMs", "recursive", "old_text",
+];
 
 fn string(u: &mut Unstructured<'_>) -> ArbResult<String> {
     Ok(match u.int_in_range(0..=5)? {
-        0 => ["a.txt", "dir/b.txt", "link", "../secret", "/etc/passwd", "dir", "new/x.txt"]
-            [u.int_in_range(0..=6)?]
+        0 => [
+            "a.txt", "dir/b.txt", "link", "../secret", "/etc/passwd", "dir", "new/x.txt", ".",
+            "**/*.txt", "alpha", "(a|b)*",
+        ][u.int_in_range(0..=10)?]
             .to_owned(),
         1 => "a".repeat(u.int_in_range(0..=70_000)?),
         2 => "\0".to_owned(),
@@ -148,11 +190,15 @@ fuzz_target!(|data: &[u8]| {
                 let executed = w.runtime.block_on(tool.execute(&arguments, &cancel));
                 assert_eq!(executed, Err(CallError::Failed(refused)), "{}", arguments.get());
             }
-            Ok(()) if tool.name() == "read_file" => {
+            Ok(()) if tools::READ_ONLY_TOOLS.contains(&tool.name()) => {
                 let _ = w.runtime.block_on(tool.execute(&arguments, &cancel));
             }
             Ok(()) => {}
         }
     }
-    assert_eq!(snapshot(w.root.parent().unwrap()), w.snapshot, "{}", arguments.get());
+    // The cheap check after every input; the whole tree now and then, and whenever the cheap
+    // one differs (so that its message names the change).
+    if quick(&w.nodes) != w.times || data.first() == Some(&1) {
+        assert_eq!(snapshot(w.root.parent().unwrap()), w.snapshot, "{}", arguments.get());
+    }
 });

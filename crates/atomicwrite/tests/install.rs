@@ -13,11 +13,12 @@ use std::time::Duration;
 use atomicwrite::{ErrorKind, Step, TEMP_MARKER, install, install_with};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use testkit::Sibling;
 
 /// A fresh parent holding the directory `ws` (where we install) and its prefix-sharing sibling
-/// `ws-outside` (which holds `secret.txt`).
+/// `ws-outside` (which holds `secret.txt`), with a handle on `ws`.
 struct Fixture {
-    tmp: tempfile::TempDir,
+    sibling: Sibling,
     ws: PathBuf,
     outside: PathBuf,
     dir: Dir,
@@ -25,18 +26,12 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = tmp.path().canonicalize().unwrap();
-        let ws = base.join("ws");
-        let outside = base.join("ws-outside");
-        std::fs::create_dir(&ws).unwrap();
-        std::fs::create_dir(&outside).unwrap();
-        std::fs::write(outside.join("secret.txt"), "TOP SECRET").unwrap();
-        let dir = Dir::open_ambient_dir(&ws, ambient_authority()).unwrap();
+        let sibling = Sibling::disk("TOP SECRET");
+        let dir = Dir::open_ambient_dir(&sibling.root, ambient_authority()).unwrap();
         Self {
-            tmp,
-            ws,
-            outside,
+            ws: sibling.root.clone(),
+            outside: sibling.outside.clone(),
+            sibling,
             dir,
         }
     }
@@ -46,31 +41,13 @@ impl Fixture {
     }
 
     fn secret_intact(&self) {
-        let secret = std::fs::read_to_string(self.outside.join("secret.txt")).unwrap();
-        assert_eq!(secret, "TOP SECRET");
-        let entries = std::fs::read_dir(&self.outside).unwrap().count();
-        assert_eq!(entries, 1, "something appeared outside");
+        self.sibling.assert_outside_intact();
     }
 
     /// No `.pify-` entry anywhere under the parent.
     fn assert_no_leftovers(&self) {
-        let found = leftovers(self.tmp.path());
-        assert!(found.is_empty(), "leftovers: {found:?}");
+        self.sibling.assert_no_leftovers();
     }
-}
-
-fn leftovers(dir: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.contains(".pify-") {
-            found.push(name);
-        }
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            found.extend(leftovers(&e.path()));
-        }
-    }
-    found
 }
 
 fn mode(path: &Path) -> u32 {

@@ -94,7 +94,7 @@ fn delete(
             Err(e) if FsErrorKind::of(&e) == FsErrorKind::NotFound => {
                 Err(failed(ErrorKind::FileNotFound))
             }
-            Err(_) => Err(failed(ErrorKind::WriteFailed)),
+            Err(e) => Err(failed(ErrorKind::WriteFailed).with_source(e)),
         };
     }
     // A directory: still the one examined? `rmdir` then removes it only if it is empty.
@@ -111,7 +111,8 @@ fn delete(
             // It stopped being a directory in between.
             FsErrorKind::NotDirectory => ErrorKind::PathChangedDuringRead,
             _ => ErrorKind::WriteFailed,
-        })),
+        })
+        .with_source(std::io::Error::from(e))),
     }
 }
 

@@ -110,7 +110,8 @@ fn rename(
                 FsErrorKind::Exists => ErrorKind::MoveDestinationExists,
                 FsErrorKind::NotFound => ErrorKind::FileNotFound,
                 _ => ErrorKind::WriteFailed,
-            }));
+            })
+            .with_source(std::io::Error::from(e)));
         }
     }
     // Durable once both directories are.

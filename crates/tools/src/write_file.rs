@@ -206,7 +206,11 @@ pub(crate) fn install_checked(
     atomicwrite::install_with(&parent.dir, name, bytes, &mut guard).map_err(|e| {
         match guard.reason.take() {
             Some(reason) => reason,
-            None => failed(token(&e)),
+            // For the operator's log: the step and the system's error (never a path).
+            None => failed(token(&e)).with_source(match e.io_error() {
+                Some(io) => format!("{e}: {io}"),
+                None => e.to_string(),
+            }),
         }
     })
 }

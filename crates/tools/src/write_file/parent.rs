@@ -105,7 +105,9 @@ pub(crate) fn open_dirs(
                     Err(Errno::NOTDIR) | Err(Errno::NOENT) => {
                         return Err(failed(ErrorKind::WriteParentNotDirectory));
                     }
-                    Err(_) => return Err(failed(ErrorKind::WriteFailed)),
+                    Err(e) => {
+                        return Err(failed(ErrorKind::WriteFailed).with_source(io::Error::from(e)));
+                    }
                 }
                 root.dir().open_dir(&prefix).map_err(|e| parent_error(&e))?
             }
