@@ -343,25 +343,43 @@ mod tests {
             );
             return;
         };
-        let stale = dir.join(format!("{}4194305-1-0", crate::cgroup::PREFIX));
-        std::fs::create_dir(&stale).unwrap();
-        let procs = rustix::fs::open(
-            stale.join("cgroup.procs"),
-            OFlags::WRONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .unwrap();
-        // A member that sleeps, as a survivor of a killed embedder.
-        let pid = sleeping_child_in(procs.as_fd());
-        drop(procs);
-        let until = Instant::now() + Duration::from_secs(5);
-        while !std::fs::read_to_string(stale.join("cgroup.procs"))
-            .unwrap()
-            .contains(&pid.as_raw_pid().to_string())
-        {
-            assert!(Instant::now() < until, "the child never joined");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        // Another process's discovery may sweep this stale-looking cgroup first (it is stale to
+        // every owner): then make it again.
+        let mut tries = 0;
+        let (stale, pid) = loop {
+            tries += 1;
+            assert!(tries <= 20, "the stale cgroup kept vanishing");
+            let stale = dir.join(format!(
+                "{}4194305-{}-{tries}",
+                crate::cgroup::PREFIX,
+                std::process::id()
+            ));
+            if std::fs::create_dir(&stale).is_err() {
+                continue;
+            }
+            let flags = OFlags::WRONLY | OFlags::CLOEXEC;
+            let Ok(procs) = rustix::fs::open(stale.join("cgroup.procs"), flags, Mode::empty())
+            else {
+                continue;
+            };
+            // A member that sleeps, as a survivor of a killed embedder (it exits at once if
+            // the cgroup vanished before it joined).
+            let pid = sleeping_child_in(procs.as_fd());
+            drop(procs);
+            let until = Instant::now() + Duration::from_secs(5);
+            let joined = loop {
+                match std::fs::read_to_string(stale.join("cgroup.procs")) {
+                    Ok(text) if text.contains(&pid.as_raw_pid().to_string()) => break true,
+                    Ok(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(1)),
+                    _ => break false,
+                }
+            };
+            if joined {
+                break (stale, pid);
+            }
+            rustix::process::kill_process(pid, Signal::KILL).ok();
+            rustix::process::waitpid(Some(pid), WaitOptions::empty()).ok();
+        };
         let mine = RunPids::create_in(dir, 4).unwrap();
         sweep_stale(dir);
         assert!(!stale.exists(), "the stale cgroup was swept");
@@ -379,7 +397,10 @@ mod tests {
         // SAFETY: the child makes only async-signal-safe calls (a write, `pause`, `_exit`).
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            join(procs).ok();
+            if join(procs).is_err() {
+                // SAFETY: ends the child at once, running nothing of the parent's.
+                unsafe { libc::_exit(1) };
+            }
             // SAFETY: waits for a signal; nothing shared is touched.
             unsafe { libc::pause() };
             // SAFETY: ends the child at once, running nothing of the parent's.
