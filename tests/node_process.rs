@@ -24,6 +24,7 @@ use support::{
     alive, assert_dead, assert_no_pify, census_flags, marked, marker, wait_alive,
     wait_alive_blocking,
 };
+use testkit::fixture::cmdline;
 
 fn registry(root: &Path, timeout: Option<Duration>) -> ToolRegistry {
     let mut options = marked(NodeProcessOptions::default());
@@ -130,18 +131,6 @@ fn wait_printed(root: &Path) -> Vec<(String, String)> {
     }
 }
 
-/// The host's command line of `pid`, as arguments (empty for a zombie or no process).
-fn cmdline(pid: i32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            String::from_utf8_lossy(&b)
-                .split('\0')
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// While the call runs: the printed descendant pids name, on the host, exactly the processes
 /// carrying the marker.
 fn assert_printed_live(pids: &[(String, String)], marker: &str) {
@@ -198,15 +187,7 @@ fn assert_printed_dead(pids: &[(String, String)], marker: &str) {
 
 /// The mount point of the (first) cgroup2 hierarchy.
 fn cgroup2_mount() -> std::path::PathBuf {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    mountinfo
-        .lines()
-        .find_map(|l| {
-            let fields: Vec<&str> = l.split(' ').collect();
-            let dash = fields.iter().position(|f| *f == "-")?;
-            (fields[dash + 1] == "cgroup2").then(|| std::path::PathBuf::from(fields[4]))
-        })
-        .expect("a cgroup2 mount")
+    testkit::fixture::cgroup2_mount().expect("a cgroup2 mount")
 }
 
 #[tokio::test]
@@ -755,14 +736,8 @@ fn confine_call_sigkill_kills_the_call_within_a_second() {
     wait_alive_blocking(&m, 2);
     child.kill().unwrap();
     child.wait().unwrap();
-    let killed = Instant::now();
-    while !alive(&m).is_empty() {
-        assert!(
-            killed.elapsed() < Duration::from_secs(1),
-            "{:?} outlived the killed server by a second",
-            alive(&m)
-        );
-        std::thread::sleep(Duration::from_millis(10));
+    if let Err(left) = testkit::census::check(&m, Duration::from_secs(1)) {
+        panic!("outlived the killed server by a second: {left}");
     }
     drop(stdin);
     assert_eq!(

@@ -425,21 +425,31 @@ fn install_temp_swapped_before_rename_is_detected_after() {
     }
 }
 
+/// A hook that, at the rename, puts a directory in place of `ws/target` (holding `inner.txt`
+/// when `with_inner`).
+fn directory_at_rename(
+    ws: PathBuf,
+    with_inner: bool,
+) -> impl FnMut(Step, Option<&OsStr>) -> io::Result<()> {
+    move |step: Step, _: Option<&OsStr>| {
+        if step == Step::Rename {
+            std::fs::remove_file(ws.join("target"))?;
+            std::fs::create_dir(ws.join("target"))?;
+            if with_inner {
+                std::fs::write(ws.join("target/inner.txt"), "inner")?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A directory swapped in over an existing target makes the rename fail: the directory and its
 /// contents stay, and only our temporary is removed.
 #[test]
 fn install_rename_onto_directory_fails_and_keeps_it() {
     let fx = Fixture::new();
     std::fs::write(fx.path("target"), "old").unwrap();
-    let ws = fx.ws.clone();
-    let mut make_dir = |step: Step, _: Option<&OsStr>| {
-        if step == Step::Rename {
-            std::fs::remove_file(ws.join("target"))?;
-            std::fs::create_dir(ws.join("target"))?;
-            std::fs::write(ws.join("target/inner.txt"), "inner")?;
-        }
-        Ok(())
-    };
+    let mut make_dir = directory_at_rename(fx.ws.clone(), true);
     let err = install_with(&fx.dir, "target", b"new", &mut make_dir).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TargetNotRegular);
     assert_eq!(err.step(), Step::Rename);
@@ -504,14 +514,7 @@ fn install_replaced_after_the_commit_fails_and_removes_nothing() {
 fn install_exchange_with_a_directory_is_put_back() {
     let fx = Fixture::new();
     std::fs::write(fx.path("target"), "old").unwrap();
-    let ws = fx.ws.clone();
-    let mut make_dir = |step: Step, _: Option<&OsStr>| {
-        if step == Step::Rename {
-            std::fs::remove_file(ws.join("target"))?;
-            std::fs::create_dir(ws.join("target"))?;
-        }
-        Ok(())
-    };
+    let mut make_dir = directory_at_rename(fx.ws.clone(), false);
     let err = install_with(&fx.dir, "target", b"new", &mut make_dir).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TargetNotRegular);
     assert!(fx.path("target").is_dir());

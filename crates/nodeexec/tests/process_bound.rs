@@ -17,7 +17,7 @@ use nodeexec::{Command, Containment, ErrorKind, Outcome, ProcessBound};
 use tokio_util::sync::CancellationToken;
 
 mod support;
-use support::{alive, command, marker, run};
+use support::{alive, command, fork_bomb, marker, run};
 
 /// The directory of this process's own cgroup in the v1 `pids` hierarchy, if there is one.
 fn v1_pids_dir() -> Option<PathBuf> {
@@ -147,14 +147,7 @@ async fn fork_bomb_as_root_is_bounded_by_a_cgroup() {
 
         // A fork bomb: never more than the bound alive, a clean end, nothing left.
         let m = marker();
-        let mut cmd = command("/bin/sh");
-        cmd.arg("-c")
-            .arg("b() { b | b & }; b; sleep 30")
-            .arg(&m)
-            .current_dir("/")
-            .containment(mode)
-            .max_processes(Some(32))
-            .timeout(Duration::from_secs(2));
+        let cmd = fork_bomb(&m, mode);
         let peak = Arc::new(AtomicUsize::new(0));
         let stop = CancellationToken::new();
         let counter = {

@@ -20,8 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 mod support;
 use support::{
-    MODES, alive, assert_dead, available, command, js, marker, offered, run, wait_alive,
+    MODES, alive, assert_dead, available, fork_bomb, js, marker, offered, run, wait_alive,
 };
+use testkit::fixture::cmdline;
 
 /// A script that starts two lingering descendants, one in the process group and one in its own
 /// session (`detached: true`, i.e. setsid), neither holding the output pipes, then runs `tail`.
@@ -574,27 +575,7 @@ async fn wait_report(file: &Path) -> Report {
 
 /// The mount point of the (first) cgroup2 hierarchy, or `/nonexistent`.
 fn cgroup2_mount() -> PathBuf {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    mountinfo
-        .lines()
-        .find_map(|l| {
-            let fields: Vec<&str> = l.split(' ').collect();
-            let dash = fields.iter().position(|f| *f == "-")?;
-            (fields[dash + 1] == "cgroup2").then(|| PathBuf::from(fields[4]))
-        })
-        .unwrap_or_else(|| PathBuf::from("/nonexistent"))
-}
-
-/// The host's command line of `pid`, split into arguments (empty for a zombie or no process).
-fn cmdline(pid: i32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            String::from_utf8_lossy(&b)
-                .split('\0')
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+    testkit::fixture::cgroup2_mount().unwrap_or_else(|| PathBuf::from("/nonexistent"))
 }
 
 /// While the run lasts: every descendant is alive (the census finds each); in cgroup mode
@@ -966,14 +947,9 @@ async fn run_embedder_killed_kills_everything_within_a_second() {
         let helper_pid = helper.id();
         helper.kill().unwrap();
         helper.wait().unwrap();
-        let killed = Instant::now();
-        while !alive(&m).is_empty() {
-            assert!(
-                killed.elapsed() < Duration::from_secs(1),
-                "{mode:?}: {:?} outlived the embedder by a second",
-                alive(&m)
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        let within_a_second = testkit::census::check(&m, Duration::from_secs(1));
+        if let Err(left) = within_a_second {
+            panic!("{mode:?}: outlived the embedder by a second: {left}");
         }
         if mode == Containment::Cgroup {
             let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
@@ -1050,14 +1026,7 @@ async fn run_fork_bomb_is_bounded_and_cleaned_up() {
     }
     for mode in offered(MODES, "run_fork_bomb_is_bounded_and_cleaned_up").await {
         let m = marker();
-        let mut cmd = command("/bin/sh");
-        cmd.arg("-c")
-            .arg("b() { b | b & }; b; sleep 30")
-            .arg(&m)
-            .current_dir("/")
-            .containment(mode)
-            .max_processes(Some(32))
-            .timeout(Duration::from_secs(2));
+        let cmd = fork_bomb(&m, mode);
         let e = run(cmd).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::TimedOut, "{mode:?}");
         assert!(alive(&m).is_empty(), "{mode:?}: {} left", alive(&m).len());

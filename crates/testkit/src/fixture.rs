@@ -157,15 +157,12 @@ pub fn cmdline(pid: i32) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The mount point of the (first) cgroup2 hierarchy, or `/nonexistent`.
-pub fn cgroup2_mount() -> PathBuf {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    mountinfo
-        .lines()
-        .find_map(|l| {
-            let fields: Vec<&str> = l.split(' ').collect();
-            let dash = fields.iter().position(|f| *f == "-")?;
-            (fields[dash + 1] == "cgroup2").then(|| PathBuf::from(fields[4]))
-        })
-        .unwrap_or_else(|| PathBuf::from("/nonexistent"))
+/// The mount point of the (first) cgroup2 hierarchy, if there is one.
+pub fn cgroup2_mount() -> Option<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo.lines().find_map(|l| {
+        let fields: Vec<&str> = l.split(' ').collect();
+        let dash = fields.iter().position(|f| *f == "-")?;
+        (fields.get(dash + 1) == Some(&"cgroup2")).then(|| PathBuf::from(fields[4]))
+    })
 }

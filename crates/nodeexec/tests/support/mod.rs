@@ -42,6 +42,20 @@ pub fn js(source: &str) -> Command {
     cmd
 }
 
+/// A fork bomb (`b() { b | b & }; b` in a shell whose `$0` is `marker`) in `mode`, bounded to
+/// 32 processes and 2 seconds.
+pub fn fork_bomb(marker: &str, mode: Containment) -> Command {
+    let mut cmd = command("/bin/sh");
+    cmd.arg("-c")
+        .arg("b() { b | b & }; b; sleep 30")
+        .arg(marker)
+        .current_dir("/")
+        .containment(mode)
+        .max_processes(Some(32))
+        .timeout(std::time::Duration::from_secs(2));
+    cmd
+}
+
 /// Run `cmd` with a token nobody cancels.
 pub async fn run(cmd: Command) -> Result<Outcome, nodeexec::Error> {
     cmd.run(&CancellationToken::new()).await
