@@ -12,7 +12,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -20,12 +20,30 @@ use tokio_util::sync::CancellationToken;
 use tools::{NodeProcessOptions, ToolCall, ToolRegistry, execute_tool_call};
 
 mod support;
-use support::assert_no_pify;
+use support::{
+    alive, assert_dead, assert_no_pify, census_flags, marked, marker, wait_alive,
+    wait_alive_blocking,
+};
+use testkit::fixture::cmdline;
 
 fn registry(root: &Path, timeout: Option<Duration>) -> ToolRegistry {
-    let mut options = NodeProcessOptions::default();
+    let mut options = marked(NodeProcessOptions::default());
     options.timeout = timeout;
     tools::create_coding_tools(root, options).expect("tools over a fresh directory")
+}
+
+/// A fresh workspace and a registry over it with the time bound `timeout`.
+fn workspace(timeout: Option<Duration>) -> (tempfile::TempDir, ToolRegistry) {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry(tmp.path(), timeout);
+    (tmp, reg)
+}
+
+/// The record of a call that must succeed.
+async fn ok(registry: &ToolRegistry, arguments: Value) -> Value {
+    let (is_error, record) = call(registry, arguments).await;
+    assert!(!is_error, "{record}");
+    record
 }
 
 async fn call(registry: &ToolRegistry, arguments: Value) -> (bool, Value) {
@@ -42,63 +60,6 @@ fn timeout_record() -> Value {
 
 fn invalid(token: &str) -> Value {
     json!({"error": {"code": "TOOL_ARGUMENTS_INVALID", "message": token}})
-}
-
-fn marker() -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "confine-np-{}-{}-{nanos}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Pids of live (non-zombie) processes whose command line holds `marker`.
-fn alive(marker: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        if !String::from_utf8_lossy(&cmdline).contains(marker) {
-            continue;
-        }
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
-        if !matches!(state, Some('Z') | Some('X') | None) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-fn wait_alive_blocking(marker: &str, count: usize) {
-    let until = Instant::now() + Duration::from_secs(10);
-    while alive(marker).len() < count {
-        assert!(
-            Instant::now() < until,
-            "descendants of {marker} never started"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-async fn wait_alive(marker: &str, count: usize) {
-    let until = Instant::now() + Duration::from_secs(10);
-    while alive(marker).len() < count {
-        assert!(
-            Instant::now() < until,
-            "descendants of {marker} never started"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Source starting one descendant in the process group and one in its own session
@@ -170,18 +131,6 @@ fn wait_printed(root: &Path) -> Vec<(String, String)> {
     }
 }
 
-/// The host's command line of `pid`, as arguments (empty for a zombie or no process).
-fn cmdline(pid: i32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            String::from_utf8_lossy(&b)
-                .split('\0')
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// While the call runs: the printed descendant pids name, on the host, exactly the processes
 /// carrying the marker.
 fn assert_printed_live(pids: &[(String, String)], marker: &str) {
@@ -238,15 +187,7 @@ fn assert_printed_dead(pids: &[(String, String)], marker: &str) {
 
 /// The mount point of the (first) cgroup2 hierarchy.
 fn cgroup2_mount() -> std::path::PathBuf {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    mountinfo
-        .lines()
-        .find_map(|l| {
-            let fields: Vec<&str> = l.split(' ').collect();
-            let dash = fields.iter().position(|f| *f == "-")?;
-            (fields[dash + 1] == "cgroup2").then(|| std::path::PathBuf::from(fields[4]))
-        })
-        .expect("a cgroup2 mount")
+    testkit::fixture::cgroup2_mount().expect("a cgroup2 mount")
 }
 
 #[tokio::test]
@@ -277,7 +218,7 @@ async fn node_process_execution_context() {
         .unwrap();
     assert!(!result.is_error, "{}", result.content);
     let record = result.record();
-    let node = std::fs::canonicalize(which_node()).unwrap();
+    let node = std::fs::canonicalize(testkit::node_on_path()).unwrap();
     let stdout: Value = serde_json::from_str(record["stdout"].as_str().unwrap()).unwrap();
     assert_eq!(
         stdout,
@@ -292,27 +233,15 @@ async fn node_process_execution_context() {
     assert_no_pify(&real);
 }
 
-fn which_node() -> std::path::PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("node"))
-                .find(|p| p.is_file())
-        })
-        .expect("Node.js on PATH")
-}
-
 #[tokio::test]
 async fn node_process_source_boundary() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(5)));
     // 32,768 bytes exactly, multi-byte characters included, and it runs.
     let head = "process.stdout.write('ok') // é€😀\n";
     let pad = 32_768 - head.len() - 2;
     let source = format!("{head}/*{}", "x".repeat(pad - 2)) + "*/";
     assert_eq!(source.len(), 32_768);
-    let (is_error, record) = call(&reg, json!({"source": source})).await;
-    assert!(!is_error, "{record}");
+    let record = ok(&reg, json!({"source": source})).await;
     assert_eq!(record["stdout"], "ok");
     let (is_error, record) = call(&reg, json!({"source": format!("{source} ")})).await;
     assert!(is_error);
@@ -325,8 +254,7 @@ async fn node_process_source_boundary() {
 
 #[tokio::test]
 async fn node_process_argument_boundaries_with_quotes_and_backslashes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(5)));
     let echo = "process.stdout.write(JSON.stringify(process.argv.slice(1)))";
     let tricky: Vec<String> = [
         "",
@@ -347,8 +275,7 @@ async fn node_process_argument_boundaries_with_quotes_and_backslashes() {
     ]
     .map(String::from)
     .to_vec();
-    let (is_error, record) = call(&reg, json!({"source": echo, "arguments": tricky})).await;
-    assert!(!is_error, "{record}");
+    let record = ok(&reg, json!({"source": echo, "arguments": tricky})).await;
     assert_eq!(
         serde_json::from_str::<Value>(record["stdout"].as_str().unwrap()).unwrap(),
         json!(tricky)
@@ -362,8 +289,7 @@ async fn node_process_argument_boundaries_with_quotes_and_backslashes() {
         "é".repeat(1024),
     ]
     .to_vec();
-    let (is_error, record) = call(&reg, json!({"source": echo, "arguments": full})).await;
-    assert!(!is_error, "{record}");
+    let record = ok(&reg, json!({"source": echo, "arguments": full})).await;
     assert_eq!(
         serde_json::from_str::<Value>(record["stdout"].as_str().unwrap()).unwrap(),
         json!(full)
@@ -406,14 +332,8 @@ async fn node_process_argument_boundaries_with_quotes_and_backslashes() {
 
 #[tokio::test]
 async fn node_process_caps_both_streams_on_character_boundaries() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
-    let (is_error, record) = call(
-        &reg,
-        json!({"source": "process.stdout.write('é'.repeat(20000)); process.stderr.write('x' + '€'.repeat(20000))"}),
-    )
-    .await;
-    assert!(!is_error, "{record}");
+    let (tmp, reg) = workspace(Some(Duration::from_secs(5)));
+    let record = ok(&reg, json!({"source": "process.stdout.write('é'.repeat(20000)); process.stderr.write('x' + '€'.repeat(20000))"})).await;
     let stdout = record["stdout"].as_str().unwrap();
     let stderr = record["stderr"].as_str().unwrap();
     assert_eq!(stdout.len(), 32_768);
@@ -440,8 +360,7 @@ async fn node_process_caps_both_streams_on_character_boundaries() {
 
 #[tokio::test]
 async fn node_process_nonzero_exit_and_signal_are_data() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(5)));
     let (is_error, record) = call(
         &reg,
         json!({"source": "console.log('x'); process.exitCode = 7"}),
@@ -471,8 +390,7 @@ async fn node_process_nonzero_exit_and_signal_are_data() {
 
 #[tokio::test]
 async fn node_process_busy_loop_times_out() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), None);
+    let (tmp, reg) = workspace(None);
     let start = Instant::now();
     let (is_error, record) = call(&reg, json!({"source": "for (;;) {}"})).await;
     let took = start.elapsed();
@@ -504,27 +422,21 @@ async fn node_process_descendant_holding_stdout_settles_as_timeout() {
         took >= bound && took < bound + Duration::from_millis(500),
         "{took:?}"
     );
-    assert!(alive(&m).is_empty(), "{:?} outlived the call", alive(&m));
+    assert_dead(&m, "the call");
     assert_no_pify(tmp.path());
 }
 
 #[tokio::test]
 async fn node_process_descendants_dead_after_exit_and_timeout() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(3)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(3)));
     let m = marker();
-    let (is_error, record) = call(
+    let record = ok(
         &reg,
         json!({"source": with_descendants(&m, "console.log('bye')")}),
     )
     .await;
-    assert!(!is_error, "{record}");
     assert_eq!(record["stdout"], "bye\n");
-    assert!(
-        alive(&m).is_empty(),
-        "after exit: {:?} outlived the call",
-        alive(&m)
-    );
+    assert_dead(&m, "the call (after exit)");
 
     let m = marker();
     let probe = m.clone();
@@ -536,18 +448,13 @@ async fn node_process_descendants_dead_after_exit_and_timeout() {
     .await;
     seen.await.unwrap();
     assert_eq!(record, timeout_record());
-    assert!(
-        alive(&m).is_empty(),
-        "after timeout: {:?} outlived the call",
-        alive(&m)
-    );
+    assert_dead(&m, "the call (after timeout)");
     assert_no_pify(tmp.path());
 }
 
 #[tokio::test]
 async fn node_process_cancellation_kills_before_returning() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(10)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(10)));
     let m = marker();
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
@@ -563,18 +470,13 @@ async fn node_process_cancellation_kills_before_returning() {
     );
     let result = execute_tool_call(&reg, &call, &cancel).await;
     assert_eq!(result, Err(tools::Cancelled));
-    assert!(
-        alive(&m).is_empty(),
-        "{:?} outlived the cancelled call",
-        alive(&m)
-    );
+    assert_dead(&m, "the cancelled call");
     assert_no_pify(tmp.path());
 }
 
 #[tokio::test]
 async fn node_process_dropped_future_kills_and_removes_the_script() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(10)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(10)));
     let m = marker();
     let call = ToolCall::new(
         "c",
@@ -588,11 +490,7 @@ async fn node_process_dropped_future_kills_and_removes_the_script() {
         () = wait_alive(&m, 2) => {}
     }
     drop(fut);
-    assert!(
-        alive(&m).is_empty(),
-        "{:?} outlived the dropped call",
-        alive(&m)
-    );
+    assert_dead(&m, "the dropped call");
     assert_no_pify(tmp.path());
 }
 
@@ -623,14 +521,8 @@ async fn node_process_replaced_root_is_workspace_root_changed() {
 
 #[tokio::test]
 async fn node_process_script_may_remove_itself() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(5)));
-    let (is_error, record) = call(
-        &reg,
-        json!({"source": "const fs = require('fs'); fs.unlinkSync(__filename); console.log(fs.statSync(__dirname).isDirectory())"}),
-    )
-    .await;
-    assert!(!is_error, "{record}");
+    let (tmp, reg) = workspace(Some(Duration::from_secs(5)));
+    let record = ok(&reg, json!({"source": "const fs = require('fs'); fs.unlinkSync(__filename); console.log(fs.statSync(__dirname).isDirectory())"})).await;
     assert_eq!(record["stdout"], "true\n");
     assert_no_pify(tmp.path());
 }
@@ -640,14 +532,12 @@ async fn node_process_script_may_remove_itself() {
 /// the call, whether it ended by exit, timeout or cancellation; no cgroup is left.
 #[tokio::test]
 async fn node_process_printed_pids_dead_after_exit_timeout_and_cancellation() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = registry(tmp.path(), Some(Duration::from_secs(3)));
+    let (tmp, reg) = workspace(Some(Duration::from_secs(3)));
     let forever = "setInterval(() => {}, 1000)";
 
     // Exit: the pids come back on stdout.
     let m = marker();
-    let (is_error, record) = call(&reg, json!({"source": printing_pids(&m, "")})).await;
-    assert!(!is_error, "{record}");
+    let record = ok(&reg, json!({"source": printing_pids(&m, "")})).await;
     let pids = printed(record["stdout"].as_str().unwrap());
     assert_eq!(pids.len(), 4, "{record}");
     assert_printed_dead(&pids, &m);
@@ -689,7 +579,7 @@ async fn node_process_printed_pids_dead_after_exit_timeout_and_cancellation() {
     assert_eq!(result, Err(tools::Cancelled));
     let pids = during.await.unwrap();
     assert_printed_dead(&pids, &m);
-    assert!(alive(&m).is_empty(), "{:?} outlived the calls", alive(&m));
+    assert_dead(&m, "the calls");
     assert_no_pify(tmp.path());
 }
 
@@ -732,7 +622,11 @@ fn confine_call_printed_pids_dead_after_exit_and_timeout() {
 /// The `confine call` binary with `env` added to (not replacing) this process's environment.
 fn confine_call(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> std::process::Child {
     let mut cmd = support::confine();
-    cmd.arg("call").arg("--root").arg(root).args(extra);
+    cmd.arg("call")
+        .arg("--root")
+        .arg(root)
+        .args(census_flags())
+        .args(extra);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -776,7 +670,9 @@ fn confine_call_hides_host_secrets_and_node_options() {
         serde_json::from_str(answers[0]["content"]["stdout"].as_str().unwrap()).unwrap();
     let env = env.as_object().unwrap();
     for name in env.keys() {
-        let allowed = ["PATH", "LANG", "TZ"].contains(&name.as_str()) || name.starts_with("LC_");
+        // The census mark is passed by the test itself (`--env`, see the support module).
+        let allowed = ["PATH", "LANG", "TZ", testkit::census::MARK_VAR].contains(&name.as_str())
+            || name.starts_with("LC_");
         assert!(allowed, "{name} leaked into the child");
     }
     assert_eq!(env.get("LC_CTYPE"), Some(&json!("C.UTF-8")));
@@ -818,11 +714,7 @@ fn confine_call_ending_signals_kill_the_running_call() {
         let status = child.wait().unwrap();
         drop(stdin);
         assert_eq!(status.code(), Some(130), "{signal:?}");
-        assert!(
-            alive(&m).is_empty(),
-            "{signal:?}: {:?} outlived confine",
-            alive(&m)
-        );
+        assert_dead(&m, &format!("confine ({signal:?})"));
         let stdout = BufReader::new(child.stdout.take().unwrap()).lines().count();
         assert_eq!(stdout, 0, "a cancelled call answers nothing");
         assert_no_pify(tmp.path());
@@ -868,7 +760,7 @@ fn confine_call_sigkill_kills_the_call_within_a_second() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_process_flood_is_bounded_by_the_slots() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut options = NodeProcessOptions::default();
+    let mut options = marked(NodeProcessOptions::default());
     options.timeout = Some(Duration::from_secs(20));
     options.slots = Some(std::sync::Arc::new(nodeexec::RunSlots::new(2)));
     let reg = std::sync::Arc::new(tools::create_coding_tools(tmp.path(), options).unwrap());

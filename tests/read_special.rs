@@ -9,8 +9,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
-use tools::{ToolCall, execute_tool_call};
+
+mod support;
+use support::{call_on, runtime};
 
 /// The names inotify saw opened in `dir` since `watch` was set up.
 fn opened(inotify: &mut inotify::Inotify) -> Vec<String> {
@@ -60,24 +61,14 @@ fn read_file_refuses_a_fifo_and_a_device_without_opening_them() {
         );
     }
     let registry = tools::create_read_only_tools(root).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let mut inotify = inotify::Inotify::init().unwrap();
     inotify
         .watches()
         .add(root, inotify::WatchMask::OPEN)
         .unwrap();
     for name in ["fifo", "dev"] {
-        let call = ToolCall::new("r", "read_file", &json!({"path": name}));
-        let result = rt
-            .block_on(execute_tool_call(
-                &registry,
-                &call,
-                &CancellationToken::new(),
-            ))
-            .unwrap();
+        let result = call_on(&rt, &registry, "read_file", &json!({"path": name}));
         assert!(result.is_error, "{name}: {}", result.content);
         assert_eq!(
             result.record()["error"]["message"],

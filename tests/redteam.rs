@@ -659,6 +659,7 @@ fn race_root_exchanged_and_root_symlink_repointed() {
         base: b.base.clone(),
         root: link.clone(),
         outside: b.outside.clone(),
+        secret: b.secret.clone(),
     };
     let (base, root, outside) = (b.base.clone(), b.root.clone(), b.outside.clone());
     let (counts, swaps) = race(&via, paths, Duration::from_secs(3), move |stop| {

@@ -4,12 +4,12 @@
 //! environment, every limit at N and N+1, the sandbox (with its unconfined twin), and a real
 //! project's test suite.
 //!
-//! Descendants are found by a census of `/proc`: each carries a unique marker in its command
-//! line, and a process counts as alive when its command line holds the marker and it is not a
-//! zombie.
+//! Descendants are found by a census of `/proc` (`testkit::census`): each carries a unique
+//! marker in its command line, and a process counts as alive when it holds the marker and is
+//! not a zombie. Every child also carries the suite's census mark, checked after the suite by
+//! `cargo xtask test`.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tools::{NodeProcessOptions, RunCommandOptions, ToolCall, ToolRegistry, execute_tool_call};
 
 mod support;
-use support::{assert_no_pify, call_lines};
+use support::{alive, assert_dead, assert_no_pify, call_lines, marked, marker};
 
 /// Generous bounds: a loaded machine with two cores shared by many builds.
 const SLOW_MS: u64 = 120_000;
@@ -32,7 +32,7 @@ fn options(max_ms: Option<u64>) -> NodeProcessOptions {
 }
 
 fn registry(root: &Path, options: NodeProcessOptions) -> ToolRegistry {
-    tools::create_workspace_tools(root, options).expect("tools over a fresh directory")
+    tools::create_workspace_tools(root, marked(options)).expect("tools over a fresh directory")
 }
 
 async fn call(registry: &ToolRegistry, arguments: Value) -> (bool, Value) {
@@ -45,37 +45,6 @@ async fn call(registry: &ToolRegistry, arguments: Value) -> (bool, Value) {
 
 fn invalid(token: &str) -> Value {
     json!({"error": {"code": "TOOL_ARGUMENTS_INVALID", "message": token}})
-}
-
-fn marker() -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "confine-rc-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Pids of live (non-zombie) processes whose command line holds `marker`.
-fn alive(marker: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        if !String::from_utf8_lossy(&cmdline).contains(marker) {
-            continue;
-        }
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
-        if !matches!(state, Some('Z') | Some('X') | None) {
-            out.push(pid);
-        }
-    }
-    out
 }
 
 /// A command starting a descendant in the shell's group and one in its own session, each
@@ -177,11 +146,7 @@ async fn a_command_outliving_its_bound_is_timed_out_with_its_output_and_nothing_
     assert_eq!(rec["signal"], "SIGKILL");
     let ms = rec["durationMs"].as_u64().unwrap();
     assert!((3000..3000 + 30_000).contains(&ms), "{ms}");
-    assert_eq!(
-        alive(&m),
-        Vec::<i32>::new(),
-        "descendants outlived the call"
-    );
+    assert_dead(&m, "the call");
     assert_no_pify(tmp.path());
 }
 
@@ -212,11 +177,7 @@ async fn cancellation_during_a_long_run_kills_the_tree_before_the_call_returns()
         result.is_err(),
         "a cancelled call is a rejection, not a result"
     );
-    assert_eq!(
-        alive(&m),
-        Vec::<i32>::new(),
-        "processes outlived the cancelled call"
-    );
+    assert_dead(&m, "the cancelled call");
     assert_no_pify(tmp.path());
 }
 

@@ -6,16 +6,14 @@
 //! A probe prints one JSON line (compared as text): `"ok"`, or the error's `code`.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use nodeexec::{LandlockSupport, Sandbox};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-use tools::{NodeProcessOptions, ToolCall, execute_tool_call};
+use tools::NodeProcessOptions;
 
 mod support;
-use support::{assert_no_pify, call_lines};
+use support::{assert_no_pify, call_lines, call_on, census_flags, marked, runtime};
 
 /// Generous: a cold Node.js starting a second one on a loaded machine.
 const TIMEOUT_MS: u64 = 20_000;
@@ -25,18 +23,7 @@ const HELPERS: &str = "const fs = require('fs'), cp = require('child_process'), 
     const say = (v) => console.log(JSON.stringify(v));\n";
 
 fn kernel_abi() -> u32 {
-    LandlockSupport::probe()
-        .abi()
-        .expect("these tests need a kernel with Landlock")
-}
-
-fn unique(prefix: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    testkit::landlock_abi(LandlockSupport::probe().abi())
 }
 
 /// How node_process is reached.
@@ -57,7 +44,7 @@ enum Mode {
 }
 
 fn options(mode: Mode) -> NodeProcessOptions {
-    let mut options = NodeProcessOptions::default();
+    let mut options = marked(NodeProcessOptions::default());
     options.timeout = Some(Duration::from_millis(TIMEOUT_MS));
     options.sandbox = match mode {
         Mode::Open => None,
@@ -77,27 +64,15 @@ fn run_all(route: Route, mode: Mode, root: &Path, probes: &[(String, Vec<String>
     match route {
         Route::Tool => {
             let registry = tools::create_coding_tools(root, options(mode)).unwrap();
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
+            let rt = runtime();
             probes
                 .iter()
-                .map(|probe| {
-                    let call = ToolCall::new("t", "node_process", &arguments(probe));
-                    let result = rt
-                        .block_on(execute_tool_call(
-                            &registry,
-                            &call,
-                            &CancellationToken::new(),
-                        ))
-                        .unwrap();
-                    result.record()
-                })
+                .map(|probe| call_on(&rt, &registry, "node_process", &arguments(probe)).record())
                 .collect()
         }
         Route::Binary => {
             let mut flags: Vec<String> = vec!["--timeout-ms".into(), TIMEOUT_MS.to_string()];
+            flags.extend(census_flags());
             match mode {
                 Mode::Open => {}
                 Mode::Sandboxed => flags.push("--sandbox".into()),
@@ -175,7 +150,7 @@ fn sandbox_probes_through_the_tool_and_the_binary() {
         let outside = tempfile::tempdir().unwrap();
         let out_file = outside.path().join("x.txt");
         let grandchild_file = outside.path().join("grandchild.txt");
-        let tmp_file = PathBuf::from("/tmp").join(unique("confine-sandbox-probe"));
+        let tmp_file = PathBuf::from("/tmp").join(testkit::unique("confine-sandbox-probe"));
         let s = |p: &Path| p.to_str().unwrap().to_owned();
         let (out_file_s, grandchild_s, tmp_s) = (s(&out_file), s(&grandchild_file), s(&tmp_file));
         // A secret, a file whose mode must not change and a module, all outside; a listener
@@ -187,7 +162,7 @@ fn sandbox_probes_through_the_tool_and_the_binary() {
         std::fs::set_permissions(&mode_file, std::fs::Permissions::from_mode(0o644)).unwrap();
         let module = outside.path().join("outside.js");
         std::fs::write(&module, "module.exports = 'outside';").unwrap();
-        let socket = PathBuf::from("/tmp").join(unique("confine-sandbox-listener"));
+        let socket = PathBuf::from("/tmp").join(testkit::unique("confine-sandbox-listener"));
         let unix_listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
         unix_listener.set_nonblocking(true).unwrap();
         std::fs::create_dir_all(workspace.path().join("node_modules/sum")).unwrap();
@@ -542,6 +517,7 @@ fn probe_as(
         .arg(confine)
         .args(["call", "--timeout-ms", &TIMEOUT_MS.to_string(), "--root"])
         .arg(root)
+        .args(census_flags())
         .args(sandbox.then_some("--sandbox"))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -352,12 +352,7 @@ fn write_validation_order_and_shapes() {
 fn write_through_a_non_directory_parent_fails() {
     let ws = Ws::fast();
     std::fs::write(ws.p("file"), "f").unwrap();
-    rustix::fs::mkfifoat(
-        rustix::fs::CWD,
-        ws.p("fifo"),
-        rustix::fs::Mode::from_raw_mode(0o600),
-    )
-    .unwrap();
+    testkit::fixture::mkfifo(&ws.p("fifo"));
     symlink("file", ws.p("file-link")).unwrap();
     symlink("nowhere", ws.p("dangling")).unwrap();
     let before = tree(&ws.root);
@@ -516,12 +511,7 @@ fn write_non_regular_targets_are_refused_and_kept() {
     let ws = Ws::fast();
     std::fs::create_dir(ws.p("dir")).unwrap();
     std::fs::write(ws.p("dir/keep.txt"), "keep").unwrap();
-    rustix::fs::mkfifoat(
-        rustix::fs::CWD,
-        ws.p("fifo"),
-        rustix::fs::Mode::from_raw_mode(0o600),
-    )
-    .unwrap();
+    testkit::fixture::mkfifo(&ws.p("fifo"));
     let _socket = std::os::unix::net::UnixListener::bind(ws.p("sock")).unwrap();
     let before = tree(&ws.root);
     for path in ["dir", "fifo", "sock", "dir/"] {

@@ -9,11 +9,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
-use tools::{ToolCall, execute_tool_call};
-
 mod support;
-use support::{Sibling, pify_entries};
+use support::{Sibling, call_on, pify_entries, runtime};
 
 /// A self-checking content: `who:n:len\n` then `x` up to `len` bytes.
 fn content(who: &str, n: u64) -> String {
@@ -47,10 +44,7 @@ fn an_editor_saving_by_rename_races_write_file_and_the_name_is_never_missing() {
     std::fs::write(root.join("tgt"), content("editor", 0)).unwrap();
     let registry = tools::create_coding_tools(&root, tools::NodeProcessOptions::default())
         .expect("a registry");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let stop = AtomicBool::new(false);
     let (missing, torn, reads, saves) = (
         AtomicU64::new(0),
@@ -86,18 +80,8 @@ fn an_editor_saving_by_rename_races_write_file_and_the_name_is_never_missing() {
             }
         });
         for n in 0..3000 {
-            let call = ToolCall::new(
-                "w",
-                "write_file",
-                &json!({"path": "tgt", "content": content("tool", n)}),
-            );
-            let result = rt
-                .block_on(execute_tool_call(
-                    &registry,
-                    &call,
-                    &CancellationToken::new(),
-                ))
-                .unwrap();
+            let arguments = json!({"path": "tgt", "content": content("tool", n)});
+            let result = call_on(&rt, &registry, "write_file", &arguments);
             if result.is_error {
                 assert_eq!(
                     result.record()["error"]["message"],
@@ -175,10 +159,7 @@ fn an_editor_saving_by_rename_races_edit_file_and_the_name_is_never_missing() {
     std::fs::write(root.join("tgt"), content("editor", 0)).unwrap();
     let registry = tools::create_workspace_tools(&root, tools::NodeProcessOptions::default())
         .expect("a registry");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let stop = AtomicBool::new(false);
     let (missing, torn, reads, saves) = (
         AtomicU64::new(0),
@@ -216,22 +197,13 @@ fn an_editor_saving_by_rename_races_edit_file_and_the_name_is_never_missing() {
         // Should a call's check fail, the other threads still stop.
         let _stop = StopOnDrop(&stop);
         for n in 0..3000u64 {
-            let call = if n % 3 == 2 {
-                ToolCall::new(
-                    "w",
-                    "write_file",
-                    &json!({"path": "tgt", "content": content("tool", n)}),
-                )
+            let (tool, arguments) = if n % 3 == 2 {
+                let content = content("tool", n);
+                ("write_file", json!({"path": "tgt", "content": content}))
             } else {
-                ToolCall::new("e", "edit_file", &flip(n / 3 + n % 3))
+                ("edit_file", flip(n / 3 + n % 3))
             };
-            let result = rt
-                .block_on(execute_tool_call(
-                    &registry,
-                    &call,
-                    &CancellationToken::new(),
-                ))
-                .unwrap();
+            let result = call_on(&rt, &registry, tool, &arguments);
             let outcome = if result.is_error {
                 result.record()["error"]["message"]
                     .as_str()
@@ -240,7 +212,7 @@ fn an_editor_saving_by_rename_races_edit_file_and_the_name_is_never_missing() {
             } else {
                 "ok".to_owned()
             };
-            let allowed: &[&str] = if call.name == "edit_file" {
+            let allowed: &[&str] = if tool == "edit_file" {
                 &[
                     "ok",
                     "EDIT_CONFLICT",
@@ -253,12 +225,10 @@ fn an_editor_saving_by_rename_races_edit_file_and_the_name_is_never_missing() {
             assert!(
                 allowed.contains(&outcome.as_str()),
                 "{}: {}",
-                call.name,
+                tool,
                 result.content
             );
-            *outcomes
-                .entry(format!("{} {outcome}", call.name))
-                .or_default() += 1;
+            *outcomes.entry(format!("{tool} {outcome}")).or_default() += 1;
         }
         stop.store(true, Ordering::Relaxed);
     });
@@ -294,10 +264,7 @@ fn edit_file_never_commits_over_a_save_it_did_not_read() {
     std::fs::write(root.join("tgt"), content("editor", 0)).unwrap();
     let registry = tools::create_workspace_tools(&root, tools::NodeProcessOptions::default())
         .expect("a registry");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let stop = AtomicBool::new(false);
     let saves = AtomicU64::new(0);
     // Edits the editor displaced although they were of an older save than its previous one.
@@ -329,14 +296,7 @@ fn edit_file_never_commits_over_a_save_it_did_not_read() {
         // Should a call's check fail, the other threads still stop.
         let _stop = StopOnDrop(&stop);
         for n in 0..3000u64 {
-            let call = ToolCall::new("e", "edit_file", &flip(n));
-            let result = rt
-                .block_on(execute_tool_call(
-                    &registry,
-                    &call,
-                    &CancellationToken::new(),
-                ))
-                .unwrap();
+            let result = call_on(&rt, &registry, "edit_file", &flip(n));
             let outcome = if result.is_error {
                 result.record()["error"]["message"]
                     .as_str()

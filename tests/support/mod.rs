@@ -1,17 +1,84 @@
 //! Helpers shared by the top-level integration tests: the built `confine` binary, a
-//! temporary workspace beside a prefix-sharing sibling, and leftover `.pify-` scans.
+//! temporary workspace beside a prefix-sharing sibling, leftover `.pify-` scans, tool calls
+//! from a blocking test, and the process census (`testkit::census`).
 //!
-//! Each file in `tests/` is its own binary and uses `mod support;`.
+//! Each file in `tests/` is its own binary and uses `mod support;`. Every child a lifetime
+//! suite starts carries the suite's census mark ([`census_env`], through [`marked`] options
+//! or [`census_flags`] for `confine call`), so that `cargo xtask test` can check, once the
+//! suites have ended, that none of them is left alive.
 
 // Each test binary uses a subset of these helpers; the rest would warn as dead code there.
 #![allow(dead_code)]
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tools::{NodeProcessOptions, ToolCall, ToolRegistry, ToolResult, execute_tool_call};
+
+// Re-exported for the suites that use them (not every one does).
+#[allow(unused_imports)]
+pub use testkit::census::{alive, wait_alive, wait_alive_blocking};
+
+/// This suite's name in the census: `confine-<test file>`.
+pub fn suite() -> String {
+    format!("confine-{}", env!("CARGO_CRATE_NAME"))
+}
+
+/// A marker for one test's descendants (see `testkit::census::unique`).
+pub fn marker() -> String {
+    testkit::census::unique(&suite())
+}
+
+/// The census mark every child of this suite gets: `(CONFINE_CENSUS, <suite marker>)`.
+pub fn census_env() -> (String, String) {
+    testkit::census::env(&suite())
+}
+
+/// `options` with the census mark added to the children's variables.
+pub fn marked(mut options: NodeProcessOptions) -> NodeProcessOptions {
+    options.env.push(census_env());
+    options
+}
+
+/// The `confine call` flags that give its children the census mark.
+pub fn census_flags() -> [String; 2] {
+    let (name, value) = census_env();
+    ["--env".to_owned(), format!("{name}={value}")]
+}
+
+/// No process holding `marker` is alive once `what` ended.
+pub fn assert_dead(marker: &str, what: &str) {
+    let left = testkit::census::survivors(marker);
+    assert!(left.is_empty(), "outlived {what}: {left:#?}");
+}
+
+/// Call tool `name` with `arguments` from a blocking test, on `rt`; a call is never cancelled.
+pub fn call_on(
+    rt: &tokio::runtime::Runtime,
+    registry: &ToolRegistry,
+    name: &str,
+    arguments: &Value,
+) -> ToolResult {
+    let call = ToolCall::new("t", name, arguments);
+    rt.block_on(execute_tool_call(
+        registry,
+        &call,
+        &CancellationToken::new(),
+    ))
+    .expect("not cancelled")
+}
+
+/// A current-thread runtime for blocking tests that make tool calls.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
 
 /// The built `confine` binary under test.
 pub fn confine() -> Command {
@@ -72,70 +139,6 @@ pub fn kill_and_reap(mut child: Child, feeder: JoinHandle<()>) {
     feeder.join().unwrap();
 }
 
-/// Every `.pify-` entry beneath `dir` (symlinks not followed).
-pub fn pify_entries(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if e.file_name().to_string_lossy().contains(".pify-") {
-            found.push(e.path());
-        }
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            found.extend(pify_entries(&e.path()));
-        }
-    }
-    found
-}
-
-/// No `.pify-` temporary left in `root` (or beneath it).
-pub fn assert_no_pify(root: &Path) {
-    let found = pify_entries(root);
-    assert!(found.is_empty(), "left behind: {found:?}");
-}
-
-/// A temporary base holding the workspace `ws` and its prefix-sharing sibling `ws-outside`
-/// (which holds `secret.txt`).
-pub struct Sibling {
-    pub tmp: tempfile::TempDir,
-    pub base: PathBuf,
-    pub root: PathBuf,
-    pub outside: PathBuf,
-}
-
-impl Sibling {
-    /// On the default temporary directory (a real disk here: fsync costs milliseconds).
-    pub fn disk(secret: &str) -> Self {
-        Self::within(tempfile::tempdir().unwrap(), secret)
-    }
-
-    /// On tmpfs when there is one (for the tests that write thousands of times), else the
-    /// default temporary directory.
-    pub fn fast(secret: &str) -> Self {
-        let shm = Path::new("/dev/shm");
-        let tmp = if shm.is_dir() {
-            tempfile::tempdir_in(shm).unwrap()
-        } else {
-            tempfile::tempdir().unwrap()
-        };
-        Self::within(tmp, secret)
-    }
-
-    pub fn within(tmp: tempfile::TempDir, secret: &str) -> Self {
-        let base = tmp.path().canonicalize().unwrap();
-        let root = base.join("ws");
-        let outside = base.join("ws-outside");
-        std::fs::create_dir(&root).unwrap();
-        std::fs::create_dir(&outside).unwrap();
-        std::fs::write(outside.join("secret.txt"), secret).unwrap();
-        Self {
-            tmp,
-            base,
-            root,
-            outside,
-        }
-    }
-
-    /// `rel` beneath the workspace.
-    pub fn p(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
-    }
-}
+// Re-exported for the suites that use them (not every one does).
+#[allow(unused_imports)]
+pub use testkit::{Sibling, assert_no_pify, pify_entries};

@@ -1,6 +1,7 @@
 //! `cargo xtask layers`: dependencies point down.
 //!
-//! L0 `pathgrammar` and `beneath` (the descriptor layer); L1 `rootid`, `atomicwrite`,
+//! L0 `pathgrammar` and `beneath` (the descriptor layer), and `testkit` (the tests' helpers,
+//! which depend on no crate of ours); L1 `rootid`, `atomicwrite`,
 //! `nodeexec`; L2 `jail`, `tools`; 3 the repository's tooling (`grading`). A crate may depend
 //! (normally, for building, or for its tests) only on crates of a strictly lower layer, and
 //! every crate under `crates/` must have a layer (`ARCHITECTURE.md` has the map).
@@ -17,6 +18,9 @@ pub const LAYERS: &[(&str, u8)] = &[
     ("nodeexec", 1),
     ("jail", 2),
     ("tools", 2),
+    // The tests' helpers (`publish = false`, a dev-dependency only): below every crate whose
+    // tests use it, so it depends on none of them.
+    ("testkit", 0),
     // Repository tooling (`publish = false`): the case runner of the binary and the xtask.
     ("grading", 3),
 ];

@@ -1,7 +1,7 @@
 //! Project chores as code (`cargo xtask <command>`): `test` sets up and runs every suite (the
 //! README's test command), `conformance` runs the case corpus, `layers` checks that crate
 //! dependencies point down, `bench` runs every criterion bench, `load` drives MCP servers with
-//! pipelined calls (see `load.rs`).
+//! pipelined calls (see `load.rs`), `census` checks that nothing of a test run is alive.
 //! Each check that can also runs as a `#[test]`, so `cargo test --workspace` catches drift.
 
 use std::path::{Path, PathBuf};
@@ -26,9 +26,10 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("test") => test::run(&root, &args[1..]),
         Some("load") => load::run(&args[1..]),
+        Some("census") => test::census(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]|load [options]>"
+                "usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]|load [options]|census <run id>>"
             );
             ExitCode::from(2)
         }

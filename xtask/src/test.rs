@@ -3,11 +3,20 @@
 //!
 //! 1. the MCP TypeScript SDK client of `tests/interop` (`npm ci`, when its `node_modules` is
 //!    missing or older than its lock file; Node.js and npm must be on PATH);
-//! 2. `cargo test --workspace` (extra arguments are passed to it);
+//! 2. `cargo test --workspace` (extra arguments are passed to it), with a fresh
+//!    `CONFINE_CENSUS_RUN` id, then the process census: once the tests have ended, no process
+//!    holding that id (every test process, every `confine` a test starts and every child a
+//!    lifetime suite starts carries it, see `testkit::census`) may be alive;
 //! 3. `cargo xtask conformance`, the case corpus.
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use testkit::census;
+
+/// How long processes the tests killed get to be reaped before they count as survivors.
+const CENSUS_GRACE: Duration = Duration::from_secs(2);
 
 /// Run the three steps in order; the first failure stops and fails.
 pub fn run(root: &Path, extra: &[String]) -> ExitCode {
@@ -24,7 +33,11 @@ pub fn run(root: &Path, extra: &[String]) -> ExitCode {
     }
     let mut args: Vec<&str> = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));
-    if !step(&cargo, &args, root) {
+    let run = fresh_run_id();
+    let tested = step_with(&cargo, &args, root, &[(census::RUN_VAR, &run)]);
+    // The census runs whether the tests passed or not: a survivor is reported either way.
+    let counted = census_after(&run);
+    if !tested || !counted {
         return ExitCode::FAILURE;
     }
     if !step(&cargo, &["xtask", "conformance"], root) {
@@ -45,11 +58,57 @@ fn needs_install(interop: &Path) -> bool {
     }
 }
 
+/// `cargo xtask census <run id>`: the census of a run whose tests were started with
+/// `CONFINE_CENSUS_RUN=<run id>` by hand (`.ci/run` does so for the runs as another user).
+pub fn census(args: &[String]) -> ExitCode {
+    match args {
+        [run] if !run.is_empty() => {
+            if census_after(run) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        _ => {
+            eprintln!("usage: cargo xtask census <run id>");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A run id no other run on this machine has: `xtask-<pid>-<nanoseconds>`.
+fn fresh_run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("xtask-{}-{nanos}", std::process::id())
+}
+
+/// The census of run `run`, printed; whether nothing of it is alive.
+fn census_after(run: &str) -> bool {
+    match census::check(run, CENSUS_GRACE) {
+        Ok(()) => {
+            eprintln!("xtask test: process census of run {run}: nothing left alive");
+            true
+        }
+        Err(survivors) => {
+            eprintln!("xtask test: PROCESS CENSUS FAILED (run {run}): {survivors}");
+            false
+        }
+    }
+}
+
 fn step(program: &str, args: &[&str], dir: &Path) -> bool {
+    step_with(program, args, dir, &[])
+}
+
+fn step_with(program: &str, args: &[&str], dir: &Path, env: &[(&str, &str)]) -> bool {
     // xtask is a chore runner, not a tool: it may start programs directly.
     #[allow(clippy::disallowed_methods)]
     let status = std::process::Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .status();
     match status {
@@ -62,5 +121,31 @@ fn step(program: &str, args: &[&str], dir: &Path) -> bool {
             eprintln!("xtask test: cannot run `{program}`: {e}");
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The census step fails while a process of the run lives, and passes once it is gone.
+    #[test]
+    fn census_step_fails_on_a_planted_survivor() {
+        let run = fresh_run_id();
+        // The planted survivor: a process started as a test would, with the run's id.
+        #[allow(clippy::disallowed_methods)]
+        let mut planted = std::process::Command::new("sleep")
+            .arg("1000")
+            .env(census::RUN_VAR, &run)
+            .spawn()
+            .expect("sleep runs");
+        assert!(
+            !census_after(&run),
+            "the census missed pid {}",
+            planted.id()
+        );
+        planted.kill().unwrap();
+        planted.wait().unwrap();
+        assert!(census_after(&run));
     }
 }

@@ -13,11 +13,12 @@ use std::time::Duration;
 use atomicwrite::{ErrorKind, Step, TEMP_MARKER, install, install_with};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use testkit::Sibling;
 
 /// A fresh parent holding the directory `ws` (where we install) and its prefix-sharing sibling
-/// `ws-outside` (which holds `secret.txt`).
+/// `ws-outside` (which holds `secret.txt`), with a handle on `ws`.
 struct Fixture {
-    tmp: tempfile::TempDir,
+    sibling: Sibling,
     ws: PathBuf,
     outside: PathBuf,
     dir: Dir,
@@ -25,18 +26,12 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = tmp.path().canonicalize().unwrap();
-        let ws = base.join("ws");
-        let outside = base.join("ws-outside");
-        std::fs::create_dir(&ws).unwrap();
-        std::fs::create_dir(&outside).unwrap();
-        std::fs::write(outside.join("secret.txt"), "TOP SECRET").unwrap();
-        let dir = Dir::open_ambient_dir(&ws, ambient_authority()).unwrap();
+        let sibling = Sibling::disk("TOP SECRET");
+        let dir = Dir::open_ambient_dir(&sibling.root, ambient_authority()).unwrap();
         Self {
-            tmp,
-            ws,
-            outside,
+            ws: sibling.root.clone(),
+            outside: sibling.outside.clone(),
+            sibling,
             dir,
         }
     }
@@ -46,31 +41,13 @@ impl Fixture {
     }
 
     fn secret_intact(&self) {
-        let secret = std::fs::read_to_string(self.outside.join("secret.txt")).unwrap();
-        assert_eq!(secret, "TOP SECRET");
-        let entries = std::fs::read_dir(&self.outside).unwrap().count();
-        assert_eq!(entries, 1, "something appeared outside");
+        self.sibling.assert_outside_intact();
     }
 
     /// No `.pify-` entry anywhere under the parent.
     fn assert_no_leftovers(&self) {
-        let found = leftovers(self.tmp.path());
-        assert!(found.is_empty(), "leftovers: {found:?}");
+        self.sibling.assert_no_leftovers();
     }
-}
-
-fn leftovers(dir: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.contains(".pify-") {
-            found.push(name);
-        }
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            found.extend(leftovers(&e.path()));
-        }
-    }
-    found
 }
 
 fn mode(path: &Path) -> u32 {
@@ -448,21 +425,31 @@ fn install_temp_swapped_before_rename_is_detected_after() {
     }
 }
 
+/// A hook that, at the rename, puts a directory in place of `ws/target` (holding `inner.txt`
+/// when `with_inner`).
+fn directory_at_rename(
+    ws: PathBuf,
+    with_inner: bool,
+) -> impl FnMut(Step, Option<&OsStr>) -> io::Result<()> {
+    move |step: Step, _: Option<&OsStr>| {
+        if step == Step::Rename {
+            std::fs::remove_file(ws.join("target"))?;
+            std::fs::create_dir(ws.join("target"))?;
+            if with_inner {
+                std::fs::write(ws.join("target/inner.txt"), "inner")?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A directory swapped in over an existing target makes the rename fail: the directory and its
 /// contents stay, and only our temporary is removed.
 #[test]
 fn install_rename_onto_directory_fails_and_keeps_it() {
     let fx = Fixture::new();
     std::fs::write(fx.path("target"), "old").unwrap();
-    let ws = fx.ws.clone();
-    let mut make_dir = |step: Step, _: Option<&OsStr>| {
-        if step == Step::Rename {
-            std::fs::remove_file(ws.join("target"))?;
-            std::fs::create_dir(ws.join("target"))?;
-            std::fs::write(ws.join("target/inner.txt"), "inner")?;
-        }
-        Ok(())
-    };
+    let mut make_dir = directory_at_rename(fx.ws.clone(), true);
     let err = install_with(&fx.dir, "target", b"new", &mut make_dir).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TargetNotRegular);
     assert_eq!(err.step(), Step::Rename);
@@ -527,14 +514,7 @@ fn install_replaced_after_the_commit_fails_and_removes_nothing() {
 fn install_exchange_with_a_directory_is_put_back() {
     let fx = Fixture::new();
     std::fs::write(fx.path("target"), "old").unwrap();
-    let ws = fx.ws.clone();
-    let mut make_dir = |step: Step, _: Option<&OsStr>| {
-        if step == Step::Rename {
-            std::fs::remove_file(ws.join("target"))?;
-            std::fs::create_dir(ws.join("target"))?;
-        }
-        Ok(())
-    };
+    let mut make_dir = directory_at_rename(fx.ws.clone(), false);
     let err = install_with(&fx.dir, "target", b"new", &mut make_dir).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TargetNotRegular);
     assert!(fx.path("target").is_dir());

@@ -225,12 +225,11 @@ pub struct JailOutcome {
     pub code: Option<&'static str>,
 }
 
-/// The temporary parent of one case: the root, its sibling, and their canonical paths.
+/// The temporary parent of one case: the root, its sibling, and their canonical paths (the
+/// tests' own fixture, `testkit::Sibling`, with the case names).
 #[derive(Debug)]
 pub struct Sandbox {
-    parent: tempfile::TempDir,
-    root: PathBuf,
-    outside: PathBuf,
+    sibling: testkit::Sibling,
 }
 
 impl Sandbox {
@@ -238,44 +237,36 @@ impl Sandbox {
     pub fn new() -> Result<Self, GradingError> {
         let build = || -> io::Result<Self> {
             let parent = tempfile::Builder::new().prefix("confine-case-").tempdir()?;
-            let root = parent.path().join(ROOT_NAME);
-            let outside = parent.path().join(OUTSIDE_NAME);
-            std::fs::create_dir(&root)?;
-            std::fs::create_dir(&outside)?;
-            std::fs::write(outside.join(SECRET_NAME), SECRET_CONTENT)?;
-            Ok(Self {
-                root: root.canonicalize()?,
-                outside: outside.canonicalize()?,
-                parent,
-            })
+            let sibling =
+                testkit::Sibling::try_named(parent, ROOT_NAME, OUTSIDE_NAME, SECRET_CONTENT)?;
+            Ok(Self { sibling })
         };
         build().map_err(GradingError::Sandbox)
     }
 
     /// The root's canonical path.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.sibling.root()
     }
 
     /// The sibling's canonical path.
     pub fn outside(&self) -> &Path {
-        &self.outside
+        self.sibling.outside()
     }
 
     /// Replace `$ROOT` and `$OUTSIDE` by the canonical paths.
     pub fn substitute(&self, s: &str) -> String {
-        s.replace("$ROOT", &self.root.to_string_lossy())
-            .replace("$OUTSIDE", &self.outside.to_string_lossy())
+        self.sibling.substitute(s)
     }
 
     /// Build `tree` beneath the root (see [`CaseTree::build_at`]).
     pub fn build(&self, tree: &CaseTree) -> Result<(), GradingError> {
-        tree.build_at(&self.root, |s| self.substitute(s))
+        tree.build_at(self.root(), |s| self.substitute(s))
     }
 
     /// Remove the parent and everything in it.
     pub fn close(self) -> Result<(), GradingError> {
-        self.parent.close().map_err(GradingError::Sandbox)
+        self.sibling.close().map_err(GradingError::Sandbox)
     }
 }
 

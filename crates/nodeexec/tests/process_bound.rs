@@ -4,50 +4,20 @@
 //! run's own in the v1 `pids` hierarchy. As an ordinary user the bound is `RLIMIT_NPROC`,
 //! which `run.rs`'s fork bomb test covers; this file then says loudly that it did not run.
 //!
-//! Processes are counted by a census of `/proc`: each carries a unique marker argument (a
-//! shell's `$0`, which its forks keep).
+//! Processes are counted by a census of `/proc` (`testkit::census`): each carries a unique
+//! marker argument (a shell's `$0`, which its forks keep); every child also carries the
+//! suite's census mark, checked after the suite by `cargo xtask test`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use nodeexec::{Command, Containment, ErrorKind, Outcome, ProcessBound};
 use tokio_util::sync::CancellationToken;
 
-async fn run(cmd: Command) -> Result<Outcome, nodeexec::Error> {
-    cmd.run(&CancellationToken::new()).await
-}
-
-fn marker() -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "nodeexec-bound-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Pids of live (not zombie) processes whose command line holds `marker`.
-fn alive(marker: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        if !String::from_utf8_lossy(&cmdline).contains(marker) {
-            continue;
-        }
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        if !stat.rsplit(") ").next().is_some_and(|s| s.starts_with('Z')) {
-            out.push(pid);
-        }
-    }
-    out
-}
+mod support;
+use support::{alive, command, fork_bomb, marker, run};
 
 /// The directory of this process's own cgroup in the v1 `pids` hierarchy, if there is one.
 fn v1_pids_dir() -> Option<PathBuf> {
@@ -85,7 +55,7 @@ fn own_v1_cgroups(dir: &std::path::Path) -> Vec<String> {
 /// A shell that starts `sleep`s in the background until a fork fails (or `limit` are
 /// started), printing the count after each: the last line is how many it started.
 fn counting_shell(marker: &str, limit: u32) -> Command {
-    let mut cmd = Command::new("/bin/sh");
+    let mut cmd = command("/bin/sh");
     cmd.arg("-c")
         .arg(format!(
             "i=0; while [ $i -lt {limit} ]; do sleep 30 >/dev/null 2>&1 & i=$((i+1)); echo $i; done"
@@ -125,7 +95,7 @@ async fn fork_bomb_as_root_is_bounded_by_a_cgroup() {
         Containment::Subreaper,
     ] {
         let got = {
-            let mut cmd = Command::new("/bin/true");
+            let mut cmd = command("/bin/true");
             cmd.containment(mode);
             run(cmd).await.unwrap()
         };
@@ -177,14 +147,7 @@ async fn fork_bomb_as_root_is_bounded_by_a_cgroup() {
 
         // A fork bomb: never more than the bound alive, a clean end, nothing left.
         let m = marker();
-        let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c")
-            .arg("b() { b | b & }; b; sleep 30")
-            .arg(&m)
-            .current_dir("/")
-            .containment(mode)
-            .max_processes(Some(32))
-            .timeout(Duration::from_secs(2));
+        let cmd = fork_bomb(&m, mode);
         let peak = Arc::new(AtomicUsize::new(0));
         let stop = CancellationToken::new();
         let counter = {
@@ -203,7 +166,7 @@ async fn fork_bomb_as_root_is_bounded_by_a_cgroup() {
         let peak = peak.load(Ordering::Relaxed);
         assert!((1..=32).contains(&peak), "{mode:?}: peak {peak}");
         assert!(alive(&m).is_empty(), "{mode:?}: {} left", alive(&m).len());
-        let mut after = Command::new("/bin/echo");
+        let mut after = command("/bin/echo");
         after.arg("after").containment(mode);
         let o = run(after).await.unwrap();
         assert_eq!(o.stdout.text, "after\n");

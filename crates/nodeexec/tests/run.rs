@@ -3,101 +3,26 @@
 //! Every lifetime test runs in each containment mode this machine offers ([`MODES`]: cgroup,
 //! PID namespace, subreaper; forced with `Command::containment`), and prints loudly which of
 //! them it could not run here (an ordinary user has no writable cgroup, a container may refuse
-//! namespaces). Liveness of descendants is checked by a census of `/proc`: every descendant
-//! carries a unique marker argument, and a process counts as alive when its command line holds
-//! the marker and it is not a zombie. Where the script sees host pids (no PID namespace), the
+//! namespaces). Liveness of descendants is checked by a census of `/proc` (`testkit::census`):
+//! every descendant a test checks carries a unique marker argument, and a process counts as
+//! alive when it holds the marker and is not a zombie; every child of the suite also carries
+//! the suite's census mark, checked after the suite by `cargo xtask test`. Where the script sees host pids (no PID namespace), the
 //! pids it printed are checked as well (`kill(pid, 0)` is `ESRCH` once the run is over).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use std::path::Path;
 
-use nodeexec::{Command, Containment, ErrorKind, LandlockSupport, Outcome, Sandbox};
+use nodeexec::{Command, Containment, ErrorKind, LandlockSupport, Sandbox};
 use tokio_util::sync::CancellationToken;
 
 mod support;
-use support::node;
-
-fn js(source: &str) -> Command {
-    let mut cmd = Command::new(node());
-    cmd.arg("-e").arg(source).current_dir("/");
-    cmd
-}
-
-async fn run(cmd: Command) -> Result<Outcome, nodeexec::Error> {
-    cmd.run(&CancellationToken::new()).await
-}
-
-/// The modes every lifetime test loops over, strongest first.
-const MODES: [Containment; 3] = [
-    Containment::Cgroup,
-    Containment::PidNamespace,
-    Containment::Subreaper,
-];
-
-/// Whether `mode` can be had here (a trivial run under that cap reports it); prints loudly
-/// when not, so a run as an ordinary user or in a container says what it left out.
-async fn available(mode: Containment, test: &str) -> bool {
-    let mut cmd = Command::new("/bin/true");
-    cmd.containment(mode);
-    let got = run(cmd).await.expect("/bin/true runs").containment;
-    if got != mode {
-        eprintln!(
-            "!!! {test}: containment mode {} is NOT AVAILABLE here (got {}); not tested in it",
-            mode.name(),
-            got.name()
-        );
-    }
-    got == mode
-}
-
-fn marker() -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "nodeexec-marker-{}-{}-{nanos}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Pids of live (non-zombie) processes whose command line holds `marker`.
-fn alive(marker: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        if !String::from_utf8_lossy(&cmdline).contains(marker) {
-            continue;
-        }
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
-        if !matches!(state, Some('Z') | Some('X') | None) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-async fn wait_alive(marker: &str, count: usize) {
-    let until = Instant::now() + Duration::from_secs(10);
-    while alive(marker).len() < count {
-        assert!(
-            Instant::now() < until,
-            "descendants of {marker} never started"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+use support::{
+    MODES, alive, assert_dead, available, fork_bomb, js, marker, offered, run, wait_alive,
+};
+use testkit::fixture::cmdline;
 
 /// A script that starts two lingering descendants, one in the process group and one in its own
 /// session (`detached: true`, i.e. setsid), neither holding the output pipes, then runs `tail`.
@@ -158,10 +83,8 @@ async fn run_reports_exit_output_and_containment() {
 #[tokio::test]
 async fn run_containment_cap_selects_each_mode() {
     let mut ran = 0;
-    for mode in MODES.into_iter().chain([Containment::ProcessGroup]) {
-        if !available(mode, "run_containment_cap_selects_each_mode").await {
-            continue;
-        }
+    let modes = MODES.into_iter().chain([Containment::ProcessGroup]);
+    for mode in offered(modes, "run_containment_cap_selects_each_mode").await {
         ran += 1;
         let marker = marker();
         let mut cmd = js(&format!(
@@ -305,8 +228,10 @@ async fn run_environment_is_an_allowlist() {
     let o = run(cmd).await.unwrap();
     let env: std::collections::BTreeMap<String, String> = serde_json_lite(&o.stdout.text);
     for name in env.keys() {
-        let allowed =
-            ["PATH", "LANG", "TZ", "EXTRA"].contains(&name.as_str()) || name.starts_with("LC_");
+        // The census mark is the test's own, set as EXTRA is (see the support module).
+        let allowed = ["PATH", "LANG", "TZ", "EXTRA", testkit::census::MARK_VAR]
+            .contains(&name.as_str())
+            || name.starts_with("LC_");
         assert!(allowed, "{name} leaked into the child");
     }
     assert_eq!(env.get("EXTRA").map(String::as_str), Some("yes"));
@@ -375,21 +300,14 @@ async fn run_descendant_holding_stdout_turns_exit_into_timeout() {
 
 #[tokio::test]
 async fn run_descendants_die_after_exit() {
-    for mode in MODES {
-        if !available(mode, "run_descendants_die_after_exit").await {
-            continue;
-        }
+    for mode in offered(MODES, "run_descendants_die_after_exit").await {
         let m = marker();
         let mut cmd = with_descendants(&m, "process.stdout.write('bye')");
         cmd.containment(mode);
         let o = run(cmd).await.unwrap();
         assert_eq!((o.exit_code, o.stdout.text.as_str()), (Some(0), "bye"));
         assert_eq!(o.containment, mode);
-        assert!(
-            alive(&m).is_empty(),
-            "{mode:?}: {:?} outlived the run",
-            alive(&m)
-        );
+        assert_dead(mode, &m, "the run");
     }
 }
 
@@ -423,10 +341,7 @@ async fn run_process_group_alone_misses_the_detached_descendant() {
 
 #[tokio::test]
 async fn run_descendants_die_after_timeout() {
-    for mode in MODES {
-        if !available(mode, "run_descendants_die_after_timeout").await {
-            continue;
-        }
+    for mode in offered(MODES, "run_descendants_die_after_timeout").await {
         let m = marker();
         let mut cmd = with_descendants(&m, "setInterval(() => {}, 1000)");
         cmd.timeout(Duration::from_millis(1500)).containment(mode);
@@ -447,10 +362,7 @@ async fn run_descendants_die_after_timeout() {
 
 #[tokio::test]
 async fn run_cancellation_kills_everything_before_returning() {
-    for mode in MODES {
-        if !available(mode, "run_cancellation_kills_everything_before_returning").await {
-            continue;
-        }
+    for mode in offered(MODES, "run_cancellation_kills_everything_before_returning").await {
         let m = marker();
         let mut cmd = with_descendants(&m, "setInterval(() => {}, 1000)");
         cmd.containment(mode);
@@ -463,20 +375,13 @@ async fn run_cancellation_kills_everything_before_returning() {
         });
         let e = cmd.run(&cancel).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Cancelled);
-        assert!(
-            alive(&m).is_empty(),
-            "{mode:?}: {:?} outlived the run",
-            alive(&m)
-        );
+        assert_dead(mode, &m, "the run");
     }
 }
 
 #[tokio::test]
 async fn run_dropped_future_kills_and_reaps() {
-    for mode in MODES {
-        if !available(mode, "run_dropped_future_kills_and_reaps").await {
-            continue;
-        }
+    for mode in offered(MODES, "run_dropped_future_kills_and_reaps").await {
         let m = marker();
         let mut cmd = with_descendants(&m, "setInterval(() => {}, 1000)");
         cmd.containment(mode);
@@ -487,11 +392,7 @@ async fn run_dropped_future_kills_and_reaps() {
             () = wait_alive(&m, 2) => {}
         }
         drop(fut);
-        assert!(
-            alive(&m).is_empty(),
-            "{mode:?}: {:?} outlived the dropped run",
-            alive(&m)
-        );
+        assert_dead(mode, &m, "the dropped run");
     }
 }
 
@@ -674,27 +575,7 @@ async fn wait_report(file: &Path) -> Report {
 
 /// The mount point of the (first) cgroup2 hierarchy, or `/nonexistent`.
 fn cgroup2_mount() -> PathBuf {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    mountinfo
-        .lines()
-        .find_map(|l| {
-            let fields: Vec<&str> = l.split(' ').collect();
-            let dash = fields.iter().position(|f| *f == "-")?;
-            (fields[dash + 1] == "cgroup2").then(|| PathBuf::from(fields[4]))
-        })
-        .unwrap_or_else(|| PathBuf::from("/nonexistent"))
-}
-
-/// The host's command line of `pid`, split into arguments (empty for a zombie or no process).
-fn cmdline(pid: i32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            String::from_utf8_lossy(&b)
-                .split('\0')
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+    testkit::fixture::cgroup2_mount().unwrap_or_else(|| PathBuf::from("/nonexistent"))
 }
 
 /// While the run lasts: every descendant is alive (the census finds each); in cgroup mode
@@ -737,11 +618,7 @@ fn gone(pid: i32, arg: &str) -> bool {
 /// After the run: every process it started is dead, by the census and, where the script saw
 /// host pids, by the printed pids; in cgroup mode the cgroup is gone.
 async fn check_dead(mode: Containment, report: &Report, m: &str) {
-    assert!(
-        alive(m).is_empty(),
-        "{mode:?}: {:?} outlived the run",
-        alive(m)
-    );
+    assert_dead(mode, m, "the run");
     if mode == Containment::Cgroup {
         let dir = cgroup2_mount().join(report.cgroup.trim_start_matches('/'));
         assert!(!dir.exists(), "{} was left behind", dir.display());
@@ -942,10 +819,7 @@ const PRIVILEGES: &str = "const fs = require('fs');
 /// terminal, no new privileges, no capabilities (as root too); the embedder may opt out.
 #[tokio::test]
 async fn run_child_has_less_privilege_than_the_embedder() {
-    for mode in MODES {
-        if !available(mode, "run_child_has_less_privilege_than_the_embedder").await {
-            continue;
-        }
+    for mode in offered(MODES, "run_child_has_less_privilege_than_the_embedder").await {
         let mut cmd = js(PRIVILEGES);
         cmd.containment(mode);
         let o = run(cmd).await.unwrap();
@@ -991,10 +865,13 @@ async fn run_waiter_environment_holds_nothing_of_the_embedder() {
     let source = "const fs = require('fs');
         const read = (pid) => { try { return fs.readFileSync('/proc/' + pid + '/environ', 'latin1').includes('CARGO') ? 'leaked' : 'clean'; } catch (e) { return e.code; } };
         process.stdout.write(read(process.ppid) + ' ' + read(process.argv[1]))";
-    for mode in [Containment::Cgroup, Containment::Subreaper] {
-        if !available(mode, "run_waiter_environment_holds_nothing_of_the_embedder").await {
-            continue;
-        }
+    let modes = [Containment::Cgroup, Containment::Subreaper];
+    for mode in offered(
+        modes,
+        "run_waiter_environment_holds_nothing_of_the_embedder",
+    )
+    .await
+    {
         for keep in [false, true] {
             let mut cmd = js(source);
             // Host pids, so that the parent is the waiter.
@@ -1046,10 +923,12 @@ fn helper_embedder_runs_until_killed() {
     reason = "the embedder itself must be a bare process the test can SIGKILL"
 )]
 async fn run_embedder_killed_kills_everything_within_a_second() {
-    for mode in MODES {
-        if !available(mode, "run_embedder_killed_kills_everything_within_a_second").await {
-            continue;
-        }
+    for mode in offered(
+        MODES,
+        "run_embedder_killed_kills_everything_within_a_second",
+    )
+    .await
+    {
         let m = marker();
         let mut helper = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
@@ -1105,10 +984,7 @@ async fn run_embedder_killed_kills_everything_within_a_second() {
 async fn run_memory_bound_refuses_a_2_gib_allocation() {
     let source = "let r; try { const b = Buffer.alloc(Number(process.argv[1])); r = 'allocated ' + b.length; } \
         catch (e) { r = e.name; } process.stdout.write(r)";
-    for mode in MODES {
-        if !available(mode, "run_memory_bound_refuses_a_2_gib_allocation").await {
-            continue;
-        }
+    for mode in offered(MODES, "run_memory_bound_refuses_a_2_gib_allocation").await {
         let mut cmd = js(source);
         cmd.arg((2u64 << 30).to_string())
             .containment(mode)
@@ -1153,19 +1029,9 @@ async fn run_fork_bomb_is_bounded_and_cleaned_up() {
         );
         return;
     }
-    for mode in MODES {
-        if !available(mode, "run_fork_bomb_is_bounded_and_cleaned_up").await {
-            continue;
-        }
+    for mode in offered(MODES, "run_fork_bomb_is_bounded_and_cleaned_up").await {
         let m = marker();
-        let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c")
-            .arg("b() { b | b & }; b; sleep 30")
-            .arg(&m)
-            .current_dir("/")
-            .containment(mode)
-            .max_processes(Some(32))
-            .timeout(Duration::from_secs(2));
+        let cmd = fork_bomb(&m, mode);
         let e = run(cmd).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::TimedOut, "{mode:?}");
         assert!(alive(&m).is_empty(), "{mode:?}: {} left", alive(&m).len());

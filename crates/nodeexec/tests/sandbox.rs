@@ -6,29 +6,16 @@
 //! an operation that worked, or the error's `code` (`"EACCES"`, `"EPERM"`, …).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use nodeexec::{Command, ErrorKind, LandlockSupport, Outcome, Sandbox};
+use nodeexec::{ErrorKind, LandlockSupport, Outcome, Sandbox};
 use tokio_util::sync::CancellationToken;
 
 mod support;
-use support::node;
+use support::{command, node};
 
 fn kernel_abi() -> u32 {
-    LandlockSupport::probe()
-        .abi()
-        .expect("these tests need a kernel with Landlock")
-}
-
-/// A unique name, for files outside the workspace.
-fn unique(prefix: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    testkit::landlock_abi(LandlockSupport::probe().abi())
 }
 
 /// Whether the tests run as root (some twins need a capability).
@@ -76,7 +63,7 @@ fn run_env(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Outcome {
-    let mut cmd = Command::new(node());
+    let mut cmd = command(node());
     for (name, value) in env {
         cmd.env(name, value);
     }
@@ -173,7 +160,7 @@ fn sandbox_refuses_changing_existing_files_outside() {
 #[test]
 fn sandbox_refuses_creating_in_tmp() {
     let dirs = Dirs::new();
-    let target = Path::new("/tmp").join(unique("confine-sandbox-tmp"));
+    let target = Path::new("/tmp").join(testkit::unique("confine-sandbox-tmp"));
     let probe = "say(code(() => fs.writeFileSync(process.argv[1], 'x')))";
     let (confined, open) = twin(&dirs, probe, &[target.to_str().unwrap()]);
     assert_eq!(confined, r#""EACCES""#);
@@ -343,7 +330,7 @@ fn sandbox_refuses_signals_outside_it() {
     let probe = "say(code(() => process.kill(Number(process.argv[1]), 0)))";
     let pid = std::process::id().to_string();
     let cmd_run = |sandbox: Option<&Sandbox>| {
-        let mut cmd = Command::new(node());
+        let mut cmd = command(node());
         cmd.arg("-e")
             .arg(format!("{HELPERS}\n{probe}"))
             .arg("--")
@@ -371,7 +358,7 @@ fn sandbox_refuses_signals_outside_it() {
 fn sandbox_refuses_abstract_unix_sockets_outside_it() {
     use std::os::linux::net::SocketAddrExt;
     let dirs = Dirs::new();
-    let name = unique("confine-sandbox-abstract");
+    let name = testkit::unique("confine-sandbox-abstract");
     // Node.js (libuv) connects with the whole 108-byte `sun_path`: the name NUL-padded.
     let mut padded = name.clone().into_bytes();
     padded.resize(107, 0);
@@ -396,7 +383,7 @@ fn sandbox_refuses_pathname_unix_sockets_outside_it() {
     use std::io::Read;
     let dirs = Dirs::new();
     // A listener in /tmp, as a daemon's socket would be (the Docker socket, an SSH agent).
-    let path = Path::new("/tmp").join(unique("confine-sandbox-socket"));
+    let path = Path::new("/tmp").join(testkit::unique("confine-sandbox-socket"));
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     listener.set_nonblocking(true).unwrap();
     let probe = "const s = net.connect({ path: process.argv[1] });\

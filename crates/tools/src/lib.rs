@@ -52,6 +52,7 @@
 
 mod beneath;
 mod blocking;
+mod child;
 pub mod create_directory;
 pub mod delete_file;
 pub mod edit_file;

@@ -45,8 +45,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::node_process::{NodeProcessOptions, canonical_executable, find_on_path, sandbox_rules};
+use crate::child::{Children, RunErrors, node_executable};
+use crate::error::{CallError, ErrorKind, ToolError};
+use crate::node_process::NodeProcessOptions;
 use crate::progress::{ProgressReport, current_sink};
 use crate::tool::{ToolHints, TypedTool};
 use tmpdir::RunTmp;
@@ -65,6 +66,13 @@ pub const TAIL_BYTES: usize = 16 * 1024;
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// The shell.
 const SHELL: &str = "/bin/sh";
+/// How a failed run is reported (a timeout is a result, never this error).
+const RUN_ERRORS: RunErrors = RunErrors {
+    start: ErrorKind::RunCommandStartFailed,
+    output: ErrorKind::RunCommandOutputFailed,
+    timeout: ErrorKind::RunCommandFailed,
+    other: ErrorKind::RunCommandFailed,
+};
 /// Host variables passed beside the `node_process` allowlist.
 const EXTRA_INHERITED_ENV: &[&str] = &["HOME", "USER"];
 
@@ -124,12 +132,9 @@ pub struct CommandRun {
 /// The `run_command` tool.
 #[derive(Debug, Clone)]
 pub struct RunCommandTool {
-    root: Arc<WorkspaceRoot>,
+    children: Children,
     timeout: Duration,
     max_timeout: Duration,
-    env: Vec<(String, String)>,
-    sandbox: Option<nodeexec::Sandbox>,
-    slots: Arc<nodeexec::RunSlots>,
 }
 
 impl RunCommandTool {
@@ -149,23 +154,11 @@ impl RunCommandTool {
             .min(max_timeout);
         // As for node_process, Node.js must read its own installation, wherever it lives, so
         // that a command can run it; the shell and the system's tools are readable already.
-        let node_executable = match &node.node {
-            Some(path) => canonical_executable(path),
-            None => find_on_path("node"),
-        };
-        let sandbox = node.sandbox.clone().map(|mut sandbox| {
-            if let Some(executable) = &node_executable {
-                sandbox.allow_installation(executable);
-            }
-            sandbox
-        });
+        let executable = node_executable(node);
         Self {
-            root,
+            children: Children::new(root, node, executable.as_deref()),
             timeout,
             max_timeout,
-            env: crate::node_process::passed_env(&node.env),
-            sandbox,
-            slots: node.slots.clone().unwrap_or_default(),
         }
     }
 
@@ -175,25 +168,18 @@ impl RunCommandTool {
     }
 
     fn command(&self, run: &CommandRun, tmp: &RunTmp<'_>) -> Result<nodeexec::Command, CallError> {
-        let mut cmd = nodeexec::Command::new(SHELL);
+        let mut cmd = self.children.command(SHELL.as_ref());
         cmd.arg("-c")
             .arg(&run.command)
-            .current_dir(self.root.canonical())
             .timeout(run.timeout)
             .output_cap(HEAD_BYTES)
             .output_tail(TAIL_BYTES);
         for name in EXTRA_INHERITED_ENV {
             cmd.inherit_env(name);
         }
-        for (name, value) in &self.env {
-            cmd.env(name, value);
-        }
-        cmd.env("TMPDIR", self.root.canonical().join(tmp.name()));
-        if let Some(sandbox) = &self.sandbox {
-            let rules = sandbox_rules(sandbox, &self.root, ErrorKind::RunCommandStartFailed)
-                .map_err(|kind| CallError::Failed(ToolError::failed(kind)))?;
-            cmd.sandbox(&rules);
-        }
+        cmd.env("TMPDIR", self.children.root().canonical().join(tmp.name()));
+        self.children
+            .confine(&mut cmd, ErrorKind::RunCommandStartFailed)?;
         Ok(cmd)
     }
 
@@ -203,19 +189,11 @@ impl RunCommandTool {
         run: CommandRun,
         cancel: &CancellationToken,
     ) -> Result<RunCommandOutput, CallError> {
-        if cancel.is_cancelled() {
-            return Err(Cancelled.into());
-        }
-        // The same bound as node_process's (one `RunSlots` per registry): queued in order,
-        // cancellable while queued, held until the run's processes are reaped.
-        let _slot = self
-            .slots
-            .acquire(cancel)
-            .await
-            .map_err(|_| CallError::Cancelled(Cancelled))?;
-        self.root.verify()?;
-        let tmp =
-            RunTmp::create(self.root.dir()).map_err(|_| failed(ErrorKind::RunCommandFailed))?;
+        // The same bound as node_process's (one `RunSlots` per registry), held until the
+        // run's processes are reaped.
+        let _slot = self.children.admit(cancel).await?;
+        let tmp = RunTmp::create(self.children.root().dir())
+            .map_err(|e| failed(ErrorKind::RunCommandFailed).with_source(e))?;
         let mut cmd = self.command(&run, &tmp)?;
         let start = Instant::now();
         let result = match current_sink() {
@@ -248,14 +226,7 @@ impl RunCommandTool {
                 Some(outcome) => (outcome, true),
                 None => return Err(failed(ErrorKind::RunCommandFailed)),
             },
-            Err(e) => {
-                return Err(match e.kind() {
-                    ExecErrorKind::Cancelled => CallError::Cancelled(Cancelled),
-                    ExecErrorKind::StartFailed => failed(ErrorKind::RunCommandStartFailed),
-                    ExecErrorKind::OutputFailed => failed(ErrorKind::RunCommandOutputFailed),
-                    _ => failed(ErrorKind::RunCommandFailed),
-                });
-            }
+            Err(e) => return Err(RUN_ERRORS.of(e)),
         };
         Ok(RunCommandOutput {
             exit_code: outcome.exit_code,

@@ -274,14 +274,7 @@ fn open_for_write_truncates_only_after_the_checks() {
 fn open_refuses_fifos_and_directories_without_blocking() {
     let (s, jail) = fixture();
     let fifo = s.root().join("pub/fifo");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    testkit::fixture::mkfifo(&fifo);
     assert_eq!(
         jail.open_for_read("pub/fifo").unwrap_err().kind(),
         ErrorKind::NotRegular

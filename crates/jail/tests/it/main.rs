@@ -6,38 +6,11 @@ mod filejail;
 mod guard;
 mod race;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A temporary parent holding the root `cc-task-abc` and its prefix-sharing sibling
 /// `cc-task-abc-evil` (with `secret.txt`), both by canonical path. Removed on drop.
-pub struct Sandbox {
-    parent: tempfile::TempDir,
-    root: PathBuf,
-    outside: PathBuf,
-}
-
-impl Sandbox {
-    /// The root's canonical path.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// The sibling's canonical path.
-    pub fn outside(&self) -> &Path {
-        &self.outside
-    }
-
-    /// `$ROOT` and `$OUTSIDE` replaced by the canonical paths.
-    pub fn substitute(&self, s: &str) -> String {
-        s.replace("$ROOT", &self.root.to_string_lossy())
-            .replace("$OUTSIDE", &self.outside.to_string_lossy())
-    }
-
-    /// Remove the parent now.
-    pub fn close(self) -> std::io::Result<()> {
-        self.parent.close()
-    }
-}
+pub use testkit::Sibling as Sandbox;
 
 /// A fresh sandbox with `files`, `dirs` and `symlinks` built in the root (names and targets
 /// substituted, so `$OUTSIDE/x` builds in the sibling).
@@ -46,18 +19,12 @@ pub fn sandbox(files: &[(&str, &str)], dirs: &[&str], symlinks: &[(&str, &str)])
         .prefix("jail-test-")
         .tempdir()
         .expect("temporary parent");
-    let (root, outside) = (
-        parent.path().join("cc-task-abc"),
-        parent.path().join("cc-task-abc-evil"),
-    );
-    std::fs::create_dir(&root).unwrap();
-    std::fs::create_dir(&outside).unwrap();
-    std::fs::write(outside.join("secret.txt"), "secret outside the sandbox\n").unwrap();
-    let s = Sandbox {
-        root: root.canonicalize().unwrap(),
-        outside: outside.canonicalize().unwrap(),
+    let s = Sandbox::named(
         parent,
-    };
+        "cc-task-abc",
+        "cc-task-abc-evil",
+        "secret outside the sandbox\n",
+    );
     let makeparent = |p: &Path| std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     for d in dirs {
         std::fs::create_dir_all(s.root.join(s.substitute(d))).unwrap();

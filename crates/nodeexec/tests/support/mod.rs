@@ -1,22 +1,102 @@
 //! Helpers shared by the `nodeexec` integration tests (`run.rs`, `sandbox.rs`); each file is
-//! its own test binary and uses `mod support;`.
+//! its own test binary and uses `mod support;`. The process census and the Node.js executable
+//! come from the repository's `testkit`.
+//!
+//! Every child these suites start carries the suite's census mark (`CONFINE_CENSUS` in its
+//! environment, see `testkit::census`), so that `cargo xtask test` can check, once the suites
+//! have ended, that none of them is left alive.
 
 // Each test binary uses a subset of these helpers; the rest would warn as dead code there.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use nodeexec::{Command, Containment, Outcome};
+use tokio_util::sync::CancellationToken;
 
-/// The Node.js executable: `/usr/bin/node` when present, else the first `node` on `PATH`.
-pub fn node() -> PathBuf {
-    let fixed = PathBuf::from("/usr/bin/node");
-    if fixed.exists() {
-        return fixed;
+// Re-exported for the files that use them (not every one does).
+#[allow(unused_imports)]
+pub use testkit::census::{alive, wait_alive};
+pub use testkit::node;
+
+/// This suite's name in the census: `nodeexec-<test file>`.
+pub fn suite() -> String {
+    format!("nodeexec-{}", env!("CARGO_CRATE_NAME"))
+}
+
+/// A marker for one test's descendants (see `testkit::census::unique`).
+pub fn marker() -> String {
+    testkit::census::unique(&suite())
+}
+
+/// `program` with the suite's census mark in its environment.
+pub fn command(program: impl AsRef<std::path::Path>) -> Command {
+    let mut cmd = Command::new(program);
+    let (name, value) = testkit::census::env(&suite());
+    cmd.env(name, value);
+    cmd
+}
+
+/// `node -e <source>` in `/`, carrying the census mark.
+pub fn js(source: &str) -> Command {
+    let mut cmd = command(node());
+    cmd.arg("-e").arg(source).current_dir("/");
+    cmd
+}
+
+/// A fork bomb (`b() { b | b & }; b` in a shell whose `$0` is `marker`) in `mode`, bounded to
+/// 32 processes and 2 seconds.
+pub fn fork_bomb(marker: &str, mode: Containment) -> Command {
+    let mut cmd = command("/bin/sh");
+    cmd.arg("-c")
+        .arg("b() { b | b & }; b; sleep 30")
+        .arg(marker)
+        .current_dir("/")
+        .containment(mode)
+        .max_processes(Some(32))
+        .timeout(std::time::Duration::from_secs(2));
+    cmd
+}
+
+/// Run `cmd` with a token nobody cancels.
+pub async fn run(cmd: Command) -> Result<Outcome, nodeexec::Error> {
+    cmd.run(&CancellationToken::new()).await
+}
+
+/// The modes every lifetime test loops over, strongest first.
+pub const MODES: [Containment; 3] = [
+    Containment::Cgroup,
+    Containment::PidNamespace,
+    Containment::Subreaper,
+];
+
+/// Whether `mode` can be had here (a trivial run under that cap reports it); prints loudly
+/// when not, so a run as an ordinary user or in a container says what it left out.
+pub async fn available(mode: Containment, test: &str) -> bool {
+    let mut cmd = command("/bin/true");
+    cmd.containment(mode);
+    let got = run(cmd).await.expect("/bin/true runs").containment;
+    if got != mode {
+        eprintln!(
+            "!!! {test}: containment mode {} is NOT AVAILABLE here (got {}); not tested in it",
+            mode.name(),
+            got.name()
+        );
     }
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("node"))
-                .find(|p| p.exists())
-        })
-        .expect("Node.js on PATH")
+    got == mode
+}
+
+/// The modes of `modes` this machine offers, in order (each left out is printed loudly).
+pub async fn offered(modes: impl IntoIterator<Item = Containment>, test: &str) -> Vec<Containment> {
+    let mut out = Vec::new();
+    for mode in modes {
+        if available(mode, test).await {
+            out.push(mode);
+        }
+    }
+    out
+}
+
+/// No process holding `marker` is alive after a run in `mode` ended as `how`.
+pub fn assert_dead(mode: Containment, marker: &str, how: &str) {
+    let left = testkit::census::survivors(marker);
+    assert!(left.is_empty(), "{mode:?}: outlived {how}: {left:#?}");
 }

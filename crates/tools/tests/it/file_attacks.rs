@@ -51,7 +51,7 @@ impl Swapper {
 /// The workspace with `d` (real, holding `victim`) and `flip` (a symlink to outside, whose
 /// `victim` is the outside file to protect).
 fn arena() -> Sandbox {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     std::fs::create_dir(sb.root.join("d")).unwrap();
     std::fs::write(sb.root.join("d/victim"), "inside").unwrap();
     std::fs::write(sb.outside.join("victim"), "OUTSIDE").unwrap();
@@ -86,6 +86,27 @@ fn restore_inside_victim(root: &Path) {
 fn outside_intact(sb: &Sandbox) -> bool {
     std::fs::read_to_string(sb.outside.join("victim")).is_ok_and(|s| s == "OUTSIDE")
         && std::fs::read_dir(&sb.outside).unwrap().count() == 2
+}
+
+/// A naive twin under the swap: `attempt(round)` by path, the inside victim put back after
+/// each, until `escaped` sees the attack happen (true) or the rounds run out (false).
+fn naive_twin_escapes(
+    sb: &Sandbox,
+    escaped: impl Fn(&Sandbox) -> bool,
+    mut attempt: impl FnMut(usize),
+) -> bool {
+    let swapper = Swapper::start(sb.root.join("d"), sb.root.join("flip"));
+    let mut seen = false;
+    for round in 0..ROUNDS * 50 {
+        attempt(round);
+        if escaped(sb) {
+            seen = true;
+            break;
+        }
+        restore_inside_victim(&sb.root);
+    }
+    swapper.stop();
+    seen
 }
 
 #[test]
@@ -124,17 +145,10 @@ fn delete_file_with_a_parent_swapped_for_an_outside_symlink_never_deletes_outsid
 #[test]
 fn naive_delete_by_path_does_delete_outside_under_the_same_swap() {
     let sb = arena();
-    let swapper = Swapper::start(sb.root.join("d"), sb.root.join("flip"));
-    let mut escaped = false;
-    for _ in 0..ROUNDS * 50 {
+    let deleted_outside = |sb: &Sandbox| !sb.outside.join("victim").exists();
+    let escaped = naive_twin_escapes(&sb, deleted_outside, |_| {
         let _ = std::fs::remove_file(sb.root.join("d/victim"));
-        if !sb.outside.join("victim").exists() {
-            escaped = true;
-            break;
-        }
-        restore_inside_victim(&sb.root);
-    }
-    swapper.stop();
+    });
     assert!(
         escaped,
         "the naive twin should have deleted the outside file"
@@ -187,17 +201,10 @@ fn move_file_with_parents_swapped_for_an_outside_symlink_never_touches_outside()
 fn naive_move_by_path_does_touch_outside_under_the_same_swap() {
     let sb = arena();
     std::fs::create_dir(sb.root.join("keep")).unwrap();
-    let swapper = Swapper::start(sb.root.join("d"), sb.root.join("flip"));
-    let mut escaped = false;
-    for i in 0..ROUNDS * 50 {
+    let changed_outside = |sb: &Sandbox| !outside_intact(sb);
+    let escaped = naive_twin_escapes(&sb, changed_outside, |i| {
         let _ = std::fs::rename(sb.root.join("d/victim"), sb.root.join(format!("keep/v{i}")));
-        if !outside_intact(&sb) {
-            escaped = true;
-            break;
-        }
-        restore_inside_victim(&sb.root);
-    }
-    swapper.stop();
+    });
     assert!(
         escaped,
         "the naive twin should have moved the outside file in"
@@ -214,7 +221,7 @@ fn whole(content: &str) -> Option<(&str, &str)> {
 
 #[test]
 fn edit_file_racing_an_external_writer_conflicts_or_applies_to_what_it_read() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let path = sb.root.join("race.txt");
     std::fs::write(&path, "ext 00000000\nAAA\n").unwrap();
     let reg = tools::create_selected_tools(&sb.root, Default::default(), &["edit_file"]).unwrap();
@@ -292,7 +299,7 @@ fn edit_file_racing_an_external_writer_conflicts_or_applies_to_what_it_read() {
 
 #[test]
 fn naive_in_place_edit_exposes_a_mixed_file_under_the_same_race() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let path = sb.root.join("race.txt");
     std::fs::write(&path, "ext 00000000\nAAA\n").unwrap();
     let stop = Arc::new(AtomicBool::new(false));

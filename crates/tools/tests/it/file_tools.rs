@@ -37,7 +37,7 @@ fn read(sb: &Sandbox, rel: &str) -> String {
 
 #[test]
 fn edit_replaces_reports_a_diff_and_keeps_the_mode() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("a.txt"), "one\ntwo\nthree\n").unwrap();
     std::fs::set_permissions(
@@ -68,7 +68,7 @@ fn edit_replaces_reports_a_diff_and_keeps_the_mode() {
 
 #[test]
 fn edit_dry_run_writes_nothing() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("a.txt"), "alpha beta").unwrap();
     let before = std::fs::metadata(sb.root.join("a.txt")).unwrap();
@@ -86,7 +86,7 @@ fn edit_dry_run_writes_nothing() {
 
 #[test]
 fn edit_is_all_or_nothing_and_names_the_failing_edit() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("a.txt"), "x y x").unwrap();
     let r = call(
@@ -121,7 +121,7 @@ fn edit_is_all_or_nothing_and_names_the_failing_edit() {
 
 #[test]
 fn edit_keeps_crlf_and_bom_on_disk() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("w.txt"), "\u{feff}a\r\nb\r\n").unwrap();
     ok(
@@ -134,7 +134,7 @@ fn edit_keeps_crlf_and_bom_on_disk() {
 
 #[test]
 fn edit_sizes_before_and_after_at_n_and_n_plus_one() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     let n = tools::edit_file::MAX_EDIT_BYTES;
     // Before: a file of N bytes is edited, N + 1 is refused.
@@ -179,7 +179,7 @@ fn edit_sizes_before_and_after_at_n_and_n_plus_one() {
 
 #[test]
 fn edit_refusals() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("a.txt"), "abc").unwrap();
     for args in [
@@ -244,7 +244,7 @@ fn edit_refusals() {
 
 #[test]
 fn read_lines_windows_and_truncation() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("l.txt"), "1\n2\r\n3\n4").unwrap();
     let rec = ok(&reg, "read_lines", json!({"path": "l.txt"}));
@@ -282,7 +282,7 @@ fn read_lines_windows_and_truncation() {
 
 #[test]
 fn read_lines_limit_and_offset_bounds() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     let lines: String = (1..=2001).map(|i| format!("{i}\n")).collect();
     std::fs::write(sb.root.join("l.txt"), lines).unwrap();
@@ -316,7 +316,7 @@ fn read_lines_limit_and_offset_bounds() {
 
 #[test]
 fn read_lines_cuts_a_line_over_2000_chars() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     let n = "é".repeat(2000);
     let n1 = "é".repeat(2001);
@@ -328,7 +328,7 @@ fn read_lines_cuts_a_line_over_2000_chars() {
 
 #[test]
 fn read_lines_text_bytes_at_n_and_n_plus_one() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     // 32 lines of 2,001 bytes, then one of 1,504 bytes: exactly 65,536.
     let block: String = (0..32).map(|_| format!("{}\n", "é".repeat(1000))).collect();
@@ -358,7 +358,7 @@ fn read_lines_text_bytes_at_n_and_n_plus_one() {
 
 #[test]
 fn read_lines_streams_a_large_file() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     let lines: String = (1..=300_000).map(|i| format!("line {i}\n")).collect();
     assert!(lines.len() > 3_000_000);
@@ -377,7 +377,7 @@ fn read_lines_streams_a_large_file() {
 
 #[test]
 fn read_lines_refusals() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("bad.txt"), b"ok\n\xff\n").unwrap();
     assert_eq!(
@@ -387,14 +387,7 @@ fn read_lines_refusals() {
     // The bad line is never returned when the window ends before it.
     let rec = ok(&reg, "read_lines", json!({"path": "bad.txt", "limit": 1}));
     assert_eq!(rec["text"], "ok\n");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        sb.root.join("fifo"),
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    testkit::fixture::mkfifo(&sb.root.join("fifo"));
     assert_eq!(
         token(&call(&reg, "read_lines", json!({"path": "fifo"}))),
         "FILE_NOT_REGULAR"
@@ -419,7 +412,7 @@ fn read_lines_refusals() {
 
 #[test]
 fn file_info_reports_without_following() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("f.txt"), "12345").unwrap();
     std::fs::set_permissions(
@@ -486,7 +479,7 @@ fn file_info_reports_without_following() {
 
 #[test]
 fn create_directory_with_parents_and_created_flag() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     let rec = ok(&reg, "create_directory", json!({"path": "a/b/c"}));
     assert_eq!(rec, json!({"path": "a/b/c", "created": true}));
@@ -524,7 +517,7 @@ fn create_directory_with_parents_and_created_flag() {
 
 #[test]
 fn move_renames_creates_parents_and_never_replaces() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("a.txt"), "A").unwrap();
     std::fs::write(sb.root.join("b.txt"), "B").unwrap();
@@ -572,7 +565,7 @@ fn move_renames_creates_parents_and_never_replaces() {
 
 #[test]
 fn move_refusals() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("a.txt"), "A").unwrap();
     std::fs::create_dir(sb.root.join("d")).unwrap();
@@ -604,7 +597,7 @@ fn move_refusals() {
 
 #[test]
 fn delete_file_symlink_and_empty_directory_never_recursive() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("f"), "x").unwrap();
     assert_eq!(
@@ -655,7 +648,7 @@ fn delete_file_symlink_and_empty_directory_never_recursive() {
 
 #[test]
 fn a_cancelled_call_is_a_rejection_and_changes_nothing() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("a.txt"), "one\n").unwrap();
     let cancel = tokio_util::sync::CancellationToken::new();

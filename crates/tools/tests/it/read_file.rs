@@ -17,7 +17,7 @@ fn read(sb: &Sandbox, path: &str) -> tools::ToolResult {
 
 #[test]
 fn read_returns_path_content_bytes() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     std::fs::create_dir(sb.root.join("d")).unwrap();
     std::fs::write(sb.root.join("d/a.txt"), "héllo").unwrap();
     let r = read(&sb, "./d//a.txt");
@@ -30,7 +30,7 @@ fn read_returns_path_content_bytes() {
 
 #[test]
 fn read_size_limit_at_n_and_n_plus_one() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     std::fs::write(sb.root.join("n.txt"), "a".repeat(65_536)).unwrap();
     std::fs::write(sb.root.join("n1.txt"), "a".repeat(65_537)).unwrap();
     // 65,536 bytes ending in a 2-byte character, and one byte more.
@@ -50,7 +50,7 @@ fn read_size_limit_at_n_and_n_plus_one() {
 
 #[test]
 fn read_refuses_invalid_utf8() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     std::fs::write(sb.root.join("bin"), [0x66, 0x6f, 0xff, 0x6f]).unwrap();
     std::fs::write(sb.root.join("cut"), &"é".as_bytes()[..1]).unwrap();
     assert_eq!(token(&read(&sb, "bin")), "FILE_NOT_UTF8");
@@ -59,16 +59,9 @@ fn read_refuses_invalid_utf8() {
 
 #[test]
 fn read_refuses_non_regular_without_blocking() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     std::fs::create_dir(sb.root.join("dir")).unwrap();
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        sb.root.join("fifo"),
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    testkit::fixture::mkfifo(&sb.root.join("fifo"));
     let _sock = std::os::unix::net::UnixListener::bind(sb.root.join("sock")).unwrap();
     // A FIFO with no writer would block a plain open forever: run in a thread with a generous
     // bound so a regression fails instead of hanging.
@@ -90,7 +83,7 @@ fn read_refuses_non_regular_without_blocking() {
 
 #[test]
 fn read_refuses_a_device_node() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     // The null device's numbers (1, 3); needs CAP_MKNOD, which the test machines have as root.
     match rustix::fs::mknodat(
         rustix::fs::CWD,
@@ -106,7 +99,7 @@ fn read_refuses_a_device_node() {
 
 #[test]
 fn read_not_found_forms() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     std::fs::write(sb.root.join("file"), "x").unwrap();
     symlink("nowhere", sb.root.join("dangling")).unwrap();
     assert_eq!(token(&read(&sb, "missing")), "FILE_NOT_FOUND");
@@ -116,7 +109,7 @@ fn read_not_found_forms() {
 
 #[test]
 fn read_refuses_symlinks_leaving_the_root_and_naive_read_escapes() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     symlink(sb.outside.join("secret.txt"), sb.root.join("abs")).unwrap();
     symlink("../ws-outside/secret.txt", sb.root.join("rel")).unwrap();
     symlink("../ws-outside", sb.root.join("dirlink")).unwrap();
@@ -137,7 +130,7 @@ fn read_refuses_symlinks_leaving_the_root_and_naive_read_escapes() {
 
 #[test]
 fn read_refuses_absolute_symlink_even_inside() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     std::fs::write(sb.root.join("a.txt"), "a").unwrap();
     symlink(sb.root.join("a.txt"), sb.root.join("abs-in")).unwrap();
     symlink("a.txt", sb.root.join("rel-in")).unwrap();
@@ -147,7 +140,7 @@ fn read_refuses_absolute_symlink_even_inside() {
 
 #[test]
 fn read_error_records_hold_no_host_path() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     symlink(sb.outside.join("secret.txt"), sb.root.join("abs")).unwrap();
     let host = sb.tmp.path().to_string_lossy().into_owned();
     for path in ["abs", "missing", "../x", "/etc/passwd"] {
@@ -160,7 +153,7 @@ fn read_error_records_hold_no_host_path() {
 
 #[test]
 fn read_after_root_replaced_fails_root_changed() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     std::fs::write(sb.root.join("a.txt"), "original").unwrap();
     let registry = tools::create_read_only_tools(&sb.root).unwrap();
     std::fs::rename(&sb.root, sb.tmp.path().join("moved")).unwrap();
@@ -173,7 +166,7 @@ fn read_after_root_replaced_fails_root_changed() {
 
 #[test]
 fn read_cancelled_before_is_a_rejection_not_a_record() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     std::fs::write(sb.root.join("a.txt"), "a").unwrap();
     let registry = tools::create_read_only_tools(&sb.root).unwrap();
     let cancel = CancellationToken::new();
@@ -201,7 +194,7 @@ fn read_cancelled_before_is_a_rejection_not_a_record() {
 /// twin, `std::fs::read` of the same path under the same race, does return it.
 #[test]
 fn read_symlink_swap_race_never_escapes() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     std::fs::write(sb.root.join("inside.txt"), "inside").unwrap();
     let link = sb.root.join("link");
     symlink("inside.txt", &link).unwrap();

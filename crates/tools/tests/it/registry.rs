@@ -9,7 +9,7 @@ use crate::{Sandbox, call};
 
 #[test]
 fn registry_refuses_duplicate_names() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let a: Arc<dyn Tool> = Arc::new(tools::create_read_tool(&sb.root).unwrap());
     let b: Arc<dyn Tool> = Arc::new(tools::create_read_tool(&sb.root).unwrap());
     let err = ToolRegistry::new([a, b]).unwrap_err();
@@ -18,7 +18,7 @@ fn registry_refuses_duplicate_names() {
 
 #[test]
 fn definitions_have_strict_schemas() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let registry = tools::create_coding_tools(&sb.root, Default::default()).unwrap();
     let defs = registry.definitions();
     let names: Vec<&str> = defs.iter().map(|d| d.name).collect();
@@ -38,7 +38,7 @@ fn definitions_have_strict_schemas() {
 
 #[test]
 fn unknown_tool_is_a_record() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let registry = tools::create_read_only_tools(&sb.root).unwrap();
     let r = call(&registry, "delete_everything", json!({}));
     assert!(r.is_error);
@@ -54,7 +54,7 @@ fn unknown_tool_is_a_record() {
 
 #[test]
 fn validate_is_pure_and_refuses_shapes() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let tool = tools::create_read_tool(&sb.root).unwrap();
     let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_owned()).unwrap();
     assert!(tool.validate(&raw(r#"{"path":"a"}"#)).is_ok());
@@ -75,7 +75,7 @@ fn validate_is_pure_and_refuses_shapes() {
 
 #[test]
 fn factories_refuse_unusable_roots_with_tokens() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     std::fs::write(sb.root.join("f"), "x").unwrap();
     let code = |r: Result<tools::ReadTool, tools::BuildError>| r.unwrap_err().code();
     assert_eq!(

@@ -34,7 +34,7 @@ fn swapping(sb: &Sandbox, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64>
 
 #[test]
 fn walks_during_symlink_exchange_never_reach_outside() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let stop = Arc::new(AtomicBool::new(false));
     let swaps = swapping(&sb, stop.clone());
     let registry = tools::create_read_only_tools(&sb.root).unwrap();
@@ -93,7 +93,7 @@ fn naive_walk(root: &Path) -> Vec<String> {
 
 #[test]
 fn naive_twin_walkdir_during_symlink_exchange_reads_outside() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let stop = Arc::new(AtomicBool::new(false));
     let swaps = swapping(&sb, stop.clone());
     let mut leaked = false;

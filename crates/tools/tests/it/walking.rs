@@ -52,7 +52,7 @@ fn matches(v: &Value) -> Vec<(String, u64, String)> {
 
 #[test]
 fn list_directory_kinds_sizes_sorted_and_symlinks_not_followed() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     write(&sb, "b.txt", "hello");
     write(&sb, "a/inner.txt", "x");
     symlink(&sb.outside, sb.root.join("out")).unwrap();
@@ -99,7 +99,7 @@ fn list_directory_kinds_sizes_sorted_and_symlinks_not_followed() {
 
 #[test]
 fn list_directory_counts_names_no_tool_could_take() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let bad = std::ffi::OsStr::from_bytes(b"bad\xff");
     std::fs::write(sb.root.join(bad), "x").unwrap();
     std::fs::write(sb.root.join("ctl\u{1}"), "x").unwrap();
@@ -111,7 +111,7 @@ fn list_directory_counts_names_no_tool_could_take() {
 
 #[test]
 fn list_directory_limit_at_n_and_n_plus_one() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     for i in 0..1_000 {
         write(&sb, &format!("n/{i:04}"), "");
         write(&sb, &format!("n1/{i:04}"), "");
@@ -129,7 +129,7 @@ fn list_directory_limit_at_n_and_n_plus_one() {
 
 #[test]
 fn find_files_globs_with_shell_meaning() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     for f in [
         "a.rs",
         "src/lib.rs",
@@ -184,7 +184,7 @@ fn find_files_globs_with_shell_meaning() {
 
 #[test]
 fn find_files_obeys_gitignore_root_and_nested_and_skips_git_and_temporaries() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     write(&sb, ".gitignore", "target/\n*.log\n");
     write(&sb, "target/t.rs", "");
     write(&sb, "a.log", "");
@@ -241,7 +241,7 @@ fn find_files_obeys_gitignore_root_and_nested_and_skips_git_and_temporaries() {
 
 #[test]
 fn find_files_limit_at_n_and_n_plus_one() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     for i in 0..1_000 {
         write(&sb, &format!("d/{i:04}.x"), "");
     }
@@ -256,7 +256,7 @@ fn find_files_limit_at_n_and_n_plus_one() {
 
 #[test]
 fn grep_finds_lines_with_context_and_skips_binary_and_ignored() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     write(&sb, "a.txt", "one\ntwo needle\nthree\nfour needle\nfive\n");
     write(&sb, "src/b.rs", "fn needle() {}\r\n");
     write(&sb, "ignored.log", "needle\n");
@@ -318,7 +318,7 @@ fn grep_finds_lines_with_context_and_skips_binary_and_ignored() {
 
 #[test]
 fn grep_tokens_and_ranges_at_n_and_n_plus_one() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     write(&sb, "a.txt", "x\n");
     let r = tools(&sb);
     let tok = |args: Value| token(&call(&r, "grep", args));
@@ -355,7 +355,7 @@ fn grep_tokens_and_ranges_at_n_and_n_plus_one() {
 
 #[test]
 fn grep_caps_matches_and_cuts_lines() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     let many: String = (0..1_001).map(|i| format!("hit {i}\n")).collect();
     write(&sb, "many.txt", &many);
     write(
@@ -388,7 +388,7 @@ fn grep_caps_matches_and_cuts_lines() {
 
 #[test]
 fn walking_tools_stop_when_cancelled() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     write(&sb, "a.txt", "x\n");
     let r = tools(&sb);
     let cancel = CancellationToken::new();
@@ -413,7 +413,7 @@ fn walking_tools_stop_when_cancelled() {
 
 #[test]
 fn walking_results_never_hold_a_host_path() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::disk("TOP SECRET");
     write(&sb, "a.txt", "needle\n");
     let r = tools(&sb);
     let host = sb.root.to_string_lossy().into_owned();

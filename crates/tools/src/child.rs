@@ -1,0 +1,174 @@
+//! What `node_process` and `run_command` share of how a tool's child starts and ends: the
+//! embedder's variables it gets, the sandbox's rules built beneath the root, the shared bound
+//! on concurrent runs, the working directory, and how a failed run becomes a tool error.
+//! (Each tool keeps its own arguments, program and success record.)
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nodeexec::ErrorKind as ExecErrorKind;
+use rootid::WorkspaceRoot;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::node_process::NodeProcessOptions;
+
+/// Variables an embedder cannot pass either.
+const REFUSED_ENV: &[&str] = &["NODE_OPTIONS"];
+
+/// How a tool's children start: in the workspace root, with the embedder's variables and the
+/// opt-in sandbox, each run holding one of the embedder's run slots.
+#[derive(Debug, Clone)]
+pub(crate) struct Children {
+    root: Arc<WorkspaceRoot>,
+    env: Vec<(String, String)>,
+    sandbox: Option<nodeexec::Sandbox>,
+    slots: Arc<nodeexec::RunSlots>,
+}
+
+/// The tool's error token for each way a run can fail (a cancellation is never a token).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunErrors {
+    /// The program could not be started (or the sandbox's rules could not be built).
+    pub start: ErrorKind,
+    /// Its output could not be read.
+    pub output: ErrorKind,
+    /// It ran out of time (for a tool where that is an error).
+    pub timeout: ErrorKind,
+    /// Anything else.
+    pub other: ErrorKind,
+}
+
+impl Children {
+    /// The children of a tool over `root` built with `options`; `node`, the Node.js executable
+    /// when known, is what the sandbox must let them read (its whole installation).
+    pub(crate) fn new(
+        root: Arc<WorkspaceRoot>,
+        options: &NodeProcessOptions,
+        node: Option<&Path>,
+    ) -> Self {
+        let sandbox = options.sandbox.clone().map(|mut sandbox| {
+            if let Some(node) = node {
+                sandbox.allow_installation(node);
+            }
+            sandbox
+        });
+        Self {
+            root,
+            env: passed_env(&options.env),
+            sandbox,
+            slots: options.slots.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The workspace root.
+    pub(crate) fn root(&self) -> &WorkspaceRoot {
+        &self.root
+    }
+
+    /// The variables the embedder passes (never `NODE_OPTIONS`).
+    #[cfg(test)]
+    pub(crate) fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// Wait for a run slot (in order, cancellably) before anything of the call exists, then
+    /// check the root is still the directory captured. The slot is held until the run's
+    /// processes are reaped and its temporaries removed.
+    pub(crate) async fn admit(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<nodeexec::RunSlot, CallError> {
+        if cancel.is_cancelled() {
+            return Err(Cancelled.into());
+        }
+        let slot = self
+            .slots
+            .acquire(cancel)
+            .await
+            .map_err(|_| CallError::Cancelled(Cancelled))?;
+        self.root.verify()?;
+        Ok(slot)
+    }
+
+    /// `program` in the canonical root with the embedder's variables; the caller adds its
+    /// arguments and bounds, then [`Children::confine`] last.
+    pub(crate) fn command(&self, program: &Path) -> nodeexec::Command {
+        let mut cmd = nodeexec::Command::new(program);
+        cmd.current_dir(self.root.canonical());
+        for (name, value) in &self.env {
+            cmd.env(name, value);
+        }
+        cmd
+    }
+
+    /// Add the sandbox's rules to `cmd` when the embedder asked for the sandbox:
+    /// `NODE_SANDBOX_UNAVAILABLE` where the kernel cannot enforce them, else `start_failed`
+    /// when they cannot be built.
+    pub(crate) fn confine(
+        &self,
+        cmd: &mut nodeexec::Command,
+        start_failed: ErrorKind,
+    ) -> Result<(), CallError> {
+        if let Some(sandbox) = &self.sandbox {
+            // Built beneath the root's handle, so they follow the directory the tool
+            // captured, whatever its path names now.
+            let rules = sandbox.build(self.root.dir()).map_err(|e| {
+                let kind = match e.kind() {
+                    ExecErrorKind::SandboxUnavailable => ErrorKind::NodeSandboxUnavailable,
+                    _ => start_failed,
+                };
+                CallError::Failed(ToolError::failed(kind).with_source(e))
+            })?;
+            cmd.sandbox(&rules);
+        }
+        Ok(())
+    }
+}
+
+impl RunErrors {
+    /// A failed run as this tool's error.
+    pub(crate) fn of(&self, e: nodeexec::Error) -> CallError {
+        let kind = match e.kind() {
+            ExecErrorKind::Cancelled => return CallError::Cancelled(Cancelled),
+            ExecErrorKind::TimedOut => self.timeout,
+            ExecErrorKind::StartFailed => self.start,
+            ExecErrorKind::OutputFailed => self.output,
+            _ => self.other,
+        };
+        CallError::Failed(ToolError::failed(kind).with_source(e))
+    }
+}
+
+/// The embedder's variables a child gets (`NODE_OPTIONS` never).
+fn passed_env(env: &[(String, String)]) -> Vec<(String, String)> {
+    env.iter()
+        .filter(|(k, _)| !REFUSED_ENV.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The Node.js executable of `options`: the one given, canonicalized, if it is an executable
+/// regular file; else the first `node` on PATH.
+pub(crate) fn node_executable(options: &NodeProcessOptions) -> Option<PathBuf> {
+    match &options.node {
+        Some(path) => canonical_executable(path),
+        None => find_on_path("node"),
+    }
+}
+
+/// `path`, canonicalized, if it is an executable regular file.
+fn canonical_executable(path: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let canonical = std::fs::canonicalize(path).ok()?;
+    let meta = std::fs::metadata(&canonical).ok()?;
+    (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(canonical)
+}
+
+/// The first executable `name` on PATH, canonicalized.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .find_map(|dir| canonical_executable(&dir.join(name)))
+}
