@@ -736,14 +736,8 @@ fn confine_call_sigkill_kills_the_call_within_a_second() {
     wait_alive_blocking(&m, 2);
     child.kill().unwrap();
     child.wait().unwrap();
-    let killed = Instant::now();
-    while !alive(&m).is_empty() {
-        assert!(
-            killed.elapsed() < Duration::from_secs(1),
-            "{:?} outlived the killed server by a second",
-            alive(&m)
-        );
-        std::thread::sleep(Duration::from_millis(10));
+    if let Err(left) = testkit::census::check(&m, Duration::from_secs(1)) {
+        panic!("outlived the killed server by a second: {left}");
     }
     drop(stdin);
     assert_eq!(
