@@ -746,8 +746,11 @@ async fn soak(server: &Server, scratch: &Path, calls: u64) -> ExitCode {
     }
     // Flat: with 16 calls in flight the descriptors and threads in use move with the calls
     // of the moment, so flatness is judged by growth, not by spread. After the first tenth
-    // (warm-up): the second half's highest descriptor count and thread count are no higher
-    // than the first half's; once every call is answered the descriptors are back to what
+    // (warm-up): the second half's highest descriptor count is no higher than the first
+    // half's, its highest thread count at most an eighth higher (tokio's blocking pool
+    // starts a thread when all are busy and lets it go after ten idle seconds, so it breathes
+    // by a few threads; a leak grows with the calls); once every call is answered the
+    // descriptors are back to what
     // the server held before the first call; resident memory grows by at most a quarter.
     let warm: Vec<_> = samples.iter().skip(samples.len() / 10).collect();
     let (early, late) = warm.split_at(warm.len() / 2);
@@ -769,7 +772,7 @@ async fn soak(server: &Server, scratch: &Path, calls: u64) -> ExitCode {
         last_rss as f64 / 1024.0
     );
     let flat = fd_late <= fd_early
-        && th_late <= th_early
+        && th_late <= th_early + th_early / 8
         && fd_end <= fd_start
         && last_rss <= first_rss + first_rss / 4;
     if result.errors == 0 && flat && result.latencies.len() as u64 == calls {

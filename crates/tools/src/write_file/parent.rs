@@ -129,7 +129,8 @@ impl Parent {
             .open_dir(&self.prefix)
             .map_err(|e| parent_error(&e))?;
         if identity(&now)? != self.id {
-            return Err(failed(ErrorKind::WriteFailed));
+            return Err(failed(ErrorKind::WriteFailed)
+                .with_source("the parent's path names another directory now"));
         }
         Ok(())
     }
