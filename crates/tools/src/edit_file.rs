@@ -54,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 use crate::blocking::off_reactor;
 use crate::entry::{failed, lstat_at, normalize, open_existing_parent};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::read_file::read_bounded;
+use crate::read_file::{read_bounded, regular_file};
 use crate::tool::{ToolHints, TypedTool};
 use crate::write_file::install_checked;
 use crate::write_file::lock::{TargetKey, lock_target};
@@ -249,13 +249,7 @@ fn edit(
     cancel: &CancellationToken,
 ) -> Result<EditOutput, CallError> {
     let mut file = open_target(root, parent, name)?;
-    let meta = file
-        .metadata()
-        .map_err(|e| failed(ErrorKind::ReadFailed).with_source(e))?;
-    if !meta.is_file() {
-        return Err(failed(ErrorKind::FileNotRegular));
-    }
-    let opened = FileIdentity::of_std(&meta);
+    let (meta, opened) = regular_file(&file)?;
     let read = read_bounded(&mut file, meta.len(), cancel, || {})?;
     let original =
         std::str::from_utf8(&read).map_err(|e| failed(ErrorKind::FileNotUtf8).with_source(e))?;

@@ -75,13 +75,7 @@ impl ReadTool {
             Some(libc::ESTALE) => failed(ErrorKind::PathChangedDuringRead),
             _ => open_error(&e, ErrorKind::ReadFailed),
         })?;
-        let meta = file
-            .metadata()
-            .map_err(|e| failed(ErrorKind::ReadFailed).with_source(e))?;
-        if !meta.is_file() {
-            return Err(failed(ErrorKind::FileNotRegular));
-        }
-        let opened = FileIdentity::of_std(&meta);
+        let (meta, opened) = regular_file(&file)?;
 
         let buf = read_bounded(&mut file, meta.len(), cancel, || {})?;
 
@@ -147,6 +141,21 @@ pub(crate) fn read_bounded(
             return Ok(buf);
         }
     }
+}
+
+/// The opened file's metadata and identity, once it is known to be a regular file
+/// (`FILE_NOT_REGULAR` otherwise; `READ_FAILED` when it cannot be read).
+pub(crate) fn regular_file(
+    file: &std::fs::File,
+) -> Result<(std::fs::Metadata, FileIdentity), CallError> {
+    let meta = file
+        .metadata()
+        .map_err(|e| failed(ErrorKind::ReadFailed).with_source(e))?;
+    if !meta.is_file() {
+        return Err(failed(ErrorKind::FileNotRegular));
+    }
+    let opened = FileIdentity::of_std(&meta);
+    Ok((meta, opened))
 }
 
 fn failed(kind: ErrorKind) -> CallError {

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use pathgrammar::RelPath;
-use rootid::{FileIdentity, WorkspaceRoot};
+use rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -29,6 +29,7 @@ use crate::beneath::{identity_now, open_read_beneath};
 use crate::entry::{failed, normalize, run_on_root};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::open_error;
+use crate::read_file::regular_file;
 use crate::tool::{ToolHints, TypedTool};
 
 /// The most lines one call returns (and the default `limit`).
@@ -174,13 +175,7 @@ fn read_lines(
     let rel = Path::new(valid.path.as_str());
     let file =
         open_read_beneath(root.dir(), rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| failed(ErrorKind::ReadFailed).with_source(e))?;
-    if !meta.is_file() {
-        return Err(failed(ErrorKind::FileNotRegular));
-    }
-    let opened = FileIdentity::of_std(&meta);
+    let (_, opened) = regular_file(&file)?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut keep = Vec::with_capacity(KEEP_BYTES);
     let mut text = String::new();
