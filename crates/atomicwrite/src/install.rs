@@ -240,7 +240,10 @@ fn undo(dir: &Dir, tmp: &OsStr, name: &OsStr, ours: FileId, displaced: Option<Fi
 }
 
 /// `fsync` the directory `dir` names. A cap-std `Dir` may be an `O_PATH` handle, which cannot
-/// be synced, so the directory is opened again (read-only) through it.
+/// be synced, so the directory is opened again (read-only) through it. Concurrent calls for
+/// one directory share their `fsync` (group commit): each returns after an `fsync` of the
+/// directory that started after the call began, so what the directory held when the call
+/// began is durable when it returns `Ok` (see the `group` module).
 pub fn sync_dir(dir: &Dir) -> io::Result<()> {
     let fd = rustix::fs::openat(
         dir,
@@ -248,8 +251,8 @@ pub fn sync_dir(dir: &Dir) -> io::Result<()> {
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
-    rustix::fs::fsync(&fd)?;
-    Ok(())
+    let id = FileId::of_fd(&fd)?;
+    crate::group::sync_dir(id, || Ok(rustix::fs::fsync(&fd)?))
 }
 
 fn hook(hooks: &mut dyn Hooks, step: Step, temp: Option<&OsStr>) -> Result<(), Error> {

@@ -93,6 +93,7 @@
 //! Linux. The identity is `(st_dev, st_ino)`.
 
 mod error;
+mod group;
 mod hooks;
 mod install;
 mod temp_name;

@@ -106,12 +106,44 @@ impl WorkspaceRoot {
         Ok(())
     }
 
-    /// `verify` when the root was given by its canonical path (the common case), with one
-    /// `lstat` per component instead of `realpath` plus `stat`. It decides exactly the same:
-    /// a canonical path (absolute, no `.` or `..`) still canonicalizes to itself if and only if
-    /// every component exists and none is a symlink; the last `lstat` then gives the identity
-    /// that `stat` would.
+    /// `verify` when the root was given by its canonical path (the common case), without
+    /// `realpath`. It decides exactly the same: a canonical path (absolute, no `.` or `..`)
+    /// still canonicalizes to itself if and only if every component exists and none is a
+    /// symlink. The kernel checks that in one path walk: `openat2` with
+    /// `RESOLVE_NO_SYMLINKS` (any symlink on the way fails, `ELOOP`) and `O_DIRECTORY`, as an
+    /// `O_PATH` handle that opens nothing; its `fstat` gives the identity that `stat` would.
+    /// Where `openat2` is missing or filtered, one `lstat` per component does the same.
     fn verify_plain(&self) -> Result<(), RootError> {
+        use rustix::fs::{CWD, Mode, OFlags, ResolveFlags};
+        use rustix::io::Errno;
+
+        let changed = |e: Option<io::Error>| RootError::new(RootErrorKind::Changed, e);
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        match rustix::fs::openat2(
+            CWD,
+            &self.canonical,
+            flags,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS,
+        ) {
+            Ok(fd) => {
+                let now = FileIdentity::of_fd(&fd).map_err(|e| changed(Some(e)))?;
+                return if now == self.identity {
+                    Ok(())
+                } else {
+                    Err(changed(None))
+                };
+            }
+            // No openat2 (before Linux 5.6), a seccomp filter, a path longer than one call, a
+            // rename racing the walk: the walk below decides.
+            Err(Errno::NOSYS | Errno::PERM | Errno::NAMETOOLONG | Errno::AGAIN) => {}
+            Err(e) => return Err(changed(Some(e.into()))),
+        }
+        self.verify_walk()
+    }
+
+    /// [`Self::verify_plain`] with one `lstat` per component.
+    fn verify_walk(&self) -> Result<(), RootError> {
         let changed = |e: Option<io::Error>| RootError::new(RootErrorKind::Changed, e);
         let mut own = None;
         // Ancestors run from the root itself up to `/`; `/` cannot be a symlink.
@@ -158,4 +190,49 @@ fn classify(e: io::Error) -> RootError {
         _ => RootErrorKind::Invalid,
     };
     RootError::new(kind, Some(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    /// The one-walk check (`openat2`) and the per-component walk decide alike, intact or
+    /// replaced in each way the integration tests try.
+    #[test]
+    fn the_kernel_walk_and_the_lstat_walk_agree() {
+        let decide = |root: &WorkspaceRoot| {
+            let one = root.verify_plain().map_err(|e| e.kind());
+            let walk = root.verify_walk().map_err(|e| e.kind());
+            assert_eq!(one, walk);
+            one
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let parent = base.join("parent");
+        std::fs::create_dir_all(parent.join("ws")).unwrap();
+        let root = WorkspaceRoot::capture(parent.join("ws")).unwrap();
+        assert_eq!(decide(&root), Ok(()));
+        // An ancestor replaced by a symlink to the same directory.
+        std::fs::rename(&parent, base.join("moved")).unwrap();
+        symlink(base.join("moved"), &parent).unwrap();
+        assert_eq!(decide(&root), Err(RootErrorKind::Changed));
+        std::fs::remove_file(&parent).unwrap();
+        std::fs::rename(base.join("moved"), &parent).unwrap();
+        assert_eq!(decide(&root), Ok(()));
+        // The root itself replaced by a symlink to it.
+        std::fs::rename(parent.join("ws"), parent.join("real")).unwrap();
+        symlink(parent.join("real"), parent.join("ws")).unwrap();
+        assert_eq!(decide(&root), Err(RootErrorKind::Changed));
+        std::fs::remove_file(parent.join("ws")).unwrap();
+        // Gone, then another directory in its place.
+        assert_eq!(decide(&root), Err(RootErrorKind::Changed));
+        std::fs::create_dir(parent.join("ws")).unwrap();
+        assert_eq!(decide(&root), Err(RootErrorKind::Changed));
+        // A file where it was.
+        std::fs::remove_dir(parent.join("ws")).unwrap();
+        std::fs::write(parent.join("ws"), "").unwrap();
+        assert_eq!(decide(&root), Err(RootErrorKind::Changed));
+    }
 }

@@ -16,7 +16,7 @@ use cap_std::fs::Dir;
 use rootid::FileIdentity;
 use std::os::fd::AsRawFd;
 
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::{FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 /// Open `rel` beneath `dir` read-only, non-blocking and without acquiring a controlling
@@ -31,7 +31,10 @@ use rustix::io::Errno;
 /// whatever a concurrent process renames meanwhile. Without `/proc` the path is opened a
 /// second time and the result must be the same inode (else `ESTALE`, which `read_file`
 /// reports as `PATH_CHANGED_DURING_READ`).
-pub(crate) fn open_read_beneath(dir: &Dir, rel: &Path) -> io::Result<File> {
+///
+/// Returned with the file: its `fstat` (taken on the `O_PATH` descriptor, which names the same
+/// inode as the opened file), so the caller needs no second one for its size and identity.
+pub(crate) fn open_read_beneath(dir: &Dir, rel: &Path) -> io::Result<(File, Stat)> {
     let located = open_beneath(dir, rel, OFlags::PATH, Symlinks::FollowInside)?;
     let st = rustix::fs::fstat(&located)?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
@@ -40,14 +43,14 @@ pub(crate) fn open_read_beneath(dir: &Dir, rel: &Path) -> io::Result<File> {
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let own = format!("/proc/self/fd/{}", located.as_raw_fd());
     match rustix::fs::open(&own, flags, Mode::empty()) {
-        Ok(fd) => Ok(File::from(fd)),
+        Ok(fd) => Ok((File::from(fd), st)),
         Err(Errno::NOENT | Errno::ACCESS | Errno::PERM) => {
             let file = File::from(open_beneath(dir, rel, flags, Symlinks::FollowInside)?);
             let again = rustix::fs::fstat(&file)?;
             if FileIdentity::of(&again) != FileIdentity::of(&st) {
                 return Err(Errno::STALE.into());
             }
-            Ok(file)
+            Ok((file, again))
         }
         Err(e) => Err(e.into()),
     }

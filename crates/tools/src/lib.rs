@@ -95,6 +95,6 @@ pub use read_lines::ReadLinesTool;
 pub use run_command::{RunCommandOptions, RunCommandTool};
 pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,
-    ToolResult, TypedTool, execute_tool_call, parse_arguments, schema_of,
+    ToolResult, TypedTool, execute_tool_call, execute_tool_call_record, parse_arguments, schema_of,
 };
 pub use write_file::WriteTool;

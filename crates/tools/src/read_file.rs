@@ -71,13 +71,15 @@ impl ReadTool {
         let dir = self.root.dir();
         // Located with O_PATH and checked to be a regular file before it is opened (a device
         // or a FIFO is never opened); non-blocking all the same.
-        let mut file = open_read_beneath(dir, rel).map_err(|e| match e.raw_os_error() {
+        let (mut file, st) = open_read_beneath(dir, rel).map_err(|e| match e.raw_os_error() {
             Some(libc::ESTALE) => failed(ErrorKind::PathChangedDuringRead),
             _ => open_error(&e, ErrorKind::ReadFailed),
         })?;
-        let (meta, opened) = regular_file(&file)?;
+        // A regular file (checked before it was opened), of this identity and size hint.
+        let opened = FileIdentity::of(&st);
+        let size = u64::try_from(st.st_size).unwrap_or(0);
 
-        let buf = read_bounded(&mut file, meta.len(), cancel, || {})?;
+        let buf = read_bounded(&mut file, size, cancel, || {})?;
 
         // The name must still lead (beneath the root) to the object that was read.
         let now = identity_now(dir, rel)

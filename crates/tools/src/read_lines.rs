@@ -29,7 +29,6 @@ use crate::beneath::{identity_now, open_read_beneath};
 use crate::entry::{failed, normalize, run_on_root};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::open_error;
-use crate::read_file::regular_file;
 use crate::tool::{ToolHints, TypedTool};
 
 /// The most lines one call returns (and the default `limit`).
@@ -173,9 +172,10 @@ fn read_lines(
     }
     root.verify()?;
     let rel = Path::new(valid.path.as_str());
-    let file =
+    let (file, st) =
         open_read_beneath(root.dir(), rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
-    let (_, opened) = regular_file(&file)?;
+    // A regular file (checked before it was opened) of this identity.
+    let opened = rootid::FileIdentity::of(&st);
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut keep = Vec::with_capacity(KEEP_BYTES);
     let mut text = String::new();

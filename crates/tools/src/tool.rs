@@ -204,8 +204,15 @@ pub struct ToolCall {
 impl ToolCall {
     /// A call from an already parsed JSON value.
     pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: &Value) -> Self {
-        let text = serde_json::to_string(arguments).unwrap_or_else(|_| "null".into());
-        Self::from_json(id, name, text)
+        // Serialized straight into raw text: a value always serializes to valid JSON, so it
+        // need not be parsed again to be checked.
+        let arguments = serde_json::value::to_raw_value(arguments)
+            .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("null is JSON"));
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        }
     }
 
     /// A call from raw JSON argument text; text that is not JSON becomes `null` (refused by
@@ -317,6 +324,22 @@ pub async fn execute_tool_call(
     call: &ToolCall,
     cancel: &CancellationToken,
 ) -> Result<ToolResult, Cancelled> {
+    let (record, is_error) = execute_tool_call_record(registry, call, cancel).await?;
+    Ok(ToolResult {
+        tool_call_id: call.id.clone(),
+        content: record.to_string(),
+        is_error,
+    })
+}
+
+/// [`execute_tool_call`] with the record as a JSON value (and whether it is an error record),
+/// for a caller that sends it as an object (the MCP server's `structuredContent`) and would
+/// otherwise parse the text back.
+pub async fn execute_tool_call_record(
+    registry: &ToolRegistry,
+    call: &ToolCall,
+    cancel: &CancellationToken,
+) -> Result<(Value, bool), Cancelled> {
     if cancel.is_cancelled() {
         return Err(Cancelled);
     }
@@ -335,9 +358,5 @@ pub async fn execute_tool_call(
             (e.to_record(), true)
         }
     };
-    Ok(ToolResult {
-        tool_call_id: call.id.clone(),
-        content: record.to_string(),
-        is_error,
-    })
+    Ok((record, is_error))
 }

@@ -45,7 +45,7 @@ use crate::tool::{ToolHints, TypedTool};
 pub(crate) mod lock;
 pub(crate) mod parent;
 
-use lock::{TargetKey, lock_target};
+use lock::{TargetKey, lock_target, try_lock_target};
 use parent::{Parent, open_parent, symlink_target_kind};
 
 /// The most UTF-8 bytes `write_file` accepts as content.
@@ -127,41 +127,76 @@ impl WriteTool {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
-        self.root.verify()?;
-        // Creating directories, writing, the two fsyncs and the rename block: they run off the
-        // async workers (see the `blocking` module).
+        // Verifying the root, creating directories, writing, the two fsyncs and the rename
+        // block: they run off the async workers (see the `blocking` module), in one job when
+        // no other writer of this process holds the target (the common case), else in two,
+        // with the lock awaited on the async side between them.
         let (root, path, stop) = (self.root.clone(), valid.path.clone(), cancel.clone());
-        let (parent, name) = off_reactor(move || {
-            open_parent(&root, &path, &stop).map(|(parent, name)| (parent, name.to_owned()))
+        let content = valid.content.clone();
+        let first = off_reactor(move || {
+            root.verify()?;
+            let (parent, name) = open_parent(&root, &path, &stop)?;
+            let name = name.to_owned();
+            let key = TargetKey {
+                dir: parent.id,
+                name: name.clone(),
+            };
+            match try_lock_target(&key) {
+                Some(held) => {
+                    install_held(&root, held, &parent, &name, &content, &stop).map(First::Installed)
+                }
+                None => Ok(First::Busy(parent, name, content)),
+            }
         })
         .await?;
-        let key = TargetKey {
-            dir: parent.id,
-            name: name.clone(),
+        let installed = match first {
+            First::Installed(installed) => installed,
+            First::Busy(parent, name, content) => {
+                let key = TargetKey {
+                    dir: parent.id,
+                    name: name.clone(),
+                };
+                let held = lock_target(key, cancel).await?;
+                let (root, stop) = (self.root.clone(), cancel.clone());
+                off_reactor(move || install_held(&root, held, &parent, &name, &content, &stop))
+                    .await?
+            }
         };
-        let held = lock_target(key, cancel).await?;
-
-        let (root, stop, content) = (self.root.clone(), cancel.clone(), valid.content.clone());
-        let installed = off_reactor(move || {
-            // The lock goes with the work: should this future be dropped, no other writer of
-            // the target starts before the installation has ended.
-            let _held = held;
-            install_checked(
-                &root,
-                &parent,
-                &name,
-                content.as_bytes(),
-                &stop,
-                &|_, _| Ok(()),
-                &|e| token(&root, e, &parent, &name),
-            )
-        })
-        .await?;
         Ok(WriteOutput {
             path: valid.path.as_str().to_owned(),
             bytes: installed.len,
         })
     }
+}
+
+/// What the first blocking job of a write did: installed the file, or found the target's lock
+/// held by another writer (the parent, the name and the content are handed back).
+enum First {
+    Installed(atomicwrite::Installed),
+    Busy(Parent, String, String),
+}
+
+/// Install `content` as `name` in `parent`, holding the target's lock `held` until the
+/// installation has ended (should the call's future be dropped meanwhile, no other writer of
+/// the target starts before that).
+fn install_held(
+    root: &WorkspaceRoot,
+    held: tokio::sync::OwnedMutexGuard<()>,
+    parent: &Parent,
+    name: &str,
+    content: &str,
+    cancel: &CancellationToken,
+) -> Result<atomicwrite::Installed, CallError> {
+    let _held = held;
+    install_checked(
+        root,
+        parent,
+        name,
+        content.as_bytes(),
+        cancel,
+        &|_, _| Ok(()),
+        &|e| token(root, e, parent, name),
+    )
 }
 
 /// The token of an installation error.

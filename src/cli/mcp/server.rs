@@ -13,7 +13,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tools::{ToolCall, ToolRegistry, ToolResult, execute_tool_call};
+use tools::{ToolCall, ToolRegistry, execute_tool_call_record};
 
 /// The JSON-RPC code answered for a request whose call was cancelled (the LSP's
 /// `RequestCancelled`). rmcp drops the answer to a request the client cancelled; this code is
@@ -73,9 +73,9 @@ impl ConfineServer {
     /// Run one call with a token that the request's cancellation or the shutdown cancels.
     /// The call's future is always awaited to its end, so a cancelled node process is dead
     /// and its script removed before this returns.
-    async fn run(&self, call: &ToolCall, request: &CancellationToken) -> Option<ToolResult> {
+    async fn run(&self, call: &ToolCall, request: &CancellationToken) -> Option<(Value, bool)> {
         let cancel = self.shutdown.child_token();
-        let run = execute_tool_call(&self.registry, call, &cancel);
+        let run = execute_tool_call_record(&self.registry, call, &cancel);
         tokio::pin!(run);
         let outcome = tokio::select! {
             outcome = &mut run => outcome,
@@ -161,13 +161,12 @@ fn instructions(registry: &ToolRegistry, read_only: bool, timeout_ms: Option<u64
     text
 }
 
-/// The MCP result for a tool result: one text item with the record, the same object as
+/// The MCP result for a tool's record: one text item with the record, the same object as
 /// `structuredContent`, and `isError`.
-fn to_call_tool_result(result: ToolResult) -> CallToolResult {
-    let record = result.record();
-    let mut out = CallToolResult::success(vec![ContentBlock::text(result.content)]);
+fn to_call_tool_result(record: Value, is_error: bool) -> CallToolResult {
+    let mut out = CallToolResult::success(vec![ContentBlock::text(record.to_string())]);
     out.structured_content = Some(record);
-    out.is_error = Some(result.is_error);
+    out.is_error = Some(is_error);
     out
 }
 
@@ -235,9 +234,8 @@ impl ServerHandler for ConfineServer {
         }
         // Absent arguments are an empty object: the tool's validation answers with its
         // INVALID_*_INPUT record when it needs some.
-        let arguments = request.arguments.unwrap_or_default();
-        let text = serde_json::to_string(&arguments).unwrap_or_else(|_| "{}".into());
-        let call = ToolCall::from_json(context.id.to_string(), request.name, text);
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let call = ToolCall::new(context.id.to_string(), request.name, &arguments);
         let outcome = match context.meta.get_progress_token() {
             None => self.run(&call, &context.ct).await,
             Some(token) => {
@@ -268,7 +266,7 @@ impl ServerHandler for ConfineServer {
             }
         };
         match outcome {
-            Some(result) => Ok(to_call_tool_result(result).into()),
+            Some((record, is_error)) => Ok(to_call_tool_result(record, is_error).into()),
             None => Err(ErrorData::new(REQUEST_CANCELLED, "Request cancelled", None)),
         }
     }
@@ -276,6 +274,8 @@ impl ServerHandler for ConfineServer {
 
 #[cfg(test)]
 mod tests {
+    use tools::ToolResult;
+
     use super::*;
 
     #[test]
@@ -287,7 +287,7 @@ mod tests {
                     .into(),
             is_error: true,
         };
-        let out = to_call_tool_result(result.clone());
+        let out = to_call_tool_result(result.record(), result.is_error);
         assert_eq!(out.is_error, Some(true));
         assert_eq!(out.structured_content, Some(result.record()));
         assert_eq!(out.content.len(), 1);

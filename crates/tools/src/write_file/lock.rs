@@ -29,24 +29,33 @@ fn table() -> &'static Table {
     LOCKS.get_or_init(Table::default)
 }
 
+/// The lock of `key` when no writer holds it now (`None` when one does: await
+/// [`lock_target`]). Synchronous, so that a blocking job can take it on its way.
+pub(crate) fn try_lock_target(key: &TargetKey) -> Option<OwnedMutexGuard<()>> {
+    lock_of(key).try_lock_owned().ok()
+}
+
+/// The lock of `key`, shared by every writer of the target while one holds or awaits it.
+fn lock_of(key: &TargetKey) -> Arc<AsyncMutex<()>> {
+    let mut map = table().lock().unwrap_or_else(PoisonError::into_inner);
+    match map.get(key).and_then(Weak::upgrade) {
+        Some(lock) => lock,
+        None => {
+            map.retain(|_, w| w.strong_count() > 0);
+            let lock = Arc::new(AsyncMutex::new(()));
+            map.insert(key.clone(), Arc::downgrade(&lock));
+            lock
+        }
+    }
+}
+
 /// Wait for the target's lock; a cancellation while waiting is a rejection (nothing has been
 /// written yet).
 pub(crate) async fn lock_target(
     key: TargetKey,
     cancel: &CancellationToken,
 ) -> Result<OwnedMutexGuard<()>, Cancelled> {
-    let lock = {
-        let mut map = table().lock().unwrap_or_else(PoisonError::into_inner);
-        match map.get(&key).and_then(Weak::upgrade) {
-            Some(lock) => lock,
-            None => {
-                map.retain(|_, w| w.strong_count() > 0);
-                let lock = Arc::new(AsyncMutex::new(()));
-                map.insert(key, Arc::downgrade(&lock));
-                lock
-            }
-        }
-    };
+    let lock = lock_of(&key);
     tokio::select! {
         biased;
         _ = cancel.cancelled() => Err(Cancelled),
@@ -84,6 +93,27 @@ mod tests {
         drop(held);
         let granted = second.await.unwrap();
         drop(granted);
+    }
+
+    #[tokio::test]
+    async fn try_lock_is_refused_while_held_and_shares_the_awaited_lock() {
+        let cancel = CancellationToken::new();
+        let held = try_lock_target(&key("d")).expect("a free target");
+        assert!(try_lock_target(&key("d")).is_none(), "held: refused");
+        let mut awaited = std::pin::pin!(lock_target(key("d"), &cancel));
+        tokio::select! {
+            biased;
+            _ = &mut awaited => panic!("granted while the try-lock holds it"),
+            () = tokio::task::yield_now() => {}
+        }
+        drop(held);
+        let granted = awaited.await.unwrap();
+        assert!(
+            try_lock_target(&key("d")).is_none(),
+            "held by the awaiting writer"
+        );
+        drop(granted);
+        assert!(try_lock_target(&key("d")).is_some());
     }
 
     #[tokio::test]
