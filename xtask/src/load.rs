@@ -21,10 +21,14 @@
 //! its descriptors, threads and resident memory every second, and fails unless they stay
 //! flat after the warm-up.
 //!
+//! Run it optimized (`cargo run --release -p xtask -- load …`): an unoptimized generator spends
+//! more CPU per call on its own JSON than a fast server does, and on a small machine the
+//! figures then measure the generator (it says so when it is run unoptimized).
+//!
 //! ```sh
-//! cargo xtask load --servers confine,reference,rmf --calls 4000 \
+//! cargo run --release -p xtask -- load --servers confine,reference,rmf --calls 4000 \
 //!     --reference node_modules/@modelcontextprotocol/server-filesystem/dist/index.js
-//! cargo xtask load --servers confine --soak 200000
+//! cargo run --release -p xtask -- load --servers confine --soak 200000
 //! ```
 
 use std::collections::HashMap;
@@ -217,6 +221,16 @@ pub fn run(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cfg!(debug_assertions) {
+        // Every server meets the same generator, but an unoptimized one spends several times
+        // a server's CPU per call on its own JSON: on a small machine it is then the generator
+        // that the figures measure.
+        eprintln!(
+            "xtask load: WARNING: the load generator is an unoptimized build; its own CPU \
+             per call is then larger than a fast server's and the figures compress. Run \
+             `cargo run --release -p xtask -- load ...` for figures worth recording."
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

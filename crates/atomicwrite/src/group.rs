@@ -41,8 +41,10 @@ struct State {
     waiting: usize,
 }
 
-/// Directories with callers in [`sync_dir`], with their number of callers.
-static GROUPS: Mutex<Option<HashMap<FileId, (Arc<Group>, usize)>>> = Mutex::new(None);
+/// The directories with callers in [`sync_dir`]: their rounds and their number of callers.
+type Groups = HashMap<FileId, (Arc<Group>, usize)>;
+
+static GROUPS: Mutex<Option<Groups>> = Mutex::new(None);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic never happens with a lock held here; should one, the state stays consistent
