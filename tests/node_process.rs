@@ -686,6 +686,45 @@ fn confine_call_hides_host_secrets_and_node_options() {
     assert_no_pify(tmp.path());
 }
 
+/// The server is not dumpable, so a script (same user, no capabilities) cannot read its
+/// environment through `/proc/<server>/environ`; `--keep-dumpable` gives that up, and the
+/// same script then reads the secret (the twin showing what the default prevents). As root
+/// the kept-dumpable twin is refused too: the script holds none of the server's capabilities,
+/// which reading another process's `/proc` files also asks for. (`.ci/run` runs this suite
+/// as an ordinary user as well, where the twin reads the secret.)
+#[test]
+fn a_script_reads_the_servers_environment_only_when_kept_dumpable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        eprintln!(
+            "!!! as root: the kept-dumpable twin is refused by capabilities; run as an ordinary user to see it read the secret"
+        );
+    }
+    for (extra, readable) in [(&[][..], false), (&["--keep-dumpable"][..], !root)] {
+        let mut child = confine_call(tmp.path(), extra, &[("CONFINE_TEST_SECRET", "sk-live-456")]);
+        let source = format!(
+            "try {{ process.stdout.write(require('fs').readFileSync('/proc/{}/environ', \
+             'latin1')) }} catch (e) {{ process.stdout.write('refused ' + e.code) }}",
+            child.id()
+        );
+        let mut stdin = child.stdin.take().unwrap();
+        let line = json!({"id": 1, "name": "node_process", "arguments": {"source": source}});
+        writeln!(stdin, "{line}").unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let stdout = answer["content"]["stdout"].as_str().unwrap().to_owned();
+        assert_eq!(answer["isError"], false, "{answer}");
+        if readable {
+            assert!(stdout.contains("sk-live-456"), "{extra:?}: {stdout}");
+        } else {
+            assert!(stdout.starts_with("refused E"), "{extra:?}: {stdout}");
+        }
+    }
+}
+
 /// SIGTERM, and every other signal a person or a supervisor sends to end a server (SIGHUP,
 /// SIGQUIT, SIGINT, SIGUSR1, SIGUSR2, SIGALRM), cancels the running call: its processes are
 /// dead and its script removed before `confine call` exits with 130.

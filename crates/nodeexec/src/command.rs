@@ -311,7 +311,10 @@ impl Command {
     ///
     /// As for [`std::os::unix::process::CommandExt::pre_exec`]: the step runs in a child forked
     /// from a multi-threaded process, so it may only call async-signal-safe functions (no
-    /// allocation, no locks); prepare everything beforehand, in the closure's captures.
+    /// allocation, no locks); prepare everything beforehand, in the closure's captures. More:
+    /// the process usually shares its parent's memory until `exec` (a vfork-style start, on a
+    /// stack of 256 KiB), so a step must also not change memory others read (no writes to
+    /// statics or to what it captured by reference).
     ///
     /// [`ErrorKind::StartFailed`]: crate::ErrorKind::StartFailed
     #[expect(
