@@ -114,8 +114,9 @@ pub(crate) struct ChildPlan {
     pub privileges: Privileges,
     /// Resource limits set in N: (resource, soft and hard value).
     pub limits: Vec<(Resource, u64)>,
-    /// `RLIMIT_NPROC` for N: (without a user namespace of the run's own, within one).
-    pub nproc: Option<(u64, u64)>,
+    /// The process bound to turn into `RLIMIT_NPROC` for N (within a user namespace of the
+    /// run's own the bound itself, outside one the real user's count plus the bound).
+    pub nproc: Option<u64>,
     /// Set in the child once the mode is known: the `RLIMIT_NPROC` to apply (`u64::MAX`:
     /// none).
     pub nproc_chosen: u64,
@@ -254,12 +255,17 @@ impl ChildPlan {
         send(Some(report), &[MSG_MODE, mode]);
         let namespace = mode & MODE_PID_NAMESPACE != 0;
         let waiter_pid = rustix::process::getpid();
-        if let Some((global, own)) = self.nproc {
-            // Counted per user namespace: within the run's own, only its processes.
+        if let Some(bound) = self.nproc {
+            // Counted per user namespace: within the run's own, only its processes; outside
+            // one, every process of the real user, so the limit is what it has now plus the
+            // bound (counted here, only when needed: the count reads all of `/proc`). Root
+            // is never held to the limit.
             self.nproc_chosen = if mode & MODE_USER_NAMESPACE != 0 {
-                own
+                bound
+            } else if rustix::process::getuid().is_root() {
+                u64::MAX
             } else {
-                global
+                count_processes_of(rustix::process::getuid()).saturating_add(bound)
             };
         }
         let child = match self.cgroup {
@@ -826,6 +832,70 @@ impl Drop for Stack {
     }
 }
 
+/// How many processes (threads included, as `RLIMIT_NPROC` counts) the real user `uid` has,
+/// from `/proc/<pid>/status` (`Uid:` and `Threads:`). Async-signal-safe: raw system calls and
+/// buffers on the stack. Processes that end meanwhile may be counted or not.
+fn count_processes_of(uid: rustix::process::Uid) -> u64 {
+    use rustix::fs::{Mode, OFlags, RawDir};
+    let Ok(proc) = rustix::fs::open(
+        c"/proc",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return 0;
+    };
+    let mut entries = [MaybeUninit::<u8>::uninit(); 4096];
+    let mut dir = RawDir::new(&proc, &mut entries);
+    let mut status = [0u8; 4096];
+    let mut count = 0u64;
+    while let Some(Ok(entry)) = dir.next() {
+        let name = entry.file_name().to_bytes();
+        if name.is_empty() || !name.iter().all(u8::is_ascii_digit) || name.len() > 10 {
+            continue;
+        }
+        let mut path = [0u8; 24];
+        path[..name.len()].copy_from_slice(name);
+        path[name.len()..name.len() + 7].copy_from_slice(b"/status");
+        let Ok(path) = CStr::from_bytes_until_nul(&path) else {
+            continue;
+        };
+        let Ok(file) =
+            rustix::fs::openat(&proc, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        else {
+            continue;
+        };
+        let Ok(n) = rustix::io::read(&file, &mut status) else {
+            continue;
+        };
+        let text = &status[..n];
+        if status_field(text, b"Uid:") == Some(u64::from(uid.as_raw())) {
+            count += status_field(text, b"Threads:").unwrap_or(1);
+        }
+    }
+    count
+}
+
+/// The first number after `name` at the start of a line of `text` (a `/proc` status file).
+fn status_field(text: &[u8], name: &[u8]) -> Option<u64> {
+    let line = text
+        .split(|&b| b == b'\n')
+        .find_map(|line| line.strip_prefix(name))?;
+    let digits = line.iter().skip_while(|b| b.is_ascii_whitespace());
+    let mut value = None::<u64>;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        value = Some(
+            value
+                .unwrap_or(0)
+                .checked_mul(10)?
+                .checked_add(u64::from(b - b'0'))?,
+        );
+    }
+    value
+}
+
 /// `waitpid` options for any child, clones included (`__WALL`).
 fn wait_all() -> WaitOptions {
     WaitOptions::from_bits_retain(libc::__WALL as u32)
@@ -1037,6 +1107,16 @@ mod tests {
         assert_eq!(used, 7);
         let (messages, used) = parse_messages(&[MSG_MODE]);
         assert_eq!((messages, used), (vec![], 0));
+    }
+
+    #[test]
+    fn status_fields_are_read_and_the_count_sees_this_process() {
+        let text = b"Name:\tx\nUid:\t1000\t1000\t1000\t1000\nThreads:\t12\n";
+        assert_eq!(status_field(text, b"Uid:"), Some(1000));
+        assert_eq!(status_field(text, b"Threads:"), Some(12));
+        assert_eq!(status_field(text, b"Gid:"), None);
+        // This test process (its threads at least) belongs to our real user.
+        assert!(count_processes_of(rustix::process::getuid()) >= 1);
     }
 
     #[test]
