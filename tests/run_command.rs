@@ -389,12 +389,28 @@ async fn a_real_crates_test_suite_runs_through_run_command() {
 #[tokio::test]
 async fn a_real_crates_test_suite_runs_under_the_sandbox() {
     let mut opts = options(Some(SLOW_MS));
-    // What the docs tell a cargo project to add: the toolchains in the home directory.
+    // What the docs tell a cargo project to add: the toolchains in the home directory, or
+    // wherever this machine keeps them (`CARGO_HOME`, `RUSTUP_HOME`, the installation of the
+    // `cargo` on PATH, as where CI runs the suite as an ordinary user).
     let home = std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME"));
     let mut sandbox = nodeexec::Sandbox::new();
-    for dir in [".cargo", ".rustup"] {
-        if home.join(dir).exists() {
-            sandbox.allow_read(home.join(dir));
+    let mut dirs = vec![home.join(".cargo"), home.join(".rustup")];
+    dirs.extend(
+        ["CARGO_HOME", "RUSTUP_HOME"]
+            .iter()
+            .filter_map(|v| std::env::var_os(v).map(Into::into)),
+    );
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if let Some(cargo) = std::env::split_paths(&path)
+        .map(|d| d.join("cargo"))
+        .find(|c| c.is_file())
+    {
+        let cargo = cargo.canonicalize().unwrap();
+        dirs.extend(cargo.parent().and_then(|bin| bin.parent()).map(Into::into));
+    }
+    for dir in dirs {
+        if dir.exists() {
+            sandbox.allow_read(dir);
         }
     }
     opts.sandbox = Some(sandbox);
