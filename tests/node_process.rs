@@ -203,8 +203,8 @@ fn assert_printed_dead(pids: &[(String, String)], marker: &str) {
 /// server's calls get a cgroup of their own).
 fn root_with_writable_cgroups() -> bool {
     rustix::process::geteuid().is_root()
-        && rustix::fs::access(&cgroup2_mount(), rustix::fs::Access::WRITE_OK).is_ok()
-        && !rustix::fs::statvfs(&cgroup2_mount())
+        && rustix::fs::access(cgroup2_mount(), rustix::fs::Access::WRITE_OK).is_ok()
+        && !rustix::fs::statvfs(cgroup2_mount())
             .is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
 }
 
