@@ -499,3 +499,43 @@ async fn run_command_waits_for_the_shared_slots_and_is_cancellable_while_queued(
     assert!(tmp.path().join("started").exists());
     assert_no_pify(tmp.path());
 }
+
+/// By default the shell has a session of its own and no new privileges; the embedder's
+/// `keep_privileges` (shared with `node_process`) keeps the embedder's session and privileges
+/// for `run_command` too.
+#[tokio::test]
+async fn keep_privileges_applies_to_run_command_too() {
+    let own_no_new_privs = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("NoNewPrivs:").map(|v| v.trim().to_owned()))
+        .unwrap();
+    assert_eq!(
+        own_no_new_privs, "0",
+        "the test itself runs with no new privileges"
+    );
+    // The shell's no-new-privileges flag, then, read by its child `sed` from `/proc/self`
+    // (pids as the host's `/proc` names them): `sed`'s parent (the shell) and its session. A
+    // shell that leads a session of its own has the two equal.
+    let command = "grep '^NoNewPrivs' /proc/self/status | tr -d ' \\t'; \
+                   sed 's/.*) //' /proc/self/stat | cut -d' ' -f2,4 | tr ' ' '\\n'";
+    for keep in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = options(None);
+        opts.keep_privileges = keep;
+        let reg = registry(tmp.path(), opts);
+        let (is_error, rec) = call(&reg, json!({"command": command})).await;
+        assert!(!is_error, "{rec}");
+        let out = rec["stdout"].as_str().unwrap().to_owned();
+        let mut lines = out.lines();
+        let no_new_privs = lines.next().unwrap_or_default();
+        let (pid, session) = (lines.next().unwrap(), lines.next().unwrap());
+        if keep {
+            assert_eq!(no_new_privs, "NoNewPrivs:0", "{out}");
+            assert_ne!(session, pid, "{out}");
+        } else {
+            assert_eq!(no_new_privs, "NoNewPrivs:1", "{out}");
+            assert_eq!(session, pid, "{out}");
+        }
+    }
+}
