@@ -97,6 +97,9 @@ impl Session {
             // not what these tests look at.
             .args([
                 "call",
+                // So that `limit_leaving` may read the server's `/proc/<pid>/fd` when the
+                // tests run as an ordinary user.
+                "--keep-dumpable",
                 "--allow-commands",
                 "--timeout-ms",
                 "30000",
@@ -683,7 +686,8 @@ fn an_mcp_server_out_of_descriptors_answers_every_call_and_recovers() {
     std::fs::create_dir(&root).unwrap();
     populate(&root);
     let mut child = confine()
-        .args(["mcp", "--root"])
+        // `--keep-dumpable`: see `Session::start`.
+        .args(["mcp", "--keep-dumpable", "--root"])
         .arg(&root)
         .env("CONFINE_LOG", "warn")
         .stdin(Stdio::piped())

@@ -389,12 +389,28 @@ async fn a_real_crates_test_suite_runs_through_run_command() {
 #[tokio::test]
 async fn a_real_crates_test_suite_runs_under_the_sandbox() {
     let mut opts = options(Some(SLOW_MS));
-    // What the docs tell a cargo project to add: the toolchains in the home directory.
+    // What the docs tell a cargo project to add: the toolchains in the home directory, or
+    // wherever this machine keeps them (`CARGO_HOME`, `RUSTUP_HOME`, the installation of the
+    // `cargo` on PATH, as where CI runs the suite as an ordinary user).
     let home = std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME"));
     let mut sandbox = nodeexec::Sandbox::new();
-    for dir in [".cargo", ".rustup"] {
-        if home.join(dir).exists() {
-            sandbox.allow_read(home.join(dir));
+    let mut dirs = vec![home.join(".cargo"), home.join(".rustup")];
+    dirs.extend(
+        ["CARGO_HOME", "RUSTUP_HOME"]
+            .iter()
+            .filter_map(|v| std::env::var_os(v).map(Into::into)),
+    );
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if let Some(cargo) = std::env::split_paths(&path)
+        .map(|d| d.join("cargo"))
+        .find(|c| c.is_file())
+    {
+        let cargo = cargo.canonicalize().unwrap();
+        dirs.extend(cargo.parent().and_then(|bin| bin.parent()).map(Into::into));
+    }
+    for dir in dirs {
+        if dir.exists() {
+            sandbox.allow_read(dir);
         }
     }
     opts.sandbox = Some(sandbox);
@@ -482,4 +498,44 @@ async fn run_command_waits_for_the_shared_slots_and_is_cancellable_while_queued(
     assert!(!is_error, "{record}");
     assert!(tmp.path().join("started").exists());
     assert_no_pify(tmp.path());
+}
+
+/// By default the shell has a session of its own and no new privileges; the embedder's
+/// `keep_privileges` (shared with `node_process`) keeps the embedder's session and privileges
+/// for `run_command` too.
+#[tokio::test]
+async fn keep_privileges_applies_to_run_command_too() {
+    let own_no_new_privs = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("NoNewPrivs:").map(|v| v.trim().to_owned()))
+        .unwrap();
+    assert_eq!(
+        own_no_new_privs, "0",
+        "the test itself runs with no new privileges"
+    );
+    // The shell's no-new-privileges flag, then, read by its child `sed` from `/proc/self`
+    // (pids as the host's `/proc` names them): `sed`'s parent (the shell) and its session. A
+    // shell that leads a session of its own has the two equal.
+    let command = "grep '^NoNewPrivs' /proc/self/status | tr -d ' \\t'; \
+                   sed 's/.*) //' /proc/self/stat | cut -d' ' -f2,4 | tr ' ' '\\n'";
+    for keep in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = options(None);
+        opts.keep_privileges = keep;
+        let reg = registry(tmp.path(), opts);
+        let (is_error, rec) = call(&reg, json!({"command": command})).await;
+        assert!(!is_error, "{rec}");
+        let out = rec["stdout"].as_str().unwrap().to_owned();
+        let mut lines = out.lines();
+        let no_new_privs = lines.next().unwrap_or_default();
+        let (pid, session) = (lines.next().unwrap(), lines.next().unwrap());
+        if keep {
+            assert_eq!(no_new_privs, "NoNewPrivs:0", "{out}");
+            assert_ne!(session, pid, "{out}");
+        } else {
+            assert_eq!(no_new_privs, "NoNewPrivs:1", "{out}");
+            assert_eq!(session, pid, "{out}");
+        }
+    }
 }

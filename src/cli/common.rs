@@ -65,6 +65,12 @@ pub struct ToolArgs {
     /// never passed.
     #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = env_entry)]
     pub env: Vec<EnvEntry>,
+    /// Keep this server dumpable: debuggers, core dumps and other processes of the same user
+    /// may then read its memory, environment and `/proc/<pid>/fd` (children started without
+    /// --sandbox included). Off by default; for debugging and for tests that inspect the
+    /// server from outside.
+    #[arg(long)]
+    pub keep_dumpable: bool,
 }
 
 /// One `--env` entry: a name and the value to set (`None`: this process's value).
@@ -129,9 +135,12 @@ async fn futures_lite_select<F: std::future::Future + Unpin>(futures: impl Itera
     .await;
 }
 
-/// Make this process not dumpable (see [`nodeexec::hide_embedder_environment`]).
-pub fn hide_environment() {
-    nodeexec::hide_embedder_environment();
+/// Make this process not dumpable (see [`nodeexec::hide_embedder_environment`]), unless
+/// `--keep-dumpable` asked otherwise.
+pub fn hide_environment(args: &ToolArgs) {
+    if !args.keep_dumpable {
+        nodeexec::hide_embedder_environment();
+    }
 }
 
 /// A path that exists, canonicalized now (the sandbox opens it at each call).

@@ -52,7 +52,7 @@ pub struct Args {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
-    super::common::hide_environment();
+    super::common::hide_environment(&args.tools);
     super::common::init_logging();
     let registry = match args.tools.registry() {
         Ok(r) => r,

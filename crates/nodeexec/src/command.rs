@@ -311,7 +311,10 @@ impl Command {
     ///
     /// As for [`std::os::unix::process::CommandExt::pre_exec`]: the step runs in a child forked
     /// from a multi-threaded process, so it may only call async-signal-safe functions (no
-    /// allocation, no locks); prepare everything beforehand, in the closure's captures.
+    /// allocation, no locks); prepare everything beforehand, in the closure's captures. More:
+    /// the process usually shares its parent's memory until `exec` (a vfork-style start, on a
+    /// stack of 256 KiB), so a step must also not change memory others read (no writes to
+    /// statics or to what it captured by reference).
     ///
     /// [`ErrorKind::StartFailed`]: crate::ErrorKind::StartFailed
     #[expect(
@@ -327,22 +330,16 @@ impl Command {
     }
 
     /// Resource limits for the program's process: `RLIMIT_DATA`, and `RLIMIT_NPROC` where no
-    /// cgroup bounds the processes (see [`Command::max_processes`]); the second is
-    /// `(global, in a user namespace)`, chosen by the child once it knows.
-    pub(crate) fn rlimits(
-        &self,
-        cgroup_bounds_processes: bool,
-    ) -> (Vec<Limit>, Option<(u64, u64)>) {
+    /// cgroup bounds the processes (see [`Command::max_processes`]); the second is the bound,
+    /// which the waiter turns into the limit once it knows whether the run has a user
+    /// namespace of its own (see `ChildPlan::nproc`).
+    pub(crate) fn rlimits(&self, cgroup_bounds_processes: bool) -> (Vec<Limit>, Option<u64>) {
         let mut limits = Vec::new();
         if let Some(bytes) = self.max_memory {
             limits.push((crate::limits::Resource::Data, bytes));
         }
         let nproc = match self.max_processes {
-            Some(count) if !cgroup_bounds_processes => {
-                let global = (!rustix::process::geteuid().is_root())
-                    .then(|| own_process_count().saturating_add(count));
-                Some((global.unwrap_or(u64::MAX), count))
-            }
+            Some(count) if !cgroup_bounds_processes => Some(count),
             _ => None,
         };
         (limits, nproc)
@@ -371,39 +368,6 @@ impl Command {
 
 /// A resource limit to set: the resource and its soft and hard value.
 pub(crate) type Limit = (crate::limits::Resource, u64);
-
-/// How many processes (threads included, as `RLIMIT_NPROC` counts) this process's real user
-/// has now, from `/proc`.
-fn own_process_count() -> u64 {
-    let uid = rustix::process::getuid().as_raw();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    let mut count = 0u64;
-    for entry in entries.flatten() {
-        if !entry
-            .file_name()
-            .as_encoded_bytes()
-            .iter()
-            .all(u8::is_ascii_digit)
-        {
-            continue;
-        }
-        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
-            continue;
-        };
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next().map(str::to_owned))
-        };
-        if field("Uid:").and_then(|u| u.parse::<u32>().ok()) == Some(uid) {
-            count += field("Threads:").and_then(|t| t.parse().ok()).unwrap_or(1);
-        }
-    }
-    count
-}
 
 #[cfg(test)]
 mod tests {

@@ -7,8 +7,15 @@
 //! embedding process P
 //!   └─ C  waiter: group leader, child subreaper, PDEATHSIG=SIGTERM (handled), not dumpable
 //!       └─ G  PID 1 of a new PID namespace ("init"), PDEATHSIG=SIGKILL, reaps everything
-//!           └─ N  own session, no new privileges, no capabilities, hooks; std execs
+//!           └─ N  own session, no new privileges, no capabilities, hooks; execve
 //! ```
+//!
+//! C and G are copies of P (`fork`; `clone3` where G or N must be born in a cgroup). N is
+//! started from its parent with a vfork-style clone (`CLONE_VM | CLONE_VFORK`, as
+//! `posix_spawn` does) and executes the program itself (`execve` of a path, argument and
+//! environment vectors P prepared): no third copy of the embedder's page tables, nothing
+//! faulted back in. Only where N must be born in the run's cgroup without a namespace is it
+//! a `clone3` copy of C. std's `Command` only forks C; C never returns to it.
 //!
 //! * C first arms `PR_SET_PDEATHSIG` with SIGTERM, which it keeps blocked and takes with
 //!   `sigwaitinfo`: the death of the embedding process (SIGKILL included) is then the same
@@ -50,7 +57,7 @@
 //! `clone3`, `_exit`, `close_range`, `dup2` onto a chosen number) goes through `libc`, each
 //! call in an `unsafe` block of its own that says why it holds.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
@@ -66,8 +73,9 @@ use crate::sweep::kill_descendants;
 pub(crate) const MSG_MODE: u8 = b'M';
 /// G (or C without a namespace): N was reaped; four bytes of wait status follow (native endian).
 pub(crate) const MSG_STATUS: u8 = b'S';
-/// G: forking N failed; four bytes of errno follow.
-pub(crate) const MSG_FORK_FAILED: u8 = b'E';
+/// G or N: N could not be started (creating it, its setup or its `exec` failed); four bytes
+/// of errno follow.
+pub(crate) const MSG_START_FAILED: u8 = b'E';
 
 /// Mode flag: N is in the run's cgroup.
 pub(crate) const MODE_CGROUP: u8 = 1;
@@ -106,8 +114,9 @@ pub(crate) struct ChildPlan {
     pub privileges: Privileges,
     /// Resource limits set in N: (resource, soft and hard value).
     pub limits: Vec<(Resource, u64)>,
-    /// `RLIMIT_NPROC` for N: (without a user namespace of the run's own, within one).
-    pub nproc: Option<(u64, u64)>,
+    /// The process bound to turn into `RLIMIT_NPROC` for N (within a user namespace of the
+    /// run's own the bound itself, outside one the real user's count plus the bound).
+    pub nproc: Option<u64>,
     /// Set in the child once the mode is known: the `RLIMIT_NPROC` to apply (`u64::MAX`:
     /// none).
     pub nproc_chosen: u64,
@@ -115,11 +124,86 @@ pub(crate) struct ChildPlan {
     pub fds: Vec<(RawFd, RawFd)>,
     /// The embedder's pre-exec steps, in order, run in N.
     pub hooks: Vec<Hook>,
+    /// What N executes.
+    pub exec: Exec,
+}
+
+/// What N executes, prepared in P (N may not allocate): the program's path and its argument
+/// and environment vectors, null-terminated arrays of pointers into strings this value owns.
+pub(crate) struct Exec {
+    path: CString,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    /// What `argv` and `envp` point into (a `CString`'s bytes stay where they are when the
+    /// value moves).
+    _strings: Vec<CString>,
+}
+
+// SAFETY: the pointers point into the `CString`s this value owns, which nothing mutates;
+// they are only read (by `execve`), so sharing or moving the value between threads is as safe
+// as sharing the strings.
+#[expect(unsafe_code, reason = "pointers into owned, immutable strings")]
+unsafe impl Send for Exec {}
+// SAFETY: as for `Send`.
+#[expect(unsafe_code, reason = "pointers into owned, immutable strings")]
+unsafe impl Sync for Exec {}
+
+impl Exec {
+    /// `path` executed with `args` (`args[0]` included) and exactly the environment `env`.
+    /// Fails with `InvalidInput` where a string holds a NUL byte (as std's `Command` does).
+    pub(crate) fn new(
+        path: &std::path::Path,
+        args: impl IntoIterator<Item = impl AsRef<std::ffi::OsStr>>,
+        env: &[(std::ffi::OsString, std::ffi::OsString)],
+    ) -> io::Result<Exec> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = |bytes: &[u8]| {
+            CString::new(bytes).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a NUL byte in the program's data",
+                )
+            })
+        };
+        let path = c(path.as_os_str().as_bytes())?;
+        let mut strings = Vec::new();
+        for arg in args {
+            strings.push(c(arg.as_ref().as_bytes())?);
+        }
+        let argc = strings.len();
+        for (name, value) in env {
+            let mut pair = name.as_bytes().to_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(value.as_bytes());
+            strings.push(c(&pair)?);
+        }
+        let pointers = |s: &[CString]| {
+            let mut v: Vec<*const libc::c_char> = s.iter().map(|s| s.as_ptr()).collect();
+            v.push(std::ptr::null());
+            v
+        };
+        Ok(Exec {
+            argv: pointers(&strings[..argc]),
+            envp: pointers(&strings[argc..]),
+            path,
+            _strings: strings,
+        })
+    }
+
+    /// `execve`; returns only on failure, with its error. Async-signal-safe.
+    #[expect(unsafe_code, reason = "execve")]
+    fn exec(&self) -> io::Error {
+        // SAFETY: the path and both vectors are NUL-terminated strings and null-terminated
+        // pointer arrays that this value owns and keeps alive for the call.
+        unsafe { libc::execve(self.path.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr()) };
+        io::Error::last_os_error()
+    }
 }
 
 impl ChildPlan {
-    /// Runs in C. Returns (`Ok`, so std goes on to `exec`) only in the process that is to
-    /// become the program; every other process of the chain ends in `_exit`.
+    /// Runs in C. Returns only with an error (before anything was started), which std
+    /// reports as the spawn's; otherwise every process of the chain ends in `_exit`, or (N)
+    /// executes the program.
     ///
     /// # Safety
     ///
@@ -171,28 +255,40 @@ impl ChildPlan {
         send(Some(report), &[MSG_MODE, mode]);
         let namespace = mode & MODE_PID_NAMESPACE != 0;
         let waiter_pid = rustix::process::getpid();
-        // SAFETY: C is single-threaded; the new process runs only the async-signal-safe
-        // code below (and the caller's hooks, under the promise `Command::pre_exec` asks).
-        let forked = unsafe { fork_child(self.cgroup.map(|(dir, _)| dir)) }?;
-        let Some(child) = forked else {
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).ok();
-            if let Some((global, own)) = self.nproc {
-                // Counted per user namespace: within the run's own, only its processes.
-                self.nproc_chosen = if mode & MODE_USER_NAMESPACE != 0 {
-                    own
-                } else {
-                    global
-                };
-            }
-            if namespace {
+        if let Some(bound) = self.nproc {
+            // Counted per user namespace: within the run's own, only its processes; outside
+            // one, every process of the real user, so the limit is what it has now plus the
+            // bound (counted here, only when needed: the count reads all of `/proc`). Root
+            // is never held to the limit.
+            self.nproc_chosen = if mode & MODE_USER_NAMESPACE != 0 {
+                bound
+            } else if rustix::process::getuid().is_root() {
+                u64::MAX
+            } else {
+                count_processes_of(rustix::process::getuid()).saturating_add(bound)
+            };
+        }
+        let child = match self.cgroup {
+            // G, or N born in the cgroup (no namespace): a copy of C.
+            // SAFETY: C is single-threaded; the new process runs only the async-signal-safe
+            // code below (and the caller's hooks, under the promise `Command::pre_exec` asks).
+            Some((dir, _)) => match unsafe { fork_child(Some(dir)) }? {
+                Some(child) => child,
                 // SAFETY: this is G, just forked.
-                return unsafe { self.init() };
-            }
-            if rustix::process::getppid() != Some(waiter_pid) {
-                exit_now(127);
-            }
-            // SAFETY: this is N, just forked; std execs it when this returns.
-            return unsafe { self.program() };
+                None if namespace => unsafe { self.init() },
+                // SAFETY: this is N, just forked; C is its parent.
+                None => unsafe { self.become_program(waiter_pid) },
+            },
+            // G: a copy of C.
+            // SAFETY: as above.
+            None if namespace => match unsafe { fork_child(None) }? {
+                Some(child) => child,
+                // SAFETY: this is G, just forked.
+                None => unsafe { self.init() },
+            },
+            // N, sharing C's memory until it executes the program.
+            // SAFETY: C is single-threaded and makes only async-signal-safe calls.
+            None => unsafe { self.start_program() }?,
         };
         let kill_fd = self.cgroup.map(|(_, kill)| kill);
         let removal = self.cgroup_removal.as_ref();
@@ -223,22 +319,21 @@ impl ChildPlan {
         .wait()
     }
 
-    /// G: PID 1 of the namespace. Returns only in N.
+    /// G: PID 1 of the namespace; starts N, reaps everything, exits.
     ///
     /// # Safety
     ///
     /// Only in G, just forked by C: single-threaded, async-signal-safe calls only.
-    #[expect(unsafe_code, reason = "forks and closes descriptors in a forked child")]
-    unsafe fn init(&mut self) -> io::Result<()> {
-        // SAFETY: G is single-threaded; N runs only `program` before std execs it.
-        let program = match unsafe { fork_child(None) } {
-            // SAFETY: this is N, just forked.
-            Ok(None) => return unsafe { self.program() },
-            Ok(Some(program)) => program,
+    #[expect(unsafe_code, reason = "closes descriptors in a forked child")]
+    unsafe fn init(&mut self) -> ! {
+        rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).ok();
+        // SAFETY: G is single-threaded and makes only async-signal-safe calls.
+        let program = match unsafe { self.start_program() } {
+            Ok(program) => program,
             Err(e) => {
                 // SAFETY: G's copy of the report pipe, open until G exits.
                 let report = unsafe { BorrowedFd::borrow_raw(self.report) };
-                send_value(Some(report), MSG_FORK_FAILED, e.raw_os_error().unwrap_or(0));
+                send_value(Some(report), MSG_START_FAILED, errno_of(&e));
                 exit_now(127);
             }
         };
@@ -264,8 +359,92 @@ impl ChildPlan {
         exit_now(0)
     }
 
+    /// Start N with a vfork-style clone (`CLONE_VM | CLONE_VFORK`, as `posix_spawn` does): N
+    /// runs on a stack of its own in this process's memory, and this process sleeps until N
+    /// has executed the program or exited. Unlike `fork`, nothing of this process (a copy of
+    /// the embedder, with its page tables) is copied for N, and N faults none of it back in.
+    ///
+    /// # Safety
+    ///
+    /// Only in C or G: a single-threaded copy of the embedder, async-signal-safe calls only.
+    #[expect(
+        unsafe_code,
+        reason = "clone(CLONE_VM | CLONE_VFORK) on a stack of our own"
+    )]
+    unsafe fn start_program(&mut self) -> io::Result<Pid> {
+        /// What N needs, on this process's stack (which N does not use).
+        struct Start<'a> {
+            plan: &'a mut ChildPlan,
+            parent: Pid,
+        }
+        extern "C" fn entry(start: *mut libc::c_void) -> libc::c_int {
+            // SAFETY: `start` is the `Start` below, alive until `clone` returns, which is
+            // after N has executed the program or exited; this process sleeps meanwhile, so
+            // N is the only user of it.
+            let start = unsafe { &mut *start.cast::<Start<'_>>() };
+            // SAFETY: this is N, just created by `clone`, single-threaded, running on its
+            // own stack until it executes the program.
+            unsafe { start.plan.become_program(start.parent) }
+        }
+        let stack = Stack::new()?;
+        let mut start = Start {
+            parent: rustix::process::getpid(),
+            plan: self,
+        };
+        // SAFETY: `entry` runs in N on `stack` (mapped, writable, ours until N is gone from
+        // it) and never returns (it executes or exits); with `CLONE_VFORK` this call returns
+        // only once N has executed or exited, so `start` and `stack` outlive N's use of them.
+        let pid = unsafe {
+            libc::clone(
+                entry,
+                stack.top(),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&mut start as *mut Start<'_>).cast(),
+            )
+        };
+        let error = io::Error::last_os_error();
+        drop(stack);
+        match Pid::from_raw(pid) {
+            Some(pid) if pid.as_raw_nonzero().get() > 0 => Ok(pid),
+            _ => Err(error),
+        }
+    }
+
+    /// N: the program's process, up to `exec`. `parent` is the process that created N, as
+    /// N sees it. Executes the program; on any failure reports it (`MSG_START_FAILED` with
+    /// the error number) and exits with 127.
+    ///
+    /// # Safety
+    ///
+    /// Only in N, just created: single-threaded, async-signal-safe calls only.
+    #[expect(unsafe_code, reason = "borrows the report pipe in a forked child")]
+    unsafe fn become_program(&mut self, parent: Pid) -> ! {
+        rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).ok();
+        if rustix::process::getppid() != Some(parent) {
+            // The parent died before PDEATHSIG was armed.
+            exit_now(127);
+        }
+        // Above every number a descriptor is placed on, so the report pipe survives the
+        // placing (and, close-on-exec, is gone once the program runs).
+        let high = self.fds.iter().map(|&(_, t)| t).max().unwrap_or(2) + 1;
+        // SAFETY: the report pipe's write end, open in N (C or G keeps it open).
+        let report = unsafe { BorrowedFd::borrow_raw(self.report) };
+        let report = rustix::io::fcntl_dupfd_cloexec(report, high).ok();
+        // SAFETY: this is N, just created.
+        let error = match unsafe { self.program() } {
+            Ok(()) => self.exec.exec(),
+            Err(e) => e,
+        };
+        send_value(
+            report.as_ref().map(AsFd::as_fd),
+            MSG_START_FAILED,
+            errno_of(&error),
+        );
+        exit_now(127)
+    }
+
     /// N: place descriptors, unblock signals, lower the limits, run the hooks, give up
-    /// privileges, and let std exec.
+    /// privileges; the caller executes the program.
     ///
     /// # Safety
     ///
@@ -598,6 +777,125 @@ fn remove_when_empty(parent: BorrowedFd<'_>, name: &CStr, kill: Option<BorrowedF
     }
 }
 
+/// The error number to report for `e` (`EINVAL` where it has none, as std's `Command`
+/// reports a pre-exec step's error).
+fn errno_of(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EINVAL)
+}
+
+/// The stack N runs on until it executes the program: an anonymous private mapping with a
+/// guard page below it, unmapped on drop (N is gone from it by then: see
+/// [`ChildPlan::start_program`]). Made in C or G with raw system calls (no allocation).
+struct Stack {
+    base: *mut libc::c_void,
+}
+
+impl Stack {
+    /// Usable bytes above the guard page: more than the setup before `exec` needs (the
+    /// sandbox's steps included); the embedder's hooks get what a thread of 256 KiB would.
+    const SIZE: usize = 256 * 1024;
+    const GUARD: usize = 4096;
+
+    #[expect(unsafe_code, reason = "mmap and mprotect of a fresh mapping")]
+    fn new() -> io::Result<Stack> {
+        use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+        // SAFETY: a new anonymous mapping at an address the kernel picks: nothing else is
+        // affected.
+        let base = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                Self::GUARD + Self::SIZE,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::STACK,
+            )
+        }?;
+        let stack = Stack { base };
+        // SAFETY: the lowest page of the mapping just made, which nothing uses.
+        unsafe { rustix::mm::mprotect(base, Self::GUARD, MprotectFlags::empty()) }?;
+        Ok(stack)
+    }
+
+    /// The highest address, where a stack that grows down starts (16-byte aligned).
+    fn top(&self) -> *mut libc::c_void {
+        self.base
+            .cast::<u8>()
+            .wrapping_add(Self::GUARD + Self::SIZE)
+            .cast()
+    }
+}
+
+impl Drop for Stack {
+    #[expect(unsafe_code, reason = "munmap of our own mapping")]
+    fn drop(&mut self) {
+        // SAFETY: the mapping `new` made; no one runs on it any more.
+        unsafe { rustix::mm::munmap(self.base, Self::GUARD + Self::SIZE) }.ok();
+    }
+}
+
+/// How many processes (threads included, as `RLIMIT_NPROC` counts) the real user `uid` has,
+/// from `/proc/<pid>/status` (`Uid:` and `Threads:`). Async-signal-safe: raw system calls and
+/// buffers on the stack. Processes that end meanwhile may be counted or not.
+fn count_processes_of(uid: rustix::process::Uid) -> u64 {
+    use rustix::fs::{Mode, OFlags, RawDir};
+    let Ok(proc) = rustix::fs::open(
+        c"/proc",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return 0;
+    };
+    let mut entries = [MaybeUninit::<u8>::uninit(); 4096];
+    let mut dir = RawDir::new(&proc, &mut entries);
+    let mut status = [0u8; 4096];
+    let mut count = 0u64;
+    while let Some(Ok(entry)) = dir.next() {
+        let name = entry.file_name().to_bytes();
+        if name.is_empty() || !name.iter().all(u8::is_ascii_digit) || name.len() > 10 {
+            continue;
+        }
+        let mut path = [0u8; 24];
+        path[..name.len()].copy_from_slice(name);
+        path[name.len()..name.len() + 7].copy_from_slice(b"/status");
+        let Ok(path) = CStr::from_bytes_until_nul(&path) else {
+            continue;
+        };
+        let Ok(file) =
+            rustix::fs::openat(&proc, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        else {
+            continue;
+        };
+        let Ok(n) = rustix::io::read(&file, &mut status) else {
+            continue;
+        };
+        let text = &status[..n];
+        if status_field(text, b"Uid:") == Some(u64::from(uid.as_raw())) {
+            count += status_field(text, b"Threads:").unwrap_or(1);
+        }
+    }
+    count
+}
+
+/// The first number after `name` at the start of a line of `text` (a `/proc` status file).
+fn status_field(text: &[u8], name: &[u8]) -> Option<u64> {
+    let line = text
+        .split(|&b| b == b'\n')
+        .find_map(|line| line.strip_prefix(name))?;
+    let digits = line.iter().skip_while(|b| b.is_ascii_whitespace());
+    let mut value = None::<u64>;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        value = Some(
+            value
+                .unwrap_or(0)
+                .checked_mul(10)?
+                .checked_add(u64::from(b - b'0'))?,
+        );
+    }
+    value
+}
+
 /// `waitpid` options for any child, clones included (`__WALL`).
 fn wait_all() -> WaitOptions {
     WaitOptions::from_bits_retain(libc::__WALL as u32)
@@ -756,7 +1054,7 @@ pub(crate) enum Message {
     /// `MODE_*` flags.
     Mode(u8),
     Status(i32),
-    ForkFailed(i32),
+    StartFailed(i32),
 }
 
 /// Parse as many whole messages as `bytes` holds; returns them and the bytes consumed.
@@ -774,10 +1072,10 @@ pub(crate) fn parse_messages(bytes: &[u8]) -> (Vec<Message>, usize) {
                 None => break,
                 Some(&mode) => (Message::Mode(mode), 2),
             },
-            MSG_STATUS | MSG_FORK_FAILED => match value() {
+            MSG_STATUS | MSG_START_FAILED => match value() {
                 None => break,
                 Some(v) if tag == MSG_STATUS => (Message::Status(v), 5),
-                Some(v) => (Message::ForkFailed(v), 5),
+                Some(v) => (Message::StartFailed(v), 5),
             },
             // Unknown byte: nothing of ours writes it; skip.
             _ => {
@@ -809,6 +1107,16 @@ mod tests {
         assert_eq!(used, 7);
         let (messages, used) = parse_messages(&[MSG_MODE]);
         assert_eq!((messages, used), (vec![], 0));
+    }
+
+    #[test]
+    fn status_fields_are_read_and_the_count_sees_this_process() {
+        let text = b"Name:\tx\nUid:\t1000\t1000\t1000\t1000\nThreads:\t12\n";
+        assert_eq!(status_field(text, b"Uid:"), Some(1000));
+        assert_eq!(status_field(text, b"Threads:"), Some(12));
+        assert_eq!(status_field(text, b"Gid:"), None);
+        // This test process (its threads at least) belongs to our real user.
+        assert!(count_processes_of(rustix::process::getuid()) >= 1);
     }
 
     #[test]

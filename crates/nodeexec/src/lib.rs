@@ -93,7 +93,7 @@
 //!    file system is read-only, cgroup v1, Linux before 5.14). The waiter calls
 //!    `unshare(CLONE_NEWPID)`, or where that is refused (no `CAP_SYS_ADMIN`)
 //!    `unshare(CLONE_NEWUSER | CLONE_NEWPID)`, mapping its own user and group ids to
-//!    themselves ([`Outcome::user_namespace`]), and forks the namespace's init, which forks
+//!    themselves ([`Outcome::user_namespace`]), and forks the namespace's init, which starts
 //!    the program. When the init dies, the kernel kills every process in the namespace and the
 //!    dying init reaps them. The program is not PID 1 itself: PID 1 ignores signals it has no
 //!    handler for (a script could not even kill itself), and its death would end the
@@ -260,7 +260,9 @@
 //! `PR_SET_CHILD_SUBREAPER`, `PR_SET_DUMPABLE`, capabilities, `setrlimit`, `kill`, `waitpid`,
 //! `getppid`, `setsid`, `getdents64`): on Linux rustix makes the system call itself, without
 //! the C library or an allocation, so they are fine after `fork` too. What is left on `libc`:
-//! `fork` and `clone3(CLONE_INTO_CGROUP)`, `_exit`, signal masks and dispositions,
+//! `fork` and `clone3(CLONE_INTO_CGROUP)`, the vfork-style `clone(CLONE_VM | CLONE_VFORK)`
+//! that starts the program's process on a stack of its own (so it copies nothing of the
+//! embedder; it then runs `execve` itself), `_exit`, signal masks and dispositions,
 //! `sigwaitinfo`, `close_range`, `dup2` onto chosen numbers, the Landlock and seccomp calls,
 //! and one write of zeros over the waiter's copy of the environment.
 //!

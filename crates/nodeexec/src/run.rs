@@ -14,7 +14,7 @@ use crate::capture::{Capture, Captured, Progress};
 use crate::cgroup::RunCgroup;
 use crate::command::Command;
 use crate::contain::{
-    ChildPlan, MODE_CGROUP, MODE_PID_NAMESPACE, MODE_SUBREAPER, MODE_USER_NAMESPACE, Message,
+    ChildPlan, Exec, MODE_CGROUP, MODE_PID_NAMESPACE, MODE_SUBREAPER, MODE_USER_NAMESPACE, Message,
     parse_messages,
 };
 use crate::error::{Error, ErrorKind};
@@ -208,6 +208,12 @@ impl Command {
     fn spawn(self) -> Result<Running, Error> {
         let env = self.child_env();
         let start_failed = |e: io::Error| Error::new(ErrorKind::StartFailed, Some(e));
+        // N executes the program itself (std's `Command` only forks C): the path, argv and
+        // environment are made here, where allocating is allowed.
+        let path = program_path(&self.program, &env).map_err(start_failed)?;
+        let argv = std::iter::once(self.program.as_os_str())
+            .chain(self.args.iter().map(|a| a.as_os_str()));
+        let exec = Exec::new(&path, argv, &env).map_err(start_failed)?;
         // The strongest containment allowed and available: a cgroup, else (in the child) a
         // PID namespace, else the group.
         let cgroup = match self.containment {
@@ -279,11 +285,12 @@ impl Command {
                 .map(|(fd, t)| (fd.as_raw_fd(), *t))
                 .collect(),
             hooks: self.hooks,
+            exec,
         };
-        let mut wrap = CommandWrap::with_new(&self.program, |c| {
-            c.args(&self.args)
-                .env_clear()
-                .envs(env)
+        // std's part: fork C with the program's directory and standard streams set up;
+        // C never returns to std (it ends in `_exit`), so std executes nothing.
+        let mut wrap = CommandWrap::with_new(&path, |c| {
+            c.env_clear()
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
@@ -347,7 +354,7 @@ impl Command {
                         Containment::ProcessGroup
                     };
                 }
-                Message::ForkFailed(errno) => {
+                Message::StartFailed(errno) => {
                     let e = io::Error::from_raw_os_error(*errno);
                     running.kill_now();
                     return Err(start_failed(e));
@@ -514,4 +521,31 @@ impl Drop for Running {
             self.end_blocking();
         }
     }
+}
+
+/// The file to execute for `program`: as given where it names a path (holds a `/`), else the
+/// first executable file of that name in the directories of the run's `PATH` (the embedder's
+/// where the run's environment has none), as std's `Command` and `execvp` search.
+fn program_path(
+    program: &std::path::Path,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.as_os_str().as_encoded_bytes().contains(&b'/') {
+        return Ok(program.to_owned());
+    }
+    let path = env
+        .iter()
+        .find(|(name, _)| name == "PATH")
+        .map(|(_, value)| value.clone())
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join(program))
+        .find(|file| {
+            std::fs::metadata(file)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
 }

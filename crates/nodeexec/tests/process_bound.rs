@@ -1,8 +1,10 @@
 //! A run's process bound as root, whom the kernel exempts from `RLIMIT_NPROC`: a cgroup's
 //! `pids.max`, the run's v2 cgroup's, or, on a host whose cgroup v2 hierarchy has no `pids`
 //! controller (cgroup v1, or hybrid mode with `pids` bound to v1), that of a cgroup of the
-//! run's own in the v1 `pids` hierarchy. As an ordinary user the bound is `RLIMIT_NPROC`,
-//! which `run.rs`'s fork bomb test covers; this file then says loudly that it did not run.
+//! run's own in the v1 `pids` hierarchy. As an ordinary user the bound is `RLIMIT_NPROC`:
+//! exact in a user namespace of the run's own (tested here at N and N + 1), the user's count
+//! plus the bound outside one (`run.rs`'s fork bomb test covers both). Each test that cannot
+//! run as the current user says so loudly.
 //!
 //! Processes are counted by a census of `/proc` (`testkit::census`): each carries a unique
 //! marker argument (a shell's `$0`, which its forks keep); every child also carries the
@@ -319,4 +321,54 @@ async fn embedder_killed_leaves_no_v1_cgroup() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+}
+
+/// As an ordinary user, in a user namespace of the run's own (where `RLIMIT_NPROC` counts
+/// the run's processes only, the waiter that made the namespace, its init and the program
+/// included): a bound of N lets the shell hold exactly N processes in the namespace and
+/// refuses the next fork; the same shell without a bound starts more. As root (exempt from
+/// `RLIMIT_NPROC`; the cgroup test above covers root) or where no user namespace can be made,
+/// it says so loudly.
+#[tokio::test]
+async fn rlimit_bound_in_a_user_namespace_is_exact() {
+    const N: u64 = 12;
+    const TEST: &str = "rlimit_bound_in_a_user_namespace_is_exact";
+    if rustix::process::getuid().is_root() {
+        eprintln!("!!! {TEST}: NOT RUN as root (the cgroup test covers root)");
+        return;
+    }
+    let probe = {
+        let mut cmd = command("/bin/true");
+        cmd.containment(Containment::PidNamespace);
+        run(cmd).await.unwrap()
+    };
+    if !probe.user_namespace || probe.process_bound != ProcessBound::Rlimit {
+        eprintln!(
+            "!!! {TEST}: NOT RUN, no user namespace of the run's own here ({:?}, {})",
+            probe.containment,
+            probe.process_bound.name()
+        );
+        return;
+    }
+    let m = marker();
+    let mut cmd = counting_shell(&m, 1000);
+    cmd.containment(Containment::PidNamespace)
+        .max_processes(Some(N));
+    let o = run(cmd).await.unwrap();
+    assert_eq!(o.process_bound, ProcessBound::Rlimit);
+    // In the namespace's count: the waiter, the init, the shell and its sleeps.
+    assert_eq!(last_line(&o), (N - 3).to_string(), "{o:?}");
+    assert_eq!(o.exit_code, Some(2), "the shell's fork failed: {o:?}");
+    assert!(o.stderr.text.contains("fork"), "{o:?}");
+    assert!(alive(&m).is_empty(), "{:?} left", alive(&m));
+
+    // The twin without a bound of ours starts N + 4.
+    let m = marker();
+    let mut cmd = counting_shell(&m, N as u32 + 4);
+    cmd.containment(Containment::PidNamespace)
+        .max_processes(None);
+    let o = run(cmd).await.unwrap();
+    assert_eq!(o.process_bound, ProcessBound::Unbounded);
+    assert_eq!(last_line(&o), (N + 4).to_string(), "{o:?}");
+    assert!(alive(&m).is_empty(), "{:?} left", alive(&m));
 }

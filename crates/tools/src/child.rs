@@ -24,6 +24,8 @@ pub(crate) struct Children {
     env: Vec<(String, String)>,
     sandbox: Option<nodeexec::Sandbox>,
     slots: Arc<nodeexec::RunSlots>,
+    /// Keep the embedder's session and privileges (the embedder's opt-out).
+    keep_privileges: bool,
 }
 
 /// The tool's error token for each way a run can fail (a cancellation is never a token).
@@ -58,6 +60,7 @@ impl Children {
             env: passed_env(&options.env),
             sandbox,
             slots: options.slots.clone().unwrap_or_default(),
+            keep_privileges: options.keep_privileges,
         }
     }
 
@@ -91,11 +94,15 @@ impl Children {
         Ok(slot)
     }
 
-    /// `program` in the canonical root with the embedder's variables; the caller adds its
-    /// arguments and bounds, then [`Children::confine`] last.
+    /// `program` in the canonical root with the embedder's variables (and, where the embedder
+    /// opted out, its session and privileges); the caller adds its arguments and bounds, then
+    /// [`Children::confine`] last.
     pub(crate) fn command(&self, program: &Path) -> nodeexec::Command {
         let mut cmd = nodeexec::Command::new(program);
         cmd.current_dir(self.root.canonical());
+        if self.keep_privileges {
+            cmd.new_session(false).drop_privileges(false);
+        }
         for (name, value) in &self.env {
             cmd.env(name, value);
         }

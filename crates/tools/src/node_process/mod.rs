@@ -105,8 +105,9 @@ pub struct NodeProcessOptions {
     /// bound of the tool's own, one run per CPU. A call waits (in order, cancellably) for a
     /// slot before anything of it exists; the wait is not part of its time bound.
     pub slots: Option<Arc<nodeexec::RunSlots>>,
-    /// Keep the embedder's session and privileges in the child (by default it gets a session
-    /// of its own, no new privileges and no capabilities, sandbox or not).
+    /// Keep the embedder's session and privileges in the children of `node_process` and
+    /// `run_command` (by default each gets a session of its own, no new privileges and no
+    /// capabilities, sandbox or not).
     pub keep_privileges: bool,
     /// Offer `run_command` too (in the workspace tool set), bounded so; `None` (the default)
     /// never offers it. It shares `env` and `sandbox` with `node_process`.
@@ -160,7 +161,6 @@ pub struct NodeProcessTool {
     children: Children,
     node: PathBuf,
     timeout: Duration,
-    keep_privileges: bool,
 }
 
 impl NodeProcessTool {
@@ -178,7 +178,6 @@ impl NodeProcessTool {
             children: Children::new(root, &options, Some(&node)),
             node,
             timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
-            keep_privileges: options.keep_privileges,
         })
     }
 
@@ -202,9 +201,6 @@ impl NodeProcessTool {
             .args(arguments)
             .timeout(self.timeout)
             .output_cap(OUTPUT_CAP);
-        if self.keep_privileges {
-            cmd.new_session(false).drop_privileges(false);
-        }
         cmd.pass_fd(readable, SCRIPT_FD)
             .map_err(|e| failed(ErrorKind::NodeProcessStartFailed).with_source(e))?;
         self.children
