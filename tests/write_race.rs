@@ -37,6 +37,65 @@ fn whole(bytes: &[u8]) -> bool {
         && rest.bytes().all(|b| b == b'x')
 }
 
+/// The editor and the watcher of a race, and what they counted.
+#[derive(Default)]
+struct Race {
+    stop: AtomicBool,
+    missing: AtomicU64,
+    torn: AtomicU64,
+    reads: AtomicU64,
+    saves: AtomicU64,
+}
+
+impl Race {
+    /// In scope `s`, until `stop`: the editor saving `root/tgt` by temp-and-rename as fast as
+    /// it can, and the watcher reading `tgt`, counting reads that find it missing or that
+    /// `valid` refuses.
+    fn start<'scope, 'env>(
+        &'env self,
+        s: &'scope std::thread::Scope<'scope, 'env>,
+        root: &'env std::path::Path,
+        valid: fn(&[u8]) -> bool,
+    ) {
+        s.spawn(move || {
+            let mut n = 1;
+            while !self.stop.load(Ordering::Relaxed) {
+                let tmp = root.join(".tgt.editor-save");
+                std::fs::write(&tmp, content("editor", n)).unwrap();
+                std::fs::rename(&tmp, root.join("tgt")).unwrap();
+                self.saves.fetch_add(1, Ordering::Relaxed);
+                n += 1;
+            }
+        });
+        s.spawn(move || {
+            while !self.stop.load(Ordering::Relaxed) {
+                match std::fs::read(root.join("tgt")) {
+                    Ok(bytes) if valid(&bytes) => {}
+                    Ok(_) => {
+                        self.torn.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        self.missing.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+                self.reads.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// Missing reads, torn reads, editor saves, reads.
+    fn counts(&self) -> (u64, u64, u64, u64) {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        (
+            get(&self.missing),
+            get(&self.torn),
+            get(&self.saves),
+            get(&self.reads),
+        )
+    }
+}
+
 #[test]
 fn an_editor_saving_by_rename_races_write_file_and_the_name_is_never_missing() {
     let dirs = Sibling::fast("unused");
@@ -45,40 +104,10 @@ fn an_editor_saving_by_rename_races_write_file_and_the_name_is_never_missing() {
     let registry = tools::create_coding_tools(&root, tools::NodeProcessOptions::default())
         .expect("a registry");
     let rt = runtime();
-    let stop = AtomicBool::new(false);
-    let (missing, torn, reads, saves) = (
-        AtomicU64::new(0),
-        AtomicU64::new(0),
-        AtomicU64::new(0),
-        AtomicU64::new(0),
-    );
+    let race = Race::default();
     let (mut written, mut replaced) = (0u64, 0u64);
     std::thread::scope(|s| {
-        s.spawn(|| {
-            let mut n = 1;
-            while !stop.load(Ordering::Relaxed) {
-                let tmp = root.join(".tgt.editor-save");
-                std::fs::write(&tmp, content("editor", n)).unwrap();
-                std::fs::rename(&tmp, root.join("tgt")).unwrap();
-                saves.fetch_add(1, Ordering::Relaxed);
-                n += 1;
-            }
-        });
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                match std::fs::read(root.join("tgt")) {
-                    Ok(bytes) if whole(&bytes) => {}
-                    Ok(_) => {
-                        torn.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        missing.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => panic!("{e}"),
-                }
-                reads.fetch_add(1, Ordering::Relaxed);
-            }
-        });
+        race.start(s, &root, whole);
         for n in 0..3000 {
             let arguments = json!({"path": "tgt", "content": content("tool", n)});
             let result = call_on(&rt, &registry, "write_file", &arguments);
@@ -94,13 +123,11 @@ fn an_editor_saving_by_rename_races_write_file_and_the_name_is_never_missing() {
                 written += 1;
             }
         }
-        stop.store(true, Ordering::Relaxed);
+        race.stop.store(true, Ordering::Relaxed);
     });
-    let (missing, torn) = (missing.into_inner(), torn.into_inner());
+    let (missing, torn, saves, reads) = race.counts();
     eprintln!(
-        "3000 write_file calls ({written} committed, {replaced} WRITE_TARGET_REPLACED), {} editor saves, {} reads: {missing} missing, {torn} torn",
-        saves.into_inner(),
-        reads.into_inner()
+        "3000 write_file calls ({written} committed, {replaced} WRITE_TARGET_REPLACED), {saves} editor saves, {reads} reads: {missing} missing, {torn} torn",
     );
     assert_eq!(missing, 0, "the name was seen missing");
     assert_eq!(torn, 0, "a read saw no writer's whole content");
@@ -160,42 +187,12 @@ fn an_editor_saving_by_rename_races_edit_file_and_the_name_is_never_missing() {
     let registry = tools::create_workspace_tools(&root, tools::NodeProcessOptions::default())
         .expect("a registry");
     let rt = runtime();
-    let stop = AtomicBool::new(false);
-    let (missing, torn, reads, saves) = (
-        AtomicU64::new(0),
-        AtomicU64::new(0),
-        AtomicU64::new(0),
-        AtomicU64::new(0),
-    );
+    let race = Race::default();
     let mut outcomes = std::collections::BTreeMap::<String, u64>::new();
     std::thread::scope(|s| {
-        s.spawn(|| {
-            let mut n = 1;
-            while !stop.load(Ordering::Relaxed) {
-                let tmp = root.join(".tgt.editor-save");
-                std::fs::write(&tmp, content("editor", n)).unwrap();
-                std::fs::rename(&tmp, root.join("tgt")).unwrap();
-                saves.fetch_add(1, Ordering::Relaxed);
-                n += 1;
-            }
-        });
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                match std::fs::read(root.join("tgt")) {
-                    Ok(bytes) if whole_or_edited(&bytes).is_some() => {}
-                    Ok(_) => {
-                        torn.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        missing.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => panic!("{e}"),
-                }
-                reads.fetch_add(1, Ordering::Relaxed);
-            }
-        });
+        race.start(s, &root, |bytes| whole_or_edited(bytes).is_some());
         // Should a call's check fail, the other threads still stop.
-        let _stop = StopOnDrop(&stop);
+        let _stop = StopOnDrop(&race.stop);
         for n in 0..3000u64 {
             let (tool, arguments) = if n % 3 == 2 {
                 let content = content("tool", n);
@@ -230,13 +227,11 @@ fn an_editor_saving_by_rename_races_edit_file_and_the_name_is_never_missing() {
             );
             *outcomes.entry(format!("{tool} {outcome}")).or_default() += 1;
         }
-        stop.store(true, Ordering::Relaxed);
+        race.stop.store(true, Ordering::Relaxed);
     });
-    let (missing, torn) = (missing.into_inner(), torn.into_inner());
+    let (missing, torn, saves, reads) = race.counts();
     eprintln!(
-        "3000 calls {outcomes:?}, {} editor saves, {} reads: {missing} missing, {torn} torn",
-        saves.into_inner(),
-        reads.into_inner()
+        "3000 calls {outcomes:?}, {saves} editor saves, {reads} reads: {missing} missing, {torn} torn",
     );
     assert!(outcomes.get("edit_file ok").is_some_and(|&n| n > 0));
     assert_eq!(missing, 0, "the name was seen missing");
