@@ -19,7 +19,7 @@ use nodeexec::{Command, Containment, ErrorKind, Outcome, ProcessBound};
 use tokio_util::sync::CancellationToken;
 
 mod support;
-use support::{alive, command, fork_bomb, marker, run};
+use support::{alive, command, fork_bomb, marker, run, run_until_killed};
 
 /// The directory of this process's own cgroup in the v1 `pids` hierarchy, if there is one.
 fn v1_pids_dir() -> Option<PathBuf> {
@@ -212,12 +212,7 @@ fn helper_embedder_with_a_v1_bound() {
         .current_dir("/")
         .containment(mode)
         .timeout(Duration::from_secs(60));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let _ = rt.block_on(cmd.run(&CancellationToken::new()));
-    panic!("the run ended before the helper was killed");
+    run_until_killed(cmd)
 }
 
 /// SIGKILL of the embedding process in the middle of a run bounded by a v1 `pids` cgroup:

@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 mod support;
 use support::{
-    MODES, alive, assert_dead, available, fork_bomb, js, marker, offered, run, wait_alive,
+    MODES, alive, assert_dead, available, fork_bomb, js, marker, offered, run, run_until_killed,
+    wait_alive,
 };
 use testkit::fixture::cmdline;
 
@@ -907,12 +908,7 @@ fn helper_embedder_runs_until_killed() {
     cmd.arg(&m)
         .containment(mode)
         .timeout(Duration::from_secs(60));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let _ = rt.block_on(cmd.run(&CancellationToken::new()));
-    panic!("the run ended before the helper was killed");
+    run_until_killed(cmd)
 }
 
 /// SIGKILL of the embedding process in the middle of a run: within a second nothing the run

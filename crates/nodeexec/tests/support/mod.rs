@@ -100,3 +100,14 @@ pub fn assert_dead(mode: Containment, marker: &str, how: &str) {
     let left = testkit::census::survivors(marker);
     assert!(left.is_empty(), "{mode:?}: outlived {how}: {left:#?}");
 }
+
+/// A helper embedder's body (a test runs it in a process of its own, then SIGKILLs that
+/// process mid-run): run `cmd` on a runtime of its own; it must not end first.
+pub fn run_until_killed(cmd: Command) -> ! {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _ = rt.block_on(cmd.run(&CancellationToken::new()));
+    panic!("the run ended before the helper was killed");
+}
