@@ -105,7 +105,7 @@ pub(crate) struct ChildPlan {
     /// cgroup mode: the cgroup's parent directory (close-on-exec) and its name there, for C
     /// to remove the cgroup when P died first.
     pub cgroup_removal: Option<(RawFd, std::ffi::CString)>,
-    /// A v1 `pids` cgroup's `cgroup.procs` (close-on-exec), for N to move itself into first.
+    /// A v1 `pids` cgroup's `tasks` (close-on-exec), for N to move itself into first.
     pub pids_v1: Option<RawFd>,
     /// That cgroup's parent directory (close-on-exec) and its name there, for C to remove it
     /// when P died first.

@@ -10,23 +10,31 @@
 //! `/proc/self/cgroup` (`<n>:pids:<path>`, the controller possibly co-mounted with others), a
 //! `cgroup` (v1) mount with the `pids` option whose root lies above it, and the directory
 //! `<mount><own path>`. Before it is trusted, a probe cgroup is made there, its `pids.max`
-//! written, and a child that does nothing but write `0` to its `cgroup.procs` and exit is
-//! forked (a hierarchy we may create in but not move into is found out now, not in a run).
+//! written, and a child that does nothing but write `0` to its `tasks` and exit is forked (a
+//! hierarchy we may create in but not move into is found out now, not in a run).
 //! Stale `confine-<owner>-<n>` cgroups of owners that died are emptied and removed then, and
 //! by [`remove_stale`].
 //!
 //! A run ([`RunPids`]): the embedding process makes `<dir>/confine-<owner>-<n>`, writes the
-//! bound to `pids.max` and opens its `cgroup.procs` for writing (close-on-exec). The process
-//! that becomes the program writes `0` there ([`join`], one `write`: async-signal-safe)
-//! before anything else it does after the fork chain, so it and everything it starts count
-//! against `pids.max` (threads included), and a `fork` past it fails with `EAGAIN`. The
-//! waiter and a namespace's init stay outside: they are the crate's, not the program's. v1
-//! cannot create a process inside a cgroup (`CLONE_INTO_CGROUP` is v2 only), so this
-//! migration is the one way in; it waits for an RCU grace period in the kernel when runs are
-//! spaced out (`docs/PERFORMANCE.md`), a cost paid only where this bound is in use. The
-//! cgroup kills nothing (v1 has no `cgroup.kill`): the run's containment does. Once the waiter
-//! is reaped the cgroup is empty and the embedding process removes it; the waiter removes it
-//! when the embedder died first.
+//! bound to `pids.max` and opens its `tasks` for writing (close-on-exec). The process that
+//! becomes the program writes `0` there ([`join`], one `write`: async-signal-safe) before
+//! anything else it does after the fork chain, so it and everything it starts count against
+//! `pids.max` (threads included), and a `fork` past it fails with `EAGAIN`. The waiter and a
+//! namespace's init stay outside: they are the crate's, not the program's. v1 cannot create a
+//! process inside a cgroup (`CLONE_INTO_CGROUP` is v2 only), so this migration is the one way
+//! in.
+//!
+//! Why `tasks` and not `cgroup.procs`: the process is single-threaded at that point (a fresh
+//! clone, not a thread of its parent), so moving its one thread moves the whole process, and
+//! the kernel moves the calling thread alone without taking the lock that stabilises thread
+//! groups for writing. Taking that lock (what a `cgroup.procs` write does) waits for an RCU
+//! grace period unless another writer passed moments before: 7 to 15 ms for a call that comes
+//! alone, against about 40 microseconds through `tasks` (`docs/PERFORMANCE.md`). A kernel that
+//! takes the lock for this write too would only be as slow as `cgroup.procs`.
+//!
+//! The cgroup kills nothing (v1 has no `cgroup.kill`): the run's containment does. Once the
+//! waiter is reaped the cgroup is empty and the embedding process removes it; the waiter
+//! removes it when the embedder died first.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -107,19 +115,19 @@ fn probe(dir: &Path) -> bool {
     let Ok(mut cgroup) = RunPids::create_in(dir, 8) else {
         return false;
     };
-    let joined = join_and_exit(cgroup.procs.as_fd());
+    let joined = join_and_exit(cgroup.tasks.as_fd());
     cgroup.remove_blocking();
     joined && cgroup.removed
 }
 
-/// Fork a child that moves itself into the cgroup whose `cgroup.procs` is `procs` and exits;
+/// Fork a child that moves itself into the cgroup whose `tasks` is `tasks` and exits;
 /// whether that worked.
 #[expect(unsafe_code, reason = "forks a child that only writes and exits")]
-fn join_and_exit(procs: BorrowedFd<'_>) -> bool {
+fn join_and_exit(tasks: BorrowedFd<'_>) -> bool {
     // SAFETY: the child makes only async-signal-safe calls (one write, `_exit`).
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let code = if join(procs).is_ok() { 0 } else { 1 };
+        let code = if join(tasks).is_ok() { 0 } else { 1 };
         // SAFETY: ends the child at once, running nothing of the parent's.
         unsafe { libc::_exit(code) };
     }
@@ -135,10 +143,11 @@ fn join_and_exit(procs: BorrowedFd<'_>) -> bool {
     }
 }
 
-/// Move the calling process into the cgroup whose `cgroup.procs` is `procs` (async-signal-safe:
-/// one `write`).
-pub(crate) fn join(procs: BorrowedFd<'_>) -> io::Result<()> {
-    rustix::io::write(procs, b"0")?;
+/// Move the calling thread into the cgroup whose `tasks` is `tasks` (async-signal-safe: one
+/// `write`). The whole process moves when it is single-threaded, as the program's process is
+/// before `exec`.
+pub(crate) fn join(tasks: BorrowedFd<'_>) -> io::Result<()> {
+    rustix::io::write(tasks, b"0")?;
     Ok(())
 }
 
@@ -199,8 +208,8 @@ pub(crate) fn remove_stale() {
 #[derive(Debug)]
 pub(crate) struct RunPids {
     dir: PathBuf,
-    /// Its `cgroup.procs`, open for writing (close-on-exec), for the program's process.
-    procs: OwnedFd,
+    /// Its `tasks`, open for writing (close-on-exec), for the program's process.
+    tasks: OwnedFd,
     /// The parent directory, open (close-on-exec), and the cgroup's name in it: for the
     /// waiter to remove the cgroup when the embedder died first.
     parent: Option<(OwnedFd, CString)>,
@@ -220,13 +229,13 @@ impl RunPids {
         let opened = std::fs::write(dir.join("pids.max"), max.to_string()).and_then(|()| {
             let flags = OFlags::WRONLY | OFlags::CLOEXEC;
             Ok(rustix::fs::open(
-                dir.join("cgroup.procs"),
+                dir.join("tasks"),
                 flags,
                 Mode::empty(),
             )?)
         });
-        let procs = match opened {
-            Ok(procs) => procs,
+        let tasks = match opened {
+            Ok(tasks) => tasks,
             Err(e) => {
                 std::fs::remove_dir(&dir).ok();
                 return Err(e);
@@ -239,15 +248,15 @@ impl RunPids {
             .and_then(|n| CString::new(n.as_bytes()).ok());
         Ok(Self {
             dir,
-            procs,
+            tasks,
             parent: parent_dir.zip(name),
             removed: false,
         })
     }
 
-    /// `cgroup.procs`, for the program's process to write `0` to.
-    pub(crate) fn procs_fd(&self) -> RawFd {
-        self.procs.as_raw_fd()
+    /// `tasks`, for the program's process to write `0` to.
+    pub(crate) fn tasks_fd(&self) -> RawFd {
+        self.tasks.as_raw_fd()
     }
 
     /// The parent directory's descriptor and the cgroup's name in it, for the waiter.
@@ -358,14 +367,13 @@ mod tests {
                 continue;
             }
             let flags = OFlags::WRONLY | OFlags::CLOEXEC;
-            let Ok(procs) = rustix::fs::open(stale.join("cgroup.procs"), flags, Mode::empty())
-            else {
+            let Ok(tasks) = rustix::fs::open(stale.join("tasks"), flags, Mode::empty()) else {
                 continue;
             };
             // A member that sleeps, as a survivor of a killed embedder (it exits at once if
             // the cgroup vanished before it joined).
-            let pid = sleeping_child_in(procs.as_fd());
-            drop(procs);
+            let pid = sleeping_child_in(tasks.as_fd());
+            drop(tasks);
             let until = Instant::now() + Duration::from_secs(5);
             let joined = loop {
                 match std::fs::read_to_string(stale.join("cgroup.procs")) {
@@ -391,13 +399,13 @@ mod tests {
         drop(mine);
     }
 
-    /// A child that moves itself into the cgroup of `procs` and waits for a signal.
+    /// A child that moves itself into the cgroup of `tasks` and waits for a signal.
     #[expect(unsafe_code, reason = "forks a child that only writes and pauses")]
-    fn sleeping_child_in(procs: BorrowedFd<'_>) -> Pid {
+    fn sleeping_child_in(tasks: BorrowedFd<'_>) -> Pid {
         // SAFETY: the child makes only async-signal-safe calls (a write, `pause`, `_exit`).
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            if join(procs).is_err() {
+            if join(tasks).is_err() {
                 // SAFETY: ends the child at once, running nothing of the parent's.
                 unsafe { libc::_exit(1) };
             }

@@ -270,7 +270,7 @@ impl Command {
                 .as_ref()
                 .and_then(RunCgroup::removal)
                 .map(|(fd, name)| (fd, name.to_owned())),
-            pids_v1: pids_v1.as_ref().map(RunPids::procs_fd),
+            pids_v1: pids_v1.as_ref().map(RunPids::tasks_fd),
             pids_v1_removal: pids_v1
                 .as_ref()
                 .and_then(RunPids::removal)
