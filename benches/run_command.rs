@@ -5,7 +5,8 @@
 //!
 //! As in `node_process.rs`, alternating rounds run first (one tool call and one bare spawn a
 //! round, the order swapped every round) and print the median of the per-round difference,
-//! which a drifting machine load does not bias; then criterion's lines.
+//! which a drifting machine load does not bias; then the same with a pause before each call
+//! (calls that come alone, as an agent's do); then CPU per call; then criterion's lines.
 
 use std::time::Instant;
 
@@ -89,6 +90,42 @@ fn alternating() {
     );
 }
 
+/// Calls that come alone, as an agent's do (seconds apart; here 30 ms, enough for the kernel
+/// to settle between calls): 40 alternating rounds with a pause before each call; prints
+/// the medians (ms) and the median per-round overhead.
+fn spaced() {
+    const ROUNDS: usize = 40;
+    const PAUSE: std::time::Duration = std::time::Duration::from_millis(30);
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = registry(tmp.path());
+    let (call, cancel, rt) = (call(), CancellationToken::new(), runtime());
+    let (mut tool, mut bare) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        for k in 0..2 {
+            std::thread::sleep(PAUSE);
+            let start = Instant::now();
+            if (round + k) % 2 == 0 {
+                let r = rt
+                    .block_on(execute_tool_call(&registry, &call, &cancel))
+                    .unwrap();
+                assert!(!r.is_error, "{}", r.content);
+                tool.push(start.elapsed().as_secs_f64() * 1e3);
+            } else {
+                baseline(tmp.path());
+                bare.push(start.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+    }
+    let mut diffs: Vec<f64> = tool.iter().zip(&bare).map(|(t, b)| t - b).collect();
+    let overhead = median(&mut diffs);
+    println!(
+        "spaced {ROUNDS} rounds (30 ms before each call): run_command `true` median {:.3} ms, \
+         bare `sh -c true` median {:.3} ms, median overhead {overhead:+.3} ms",
+        median(&mut tool),
+        median(&mut bare)
+    );
+}
+
 /// This process's CPU time and that of its reaped descendants (every process a run starts
 /// is reaped, by us or by a reaped descendant), in seconds, from `/proc/self/stat`.
 fn cpu_seconds() -> f64 {
@@ -136,6 +173,7 @@ criterion_group!(benches, bench);
 
 fn main() {
     alternating();
+    spaced();
     cpu_per_call();
     benches();
     Criterion::default().configure_from_args().final_summary();

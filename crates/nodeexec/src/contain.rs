@@ -30,8 +30,11 @@
 //!   exiting) reaps them all. In cgroup mode G (or N, without a namespace) is created with
 //!   `clone3(CLONE_INTO_CGROUP)`, so it and everything it starts are born in the run's
 //!   cgroup. (Writing `0` to `cgroup.procs` before `exec` would also move N, without C; but
-//!   every such migration waits for an RCU grace period, about 10 ms a run, where
-//!   `CLONE_INTO_CGROUP` costs nothing measurable: see `docs/PERFORMANCE.md`.)
+//!   that migration waits for an RCU grace period, about 10 ms a run, where
+//!   `CLONE_INTO_CGROUP` costs nothing measurable, and the v2 `cgroup.threads` move that
+//!   would not wait is refused between domain cgroups: see `docs/PERFORMANCE.md`.) In a v1
+//!   `pids` cgroup (`pids_v1.rs`) N writes `0` to `tasks`: a thread moving itself skips the
+//!   wait, and N is single-threaded then.
 //! * The program runs in N, not in G: PID 1 ignores every signal it has no handler for, even
 //!   one it sends itself, and its death would end the namespace at once, while the contract
 //!   wants a descendant that keeps the output pipes open to be waited for (and timed out).

@@ -87,7 +87,9 @@
 //!    first run of a later embedder, or by [`remove_stale_cgroups`]. (The program could
 //!    instead join by writing `0` to `cgroup.procs` before `exec`, with no waiter; but that
 //!    migration waits for an RCU grace period in the kernel, about 10 ms a run, where creating
-//!    the process inside costs nothing measurable: see `docs/PERFORMANCE.md`.)
+//!    the process inside costs nothing measurable; the thread-only move that skips the wait,
+//!    which the v1 `pids` bound below uses, is refused between v2 domain cgroups: see
+//!    `docs/PERFORMANCE.md`.)
 //! 2. **A PID namespace of its own** ([`Containment::PidNamespace`]), where no writable
 //!    cgroup2 hierarchy exists (an ordinary user without delegation, a container whose cgroup
 //!    file system is read-only, cgroup v1, Linux before 5.14). The waiter calls

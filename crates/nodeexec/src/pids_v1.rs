@@ -228,11 +228,7 @@ impl RunPids {
         let dir = make_run_dir(parent)?;
         let opened = std::fs::write(dir.join("pids.max"), max.to_string()).and_then(|()| {
             let flags = OFlags::WRONLY | OFlags::CLOEXEC;
-            Ok(rustix::fs::open(
-                dir.join("tasks"),
-                flags,
-                Mode::empty(),
-            )?)
+            Ok(rustix::fs::open(dir.join("tasks"), flags, Mode::empty())?)
         });
         let tasks = match opened {
             Ok(tasks) => tasks,
