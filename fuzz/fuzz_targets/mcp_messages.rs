@@ -58,8 +58,9 @@ fn world() -> &'static World {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("a.txt"), "alpha").unwrap();
         let registry = tools::create_read_only_tools(tmp.path()).unwrap();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+        // One thread: the session's tasks run inside each input's `block_on`, without a
+        // wake-up of another thread per message.
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();

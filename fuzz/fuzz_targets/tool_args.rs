@@ -1,8 +1,9 @@
-//! Fuzz the tool layer's argument validation. Every tool of the workspace set (run_command
-//! included) gets the same JSON
-//! arguments, built from the input either structurally (objects whose keys are mostly the
-//! tools' own property names, values of every JSON type, duplicated keys, long strings) or,
-//! when the first byte is 0, as raw text.
+//! Fuzz the tool layer's argument validation. Each input gives one tool of the workspace set
+//! (run_command included; the first byte picks it) JSON arguments, built from the rest of the
+//! input either structurally (objects whose keys are mostly the tools' own property names,
+//! values of every JSON type, duplicated keys, long strings) or, when the first byte's high bit
+//! is set, as raw text. One tool per input, not every tool on every input: the fuzzer reaches
+//! each tool through the first byte, and an input costs one tool's work.
 //!
 //! Oracle: nothing panics; a refusal is a `TOOL_ARGUMENTS_INVALID` record, and executing the
 //! same arguments gives exactly that refusal (validation runs before any effect); arguments
@@ -165,40 +166,42 @@ fn object(u: &mut Unstructured<'_>, depth: u32) -> ArbResult<String> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let text = match data.split_first() {
-        Some((0, rest)) => match std::str::from_utf8(rest) {
+    let [select, rest @ ..] = data else {
+        return;
+    };
+    let text = if select & 0x80 != 0 {
+        match std::str::from_utf8(rest) {
             Ok(t) => t.to_owned(),
             Err(_) => return,
-        },
-        _ => {
-            let mut u = Unstructured::new(data);
-            match if u.ratio(1, 8).unwrap_or(false) { value(&mut u, 0) } else { object(&mut u, 0) } {
-                Ok(t) => t,
-                Err(_) => return,
-            }
+        }
+    } else {
+        let mut u = Unstructured::new(rest);
+        match if u.ratio(1, 8).unwrap_or(false) { value(&mut u, 0) } else { object(&mut u, 0) } {
+            Ok(t) => t,
+            Err(_) => return,
         }
     };
     let Ok(arguments) = RawValue::from_string(text) else {
         return;
     };
     let w = world();
+    let tools: Vec<_> = w.registry.tools().collect();
+    let tool = tools[usize::from(select & 0x7f) % tools.len()];
     let cancel = CancellationToken::new();
-    for tool in w.registry.tools() {
-        match tool.validate(&arguments) {
-            Err(refused) => {
-                assert_eq!(refused.code(), ErrorCode::ToolArgumentsInvalid, "{refused}");
-                let executed = w.runtime.block_on(tool.execute(&arguments, &cancel));
-                assert_eq!(executed, Err(CallError::Failed(refused)), "{}", arguments.get());
-            }
-            Ok(()) if tools::READ_ONLY_TOOLS.contains(&tool.name()) => {
-                let _ = w.runtime.block_on(tool.execute(&arguments, &cancel));
-            }
-            Ok(()) => {}
+    match tool.validate(&arguments) {
+        Err(refused) => {
+            assert_eq!(refused.code(), ErrorCode::ToolArgumentsInvalid, "{refused}");
+            let executed = w.runtime.block_on(tool.execute(&arguments, &cancel));
+            assert_eq!(executed, Err(CallError::Failed(refused)), "{}", arguments.get());
         }
+        Ok(()) if tools::READ_ONLY_TOOLS.contains(&tool.name()) => {
+            let _ = w.runtime.block_on(tool.execute(&arguments, &cancel));
+        }
+        Ok(()) => {}
     }
     // The cheap check after every input; the whole tree now and then, and whenever the cheap
     // one differs (so that its message names the change).
-    if quick(&w.nodes) != w.times || data.first() == Some(&1) {
+    if quick(&w.nodes) != w.times || rest.first() == Some(&1) {
         assert_eq!(snapshot(w.root.parent().unwrap()), w.snapshot, "{}", arguments.get());
     }
 });

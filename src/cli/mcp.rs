@@ -128,3 +128,130 @@ async fn serve(server: ConfineServer) -> ExitCode {
         ExitCode::SUCCESS
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::Value;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+
+    /// Read answer lines up to the response with `id`; every line the server writes must be a
+    /// JSON-RPC 2.0 object.
+    async fn until_id<R: tokio::io::AsyncBufRead + Unpin>(
+        lines: &mut tokio::io::Lines<R>,
+        id: &Value,
+    ) -> Result<(), String> {
+        loop {
+            let line = lines
+                .next_line()
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("the session ended")?;
+            let v: Value = serde_json::from_str(&line).map_err(|e| format!("{e}: {line}"))?;
+            if v["jsonrpc"] != "2.0" {
+                return Err(format!("not JSON-RPC 2.0: {line}"));
+            }
+            if &v["id"] == id && v.get("method").is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn message() -> impl Strategy<Value = Vec<u8>> {
+        let id = prop_oneof![
+            Just("1"),
+            Just("\"s\""),
+            Just("null"),
+            Just("{}"),
+            Just("1.5")
+        ];
+        let method = prop::sample::select(vec![
+            "tools/call",
+            "tools/list",
+            "ping",
+            "initialize",
+            "notifications/cancelled",
+            "resources/list",
+            "",
+        ]);
+        let params = prop_oneof![
+            Just("{\"name\":\"read_file\",\"arguments\":{\"path\":\"a.txt\"}}"),
+            Just("{\"name\":\"read_file\",\"arguments\":\"a.txt\"}"),
+            Just("{\"name\":7}"),
+            Just("{\"requestId\":1}"),
+            Just("[]"),
+            Just("null"),
+        ];
+        prop_oneof![
+            3 => (id, method, params).prop_map(|(i, m, p)| {
+                format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"{m}\",\"params\":{p}}}")
+                    .into_bytes()
+            }),
+            // Over the line bound of the session below.
+            1 => (600usize..2000).prop_map(|n| {
+                format!("{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"x\":\"{}\"}}", "a".repeat(n))
+                    .into_bytes()
+            }),
+            1 => proptest::collection::vec(any::<u8>(), 0..80),
+        ]
+    }
+
+    /// The twin of the `mcp_messages` fuzz target: one session over an in-memory pipe with a
+    /// 512-byte line bound; after any messages, a `ping` is answered, and every line the server
+    /// writes is JSON-RPC 2.0.
+    #[test]
+    fn the_session_survives_any_messages() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("a.txt"), "alpha").unwrap();
+        let registry = tools::create_read_only_tools(tmp.path()).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let io = runtime.block_on(async {
+            use rmcp::ServiceExt;
+            let (client, served) = tokio::io::duplex(1 << 20);
+            let (read, write) = tokio::io::split(served);
+            let read =
+                super::super::lines::BoundedLines::new(read, 512, server::too_large_stand_in);
+            let handler = ConfineServer::new(registry, true, None);
+            tokio::spawn(async move {
+                let running = handler.serve((read, write)).await.expect("initialized");
+                let _ = running.waiting().await;
+            });
+            let (read, mut write) = tokio::io::split(client);
+            let mut lines = BufReader::new(read).lines();
+            let init = serde_json::json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "twin", "version": "0"}}});
+            write
+                .write_all(format!("{init}\n").as_bytes())
+                .await
+                .unwrap();
+            until_id(&mut lines, &Value::from("init")).await.unwrap();
+            write
+                .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+                .await
+                .unwrap();
+            (write, lines)
+        });
+        let io = std::cell::RefCell::new(io);
+        let next = std::cell::Cell::new(0u64);
+        proptest!(ProptestConfig::with_cases(256), |(messages in proptest::collection::vec(message(), 1..5))| {
+            let n = next.get();
+            next.set(n + 1);
+            let id = Value::from(format!("sync-{n}"));
+            let ping = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+            let mut bytes = messages.join(&b'\n');
+            bytes.extend_from_slice(format!("\n{ping}\n").as_bytes());
+            let (write, lines) = &mut *io.borrow_mut();
+            let answered = runtime.block_on(async {
+                write.write_all(&bytes).await.unwrap();
+                tokio::time::timeout(std::time::Duration::from_secs(20), until_id(lines, &id)).await
+            });
+            prop_assert_eq!(answered, Ok(Ok(())), "the ping after the messages is answered");
+        });
+    }
+}

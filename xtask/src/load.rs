@@ -21,6 +21,9 @@
 //! its descriptors, threads and resident memory every second, and fails unless they stay
 //! flat after the warm-up.
 //!
+//! The workspaces are made under `target/` unless `--scratch DIR` names another directory
+//! (a filesystem of another kind: the durable writes' cost depends on it).
+//!
 //! Run it optimized (`cargo run --release -p xtask -- load …`): an unoptimized generator spends
 //! more CPU per call on its own JSON than a fast server does, and on a small machine the
 //! figures then measure the generator (it says so when it is run unoptimized).
@@ -152,6 +155,8 @@ struct Options {
     confine: Option<PathBuf>,
     reference: Option<PathBuf>,
     rmf: Option<PathBuf>,
+    /// Where the workspaces are made (default `target/`).
+    scratch: Option<PathBuf>,
     /// `(sessions, in flight per session)` rows.
     matrix: Vec<(usize, usize)>,
     workloads: Vec<Workload>,
@@ -165,6 +170,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         confine: None,
         reference: None,
         rmf: None,
+        scratch: None,
         matrix: vec![(1, 1), (1, 16), (1, 64), (8, 4), (32, 2)],
         workloads: vec![Workload::Read, Workload::Write, Workload::Mixed],
     };
@@ -179,6 +185,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--confine" => o.confine = Some(absolute(value()?)?),
             "--reference" => o.reference = Some(absolute(value()?)?),
             "--rmf" => o.rmf = Some(absolute(value()?)?),
+            "--scratch" => o.scratch = Some(absolute(value()?)?),
             "--matrix" => {
                 o.matrix = value()?
                     .split(',')
@@ -253,8 +260,13 @@ async fn main(options: Options) -> ExitCode {
     }
     let scratch = tempfile::Builder::new()
         .prefix("confine-load-")
-        .tempdir_in(crate::workspace_root().join("target"))
-        .expect("a scratch directory under target/");
+        .tempdir_in(
+            options
+                .scratch
+                .clone()
+                .unwrap_or_else(|| crate::workspace_root().join("target")),
+        )
+        .expect("a scratch directory (under target/ or --scratch)");
     println!(
         "machine: {} CPUs; workspace on {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),

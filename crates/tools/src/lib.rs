@@ -8,8 +8,8 @@
 //! nothing, [`READ_ONLY_TOOLS`]) and [`create_selected_tools`] (any subset by name). Each
 //! tool's arguments, record and tokens are described in its module and in `docs/TOOLS.md`.
 //!
-//! The file tools do their filesystem work on tokio's blocking pool (never on the reactor),
-//! resolve every path on descriptors beneath the root (the `beneath` crate), and check
+//! The file tools do their filesystem work on a thread pool of their own (never on the
+//! reactor), resolve every path on descriptors beneath the root (the `beneath` crate), and check
 //! cancellation before each effect. Where no crate does the job, the code is ours: the
 //! line streaming of `read_lines` (bounded per line, so a file of any size and a line of any
 //! length cost bounded memory) and the exact-text replacement of `edit_file`; its diff is

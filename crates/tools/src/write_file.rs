@@ -24,8 +24,9 @@
 //!   temp-and-rename renamed over ours in between), the call fails with
 //!   `WRITE_TARGET_REPLACED` and removes nothing: the name keeps that writer's whole file.
 //!
-//! The directory work, the writing, both fsyncs and the rename run on tokio's blocking pool,
-//! never on the async worker threads, so a slow disk stalls only the calls that wait for it.
+//! The directory work, the writing, both fsyncs and the rename run on the tools' own thread
+//! pool, never on the async worker threads, so a slow disk stalls only the calls that wait
+//! for it.
 
 use std::ffi::OsStr;
 use std::io;

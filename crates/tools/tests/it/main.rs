@@ -1,5 +1,6 @@
 //! Integration tests of the tool layer and the tools, one binary.
 
+mod args_properties;
 mod file_attacks;
 mod file_tools;
 mod read_file;
