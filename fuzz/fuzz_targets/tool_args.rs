@@ -19,8 +19,8 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::arbitrary::{Result as ArbResult, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use testkit::fixture::{TOOL_KEYS, argument_target, tree_stamp};
 use serde_json::value::RawValue;
+use testkit::fixture::{TOOL_KEYS, argument_target, tree_stamp};
 use tokio_util::sync::CancellationToken;
 use tools::{CallError, ErrorCode, ToolRegistry};
 
@@ -43,7 +43,13 @@ fn quick(paths: &[PathBuf]) -> Vec<(i64, i64, i64, i64, u64)> {
         .iter()
         .map(|p| {
             let m = std::fs::symlink_metadata(p).unwrap();
-            (m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec(), m.len())
+            (
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+                m.len(),
+            )
         })
         .collect()
 }
@@ -81,10 +87,19 @@ fn world() -> &'static World {
 fn string(u: &mut Unstructured<'_>) -> ArbResult<String> {
     Ok(match u.int_in_range(0..=5)? {
         0 => [
-            "a.txt", "dir/b.txt", "link", "../secret", "/etc/passwd", "dir", "new/x.txt", ".",
-            "**/*.txt", "alpha", "(a|b)*",
+            "a.txt",
+            "dir/b.txt",
+            "link",
+            "../secret",
+            "/etc/passwd",
+            "dir",
+            "new/x.txt",
+            ".",
+            "**/*.txt",
+            "alpha",
+            "(a|b)*",
         ][u.int_in_range(0..=10)?]
-            .to_owned(),
+        .to_owned(),
         1 => "a".repeat(u.int_in_range(0..=70_000)?),
         2 => "\0".to_owned(),
         _ => u.arbitrary::<String>()?,
@@ -135,7 +150,11 @@ fuzz_target!(|data: &[u8]| {
         }
     } else {
         let mut u = Unstructured::new(rest);
-        match if u.ratio(1, 8).unwrap_or(false) { value(&mut u, 0) } else { object(&mut u, 0) } {
+        match if u.ratio(1, 8).unwrap_or(false) {
+            value(&mut u, 0)
+        } else {
+            object(&mut u, 0)
+        } {
             Ok(t) => t,
             Err(_) => return,
         }
@@ -151,7 +170,12 @@ fuzz_target!(|data: &[u8]| {
         Err(refused) => {
             assert_eq!(refused.code(), ErrorCode::ToolArgumentsInvalid, "{refused}");
             let executed = w.runtime.block_on(tool.execute(&arguments, &cancel));
-            assert_eq!(executed, Err(CallError::Failed(refused)), "{}", arguments.get());
+            assert_eq!(
+                executed,
+                Err(CallError::Failed(refused)),
+                "{}",
+                arguments.get()
+            );
         }
         Ok(()) if tools::READ_ONLY_TOOLS.contains(&tool.name()) => {
             let _ = w.runtime.block_on(tool.execute(&arguments, &cancel));
@@ -161,6 +185,11 @@ fuzz_target!(|data: &[u8]| {
     // The cheap check after every input; the whole tree now and then, and whenever the cheap
     // one differs (so that its message names the change).
     if quick(&w.nodes) != w.times || rest.first() == Some(&1) {
-        assert_eq!(tree_stamp(w.root.parent().unwrap()), w.snapshot, "{}", arguments.get());
+        assert_eq!(
+            tree_stamp(w.root.parent().unwrap()),
+            w.snapshot,
+            "{}",
+            arguments.get()
+        );
     }
 });
