@@ -118,9 +118,11 @@ fuzz_target!(|data: &[u8]| {
                 assert!(line.len() > max);
                 // An id the scan found in a JSON object is the object's own (the scan reads
                 // keys literally, so only where no escape could spell `id` otherwise).
-                if let (Some(id), false, Ok(Value::Object(obj))) =
-                    (id, line.contains(&b'\\'), serde_json::from_slice::<Value>(line))
-                {
+                if let (Some(id), false, Ok(Value::Object(obj))) = (
+                    id,
+                    line.contains(&b'\\'),
+                    serde_json::from_slice::<Value>(line),
+                ) {
                     assert_eq!(obj.get("id"), Some(id), "{}", String::from_utf8_lossy(line));
                 }
             }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::Mutex;
 
 #[path = "../../src/cli/lines.rs"]
@@ -32,23 +32,8 @@ const FUZZ_LINE_BYTES: usize = 512;
 struct World {
     _tmp: tempfile::TempDir,
     runtime: tokio::runtime::Runtime,
-    io: Mutex<(WriteHalf<DuplexStream>, Lines<BufReader<ReadHalf<DuplexStream>>>)>,
+    io: Mutex<server::TestClient>,
     next: AtomicU64,
-}
-
-async fn until_id(lines: &mut Lines<BufReader<ReadHalf<DuplexStream>>>, id: &Value) {
-    loop {
-        let line = lines
-            .next_line()
-            .await
-            .expect("the pipe reads")
-            .expect("the session ended");
-        let v: Value = serde_json::from_str(&line).expect("the server writes JSON");
-        assert_eq!(v["jsonrpc"], "2.0", "{line}");
-        if &v["id"] == id && v.get("method").is_none() {
-            return;
-        }
-    }
 }
 
 fn world() -> &'static World {
@@ -64,29 +49,10 @@ fn world() -> &'static World {
             .enable_all()
             .build()
             .unwrap();
-        let io = runtime.block_on(async {
-            use rmcp::ServiceExt;
-            let (client, served) = tokio::io::duplex(1 << 20);
-            let (read, write) = tokio::io::split(served);
-            let read = lines::BoundedLines::new(read, FUZZ_LINE_BYTES, server::too_large_stand_in);
-            let handler = server::ConfineServer::new(registry, true, None);
-            tokio::spawn(async move {
-                let running = handler.serve((read, write)).await.expect("initialized");
-                let _ = running.waiting().await;
-            });
-            let (read, mut write) = tokio::io::split(client);
-            let mut lines = BufReader::new(read).lines();
-            let init = serde_json::json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
-                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "fuzz", "version": "0"}}});
-            write.write_all(format!("{init}\n").as_bytes()).await.unwrap();
-            until_id(&mut lines, &Value::from("init")).await;
-            write
-                .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
-                .await
-                .unwrap();
-            (write, lines)
-        });
+        let handler = server::ConfineServer::new(registry, true, None);
+        let io = runtime.block_on(server::test_session(handler, |read| {
+            lines::BoundedLines::new(read, FUZZ_LINE_BYTES, server::too_large_stand_in)
+        }));
         World {
             _tmp: tmp,
             runtime,
@@ -107,8 +73,9 @@ fuzz_target!(|data: &[u8]| {
         let mut bytes = data.to_vec();
         bytes.extend_from_slice(format!("\n{ping}\n").as_bytes());
         write.write_all(&bytes).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(20), until_id(lines, &id))
+        tokio::time::timeout(Duration::from_secs(20), server::until_id(lines, &id))
             .await
-            .expect("the session answers a ping after any input");
+            .expect("the session answers a ping after any input")
+            .expect("every line is JSON-RPC 2.0 and the session goes on");
     });
 });

@@ -21,9 +21,16 @@ fuzz_target!(|data: &[u8]| {
     let s = p.as_str();
     assert!(!s.is_empty() && !s.contains('\\') && !s.contains('\0'));
     for seg in p.segments() {
-        assert!(!seg.is_empty() && seg != "." && seg != "..", "bad segment {seg:?} in {s:?}");
+        assert!(
+            !seg.is_empty() && seg != "." && seg != "..",
+            "bad segment {seg:?} in {s:?}"
+        );
     }
-    assert_eq!(pathgrammar::normalize(s).as_ref(), Ok(&p), "not a fixed point");
+    assert_eq!(
+        pathgrammar::normalize(s).as_ref(),
+        Ok(&p),
+        "not a fixed point"
+    );
 
     let root = Path::new("/fuzz/root");
     let joined = root.join(s);

@@ -14,12 +14,13 @@
 
 #![no_main]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::arbitrary::{Result as ArbResult, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use serde_json::value::RawValue;
+use testkit::fixture::{TOOL_KEYS, argument_target, tree_stamp};
 use tokio_util::sync::CancellationToken;
 use tools::{CallError, ErrorCode, ToolRegistry};
 
@@ -34,33 +35,6 @@ struct World {
     times: Vec<(i64, i64, i64, i64, u64)>,
 }
 
-/// Kind, size, modification and change time of every node under `dir`, in a fixed order.
-fn snapshot(dir: &Path) -> Vec<String> {
-    use std::os::unix::fs::MetadataExt;
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let meta = std::fs::symlink_metadata(e.path()).unwrap();
-            out.push(format!(
-                "{} {:?} {} {}.{} {}.{}",
-                e.path().display(),
-                meta.file_type(),
-                meta.len(),
-                meta.mtime(),
-                meta.mtime_nsec(),
-                meta.ctime(),
-                meta.ctime_nsec()
-            ));
-            if meta.is_dir() {
-                stack.push(e.path());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// Only the times and sizes of the nodes the snapshot found, re-read: any effect of a tool
 /// (an entry made, removed or renamed in any directory, a file written) changes one of them.
 fn quick(paths: &[PathBuf]) -> Vec<(i64, i64, i64, i64, u64)> {
@@ -69,7 +43,13 @@ fn quick(paths: &[PathBuf]) -> Vec<(i64, i64, i64, i64, u64)> {
         .iter()
         .map(|p| {
             let m = std::fs::symlink_metadata(p).unwrap();
-            (m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec(), m.len())
+            (
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+                m.len(),
+            )
         })
         .collect()
 }
@@ -77,13 +57,7 @@ fn quick(paths: &[PathBuf]) -> Vec<(i64, i64, i64, i64, u64)> {
 fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("root");
-        std::fs::create_dir_all(root.join("dir")).unwrap();
-        std::fs::write(root.join("a.txt"), "alpha").unwrap();
-        std::fs::write(root.join("dir/b.txt"), "beta").unwrap();
-        std::os::unix::fs::symlink("a.txt", root.join("link")).unwrap();
-        std::fs::write(tmp.path().join("secret"), "outside").unwrap();
+        let (tmp, root) = argument_target();
         let mut options = tools::NodeProcessOptions::default();
         options.commands = Some(Default::default());
         let registry = tools::create_workspace_tools(&root, options).unwrap();
@@ -91,7 +65,7 @@ fn world() -> &'static World {
             .enable_all()
             .build()
             .unwrap();
-        let snapshot = snapshot(tmp.path());
+        let snapshot = tree_stamp(tmp.path());
         let mut nodes = vec![tmp.path().to_path_buf(), root.clone(), root.join("dir")];
         for n in ["a.txt", "dir/b.txt", "link"] {
             nodes.push(root.join(n));
@@ -110,22 +84,22 @@ fn world() -> &'static World {
     })
 }
 
-/// The tools' own property names (so that most objects get past the unknown-field check), and
-/// near misses.
-const KEYS: &[&str] = &[
-    "path", "content", "source", "arguments", "id", "", "PATH", "path ", "edits", "oldText",
-    "newText", "replaceAll", "dryRun", "startLine", "endLine", "offset", "limit", "pattern",
-    "glob", "ignoreCase", "includeIgnored", "contextLines", "maxMatches", "destination",
-    "command", "timeoutMs", "recursive", "old_text",
-];
-
 fn string(u: &mut Unstructured<'_>) -> ArbResult<String> {
     Ok(match u.int_in_range(0..=5)? {
         0 => [
-            "a.txt", "dir/b.txt", "link", "../secret", "/etc/passwd", "dir", "new/x.txt", ".",
-            "**/*.txt", "alpha", "(a|b)*",
+            "a.txt",
+            "dir/b.txt",
+            "link",
+            "../secret",
+            "/etc/passwd",
+            "dir",
+            "new/x.txt",
+            ".",
+            "**/*.txt",
+            "alpha",
+            "(a|b)*",
         ][u.int_in_range(0..=10)?]
-            .to_owned(),
+        .to_owned(),
         1 => "a".repeat(u.int_in_range(0..=70_000)?),
         2 => "\0".to_owned(),
         _ => u.arbitrary::<String>()?,
@@ -154,7 +128,7 @@ fn object(u: &mut Unstructured<'_>, depth: u32) -> ArbResult<String> {
         let key = if u.ratio(1, 6)? {
             u.arbitrary::<String>()?
         } else {
-            KEYS[u.int_in_range(0..=KEYS.len() - 1)?].to_owned()
+            TOOL_KEYS[u.int_in_range(0..=TOOL_KEYS.len() - 1)?].to_owned()
         };
         fields.push(format!(
             "{}:{}",
@@ -176,7 +150,11 @@ fuzz_target!(|data: &[u8]| {
         }
     } else {
         let mut u = Unstructured::new(rest);
-        match if u.ratio(1, 8).unwrap_or(false) { value(&mut u, 0) } else { object(&mut u, 0) } {
+        match if u.ratio(1, 8).unwrap_or(false) {
+            value(&mut u, 0)
+        } else {
+            object(&mut u, 0)
+        } {
             Ok(t) => t,
             Err(_) => return,
         }
@@ -192,7 +170,12 @@ fuzz_target!(|data: &[u8]| {
         Err(refused) => {
             assert_eq!(refused.code(), ErrorCode::ToolArgumentsInvalid, "{refused}");
             let executed = w.runtime.block_on(tool.execute(&arguments, &cancel));
-            assert_eq!(executed, Err(CallError::Failed(refused)), "{}", arguments.get());
+            assert_eq!(
+                executed,
+                Err(CallError::Failed(refused)),
+                "{}",
+                arguments.get()
+            );
         }
         Ok(()) if tools::READ_ONLY_TOOLS.contains(&tool.name()) => {
             let _ = w.runtime.block_on(tool.execute(&arguments, &cancel));
@@ -202,6 +185,11 @@ fuzz_target!(|data: &[u8]| {
     // The cheap check after every input; the whole tree now and then, and whenever the cheap
     // one differs (so that its message names the change).
     if quick(&w.nodes) != w.times || rest.first() == Some(&1) {
-        assert_eq!(snapshot(w.root.parent().unwrap()), w.snapshot, "{}", arguments.get());
+        assert_eq!(
+            tree_stamp(w.root.parent().unwrap()),
+            w.snapshot,
+            "{}",
+            arguments.get()
+        );
     }
 });

@@ -133,31 +133,10 @@ async fn serve(server: ConfineServer) -> ExitCode {
 mod tests {
     use proptest::prelude::*;
     use serde_json::Value;
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::io::AsyncWriteExt;
 
+    use super::server::{test_session, until_id};
     use super::*;
-
-    /// Read answer lines up to the response with `id`; every line the server writes must be a
-    /// JSON-RPC 2.0 object.
-    async fn until_id<R: tokio::io::AsyncBufRead + Unpin>(
-        lines: &mut tokio::io::Lines<R>,
-        id: &Value,
-    ) -> Result<(), String> {
-        loop {
-            let line = lines
-                .next_line()
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or("the session ended")?;
-            let v: Value = serde_json::from_str(&line).map_err(|e| format!("{e}: {line}"))?;
-            if v["jsonrpc"] != "2.0" {
-                return Err(format!("not JSON-RPC 2.0: {line}"));
-            }
-            if &v["id"] == id && v.get("method").is_none() {
-                return Ok(());
-            }
-        }
-    }
 
     fn message() -> impl Strategy<Value = Vec<u8>> {
         let id = prop_oneof![
@@ -210,33 +189,10 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let io = runtime.block_on(async {
-            use rmcp::ServiceExt;
-            let (client, served) = tokio::io::duplex(1 << 20);
-            let (read, write) = tokio::io::split(served);
-            let read =
-                super::super::lines::BoundedLines::new(read, 512, server::too_large_stand_in);
-            let handler = ConfineServer::new(registry, true, None);
-            tokio::spawn(async move {
-                let running = handler.serve((read, write)).await.expect("initialized");
-                let _ = running.waiting().await;
-            });
-            let (read, mut write) = tokio::io::split(client);
-            let mut lines = BufReader::new(read).lines();
-            let init = serde_json::json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
-                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "twin", "version": "0"}}});
-            write
-                .write_all(format!("{init}\n").as_bytes())
-                .await
-                .unwrap();
-            until_id(&mut lines, &Value::from("init")).await.unwrap();
-            write
-                .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
-                .await
-                .unwrap();
-            (write, lines)
-        });
+        let handler = ConfineServer::new(registry, true, None);
+        let io = runtime.block_on(test_session(handler, |read| {
+            super::super::lines::BoundedLines::new(read, 512, server::too_large_stand_in)
+        }));
         let io = std::cell::RefCell::new(io);
         let next = std::cell::Cell::new(0u64);
         proptest!(ProptestConfig::with_cases(256), |(messages in proptest::collection::vec(message(), 1..5))| {

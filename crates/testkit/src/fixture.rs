@@ -166,3 +166,80 @@ pub fn cgroup2_mount() -> Option<PathBuf> {
         (fields.get(dash + 1) == Some(&"cgroup2")).then(|| PathBuf::from(fields[4]))
     })
 }
+
+/// Kind, size, modification and change time of every node under `dir`, one line per node,
+/// sorted: two stamps of a tree are equal only if nothing in it was made, removed, renamed or
+/// written between them (any such change moves a directory's or a file's times).
+pub fn tree_stamp(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            out.push(format!(
+                "{} {:?} {} {}.{} {}.{}",
+                path.display(),
+                meta.file_type(),
+                meta.len(),
+                meta.mtime(),
+                meta.mtime_nsec(),
+                meta.ctime(),
+                meta.ctime_nsec()
+            ));
+            if meta.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The small workspace that arbitrary arguments are thrown at: `root/a.txt`, `root/dir/b.txt`,
+/// `root/link` (to `a.txt`) and `secret` beside the root. Returns the base (removed on drop)
+/// and the root.
+pub fn argument_target() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    std::fs::create_dir_all(root.join("dir")).unwrap();
+    std::fs::write(root.join("a.txt"), "alpha").unwrap();
+    std::fs::write(root.join("dir/b.txt"), "beta").unwrap();
+    std::os::unix::fs::symlink("a.txt", root.join("link")).unwrap();
+    std::fs::write(tmp.path().join("secret"), "outside").unwrap();
+    (tmp, root)
+}
+
+/// The tools' own property names (so that most generated objects get past the unknown-field
+/// check) and near misses.
+pub const TOOL_KEYS: &[&str] = &[
+    "path",
+    "content",
+    "source",
+    "arguments",
+    "id",
+    "",
+    "PATH",
+    "path ",
+    "edits",
+    "oldText",
+    "newText",
+    "replaceAll",
+    "dryRun",
+    "startLine",
+    "endLine",
+    "offset",
+    "limit",
+    "pattern",
+    "glob",
+    "ignoreCase",
+    "includeIgnored",
+    "contextLines",
+    "maxMatches",
+    "destination",
+    "command",
+    "timeoutMs",
+    "recursive",
+    "old_text",
+];

@@ -35,6 +35,77 @@ pub fn too_large_stand_in(id: Option<Value>) -> Vec<u8> {
     message.to_string().into_bytes()
 }
 
+/// One client end of a session served over an in-memory pipe: the writer, and the server's
+/// lines.
+#[cfg(any(test, fuzzing))]
+pub type TestClient = (
+    tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+);
+
+/// Serve `handler` over an in-memory pipe (its reading end wrapped by `wrap`, the line bound
+/// under test) and hold an initialized session with it, as a client would: for the property
+/// tests and the `mcp_messages` fuzz target.
+#[cfg(any(test, fuzzing))]
+pub async fn test_session<R>(
+    handler: ConfineServer,
+    wrap: impl FnOnce(tokio::io::ReadHalf<tokio::io::DuplexStream>) -> R,
+) -> TestClient
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+{
+    use rmcp::ServiceExt;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    let (client, served) = tokio::io::duplex(1 << 20);
+    let (read, write) = tokio::io::split(served);
+    let read = wrap(read);
+    tokio::spawn(async move {
+        let running = handler.serve((read, write)).await.expect("initialized");
+        let _ = running.waiting().await;
+    });
+    let (read, mut write) = tokio::io::split(client);
+    let mut lines = tokio::io::BufReader::new(read).lines();
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"}}});
+    write
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .unwrap();
+    until_id(&mut lines, &Value::from("init")).await.unwrap();
+    write
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .unwrap();
+    (write, lines)
+}
+
+/// Read the server's lines up to the response with `id`; every line must be a JSON-RPC 2.0
+/// object.
+#[cfg(any(test, fuzzing))]
+pub async fn until_id(
+    client_lines: &mut tokio::io::Lines<
+        tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>,
+    >,
+    id: &Value,
+) -> Result<(), String> {
+    loop {
+        let line = client_lines
+            .next_line()
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the session ended")?;
+        let v: Value = serde_json::from_str(&line).map_err(|e| format!("{e}: {line}"))?;
+        if v["jsonrpc"] != "2.0" {
+            return Err(format!("not JSON-RPC 2.0: {line}"));
+        }
+        if &v["id"] == id && v.get("method").is_none() {
+            return Ok(());
+        }
+    }
+}
+
 /// Serves the tools of one registry to one MCP client.
 #[derive(Clone)]
 pub struct ConfineServer {

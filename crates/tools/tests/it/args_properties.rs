@@ -6,74 +6,13 @@
 //! it are exactly as they were (names, kinds, sizes, modification and change times).
 
 use std::cell::Cell;
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 
 use proptest::prelude::*;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use testkit::fixture::{TOOL_KEYS, argument_target, tree_stamp};
 use tokio_util::sync::CancellationToken;
 use tools::{CallError, ErrorCode};
-
-/// Kind, size, modification and change time of every node under `dir`, in a fixed order.
-fn snapshot(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let path = e.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            out.push(format!(
-                "{} {:?} {} {}.{} {}.{}",
-                path.display(),
-                meta.file_type(),
-                meta.len(),
-                meta.mtime(),
-                meta.mtime_nsec(),
-                meta.ctime(),
-                meta.ctime_nsec()
-            ));
-            if meta.is_dir() {
-                stack.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-/// The tools' own property names (so that most objects get past the unknown-field check) and
-/// near misses.
-const KEYS: &[&str] = &[
-    "path",
-    "content",
-    "source",
-    "arguments",
-    "id",
-    "",
-    "PATH",
-    "path ",
-    "edits",
-    "oldText",
-    "newText",
-    "replaceAll",
-    "dryRun",
-    "startLine",
-    "endLine",
-    "offset",
-    "limit",
-    "pattern",
-    "glob",
-    "ignoreCase",
-    "includeIgnored",
-    "contextLines",
-    "maxMatches",
-    "destination",
-    "command",
-    "timeoutMs",
-    "recursive",
-    "old_text",
-];
 
 fn string() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -117,7 +56,7 @@ fn json() -> impl Strategy<Value = Value> {
 
 fn object(values: impl Strategy<Value = Value>) -> impl Strategy<Value = Value> {
     let key = prop_oneof![
-        5 => prop::sample::select(KEYS).prop_map(str::to_owned),
+        5 => prop::sample::select(TOOL_KEYS).prop_map(str::to_owned),
         1 => ".{0,12}",
     ];
     prop::collection::vec((key, values), 0..5)
@@ -137,7 +76,7 @@ fn arguments() -> impl Strategy<Value = String> {
     prop_oneof![
         4 => object(plausible()).prop_map(|v| v.to_string()),
         // A path and at most one more field: what most tools accept.
-        4 => (string(), prop::option::of((prop::sample::select(KEYS), plausible()))).prop_map(
+        4 => (string(), prop::option::of((prop::sample::select(TOOL_KEYS), plausible()))).prop_map(
             |(path, more)| {
                 let mut v = serde_json::json!({ "path": path });
                 if let Some((key, value)) = more {
@@ -157,13 +96,7 @@ fn arguments() -> impl Strategy<Value = String> {
 
 #[test]
 fn arbitrary_arguments_are_refused_before_any_effect() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("root");
-    std::fs::create_dir_all(root.join("dir")).unwrap();
-    std::fs::write(root.join("a.txt"), "alpha").unwrap();
-    std::fs::write(root.join("dir/b.txt"), "beta").unwrap();
-    std::os::unix::fs::symlink("a.txt", root.join("link")).unwrap();
-    std::fs::write(tmp.path().join("secret"), "outside").unwrap();
+    let (tmp, root) = argument_target();
     let mut options = tools::NodeProcessOptions::default();
     options.commands = Some(Default::default());
     let registry = tools::create_workspace_tools(&root, options).unwrap();
@@ -171,7 +104,7 @@ fn arbitrary_arguments_are_refused_before_any_effect() {
         .enable_all()
         .build()
         .unwrap();
-    let before = snapshot(tmp.path());
+    let before = tree_stamp(tmp.path());
     let (refused, executed) = (Cell::new(0u32), Cell::new(0u32));
 
     proptest!(ProptestConfig::with_cases(1024), |(text in arguments())| {
@@ -192,7 +125,7 @@ fn arbitrary_arguments_are_refused_before_any_effect() {
                 Ok(()) => {}
             }
         }
-        prop_assert_eq!(&snapshot(tmp.path()), &before, "{}", arguments.get());
+        prop_assert_eq!(&tree_stamp(tmp.path()), &before, "{}", arguments.get());
     });
     // The generator reaches both sides of the validation.
     let (refused, executed) = (refused.get(), executed.get());
