@@ -367,3 +367,91 @@ async fn rlimit_bound_in_a_user_namespace_is_exact() {
     assert_eq!(last_line(&o), (N + 4).to_string(), "{o:?}");
     assert!(alive(&m).is_empty(), "{:?} left", alive(&m));
 }
+
+/// As root where the bound is a v1 `pids` cgroup: the program's process joins it whole (it
+/// writes `0` to the cgroup's `tasks`, which moves the calling thread alone, while the
+/// process is still single-threaded), so every thread it starts afterwards is born inside
+/// and counted: while Node.js runs (several threads of its own), each of its threads names
+/// the run's cgroup and the cgroup's `pids.current` is their number.
+#[tokio::test]
+async fn v1_bound_holds_every_thread_of_the_program() {
+    const TEST: &str = "v1_bound_holds_every_thread_of_the_program";
+    let probe = run(command("/bin/true")).await.unwrap();
+    if probe.process_bound != ProcessBound::CgroupV1 {
+        eprintln!(
+            "!!! {TEST}: NOT RUN, the process bound here is {}, not a cgroup v1 `pids` hierarchy",
+            probe.process_bound.name()
+        );
+        return;
+    }
+    let dir = v1_pids_dir().expect("a v1 pids hierarchy, since the bound came from one");
+    let m = marker();
+    let mut cmd = support::js("setInterval(() => {}, 1000)");
+    cmd.arg(&m)
+        .pid_namespace(false)
+        .timeout(Duration::from_secs(30));
+    let cancel = CancellationToken::new();
+    let running = tokio::spawn({
+        let cancel = cancel.clone();
+        async move { cmd.run(&cancel).await }
+    });
+    support::wait_alive(&m, 1).await;
+    let pid = alive(&m)[0];
+    // The run's v1 cgroup, as the program's process names it: one of ours (other tests of
+    // this file may run beside, each with its own).
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let name = own
+        .lines()
+        .find_map(|l| l.split_once(":pids:").map(|(_, path)| path))
+        .and_then(|path| path.rsplit('/').next())
+        .unwrap()
+        .to_owned();
+    assert!(
+        own_v1_cgroups(&dir).contains(&name),
+        "the program is not in a v1 cgroup of this run: {own}"
+    );
+    let name = &name;
+    let threads = || -> Vec<String> {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let current = || -> usize {
+        std::fs::read_to_string(dir.join(name).join("pids.current"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    // Node.js starts its threads at startup: wait until two readings agree.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let (tasks, counted) = loop {
+        let (tasks, counted) = (threads(), current());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if tasks.len() == counted && threads().len() == tasks.len() && current() == counted {
+            break (tasks, counted);
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{} threads, pids.current {counted}",
+            tasks.len()
+        );
+    };
+    assert!(counted > 1, "Node.js runs several threads: {counted}");
+    for tid in &tasks {
+        let cgroup =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/cgroup")).unwrap_or_default();
+        let pids_line = cgroup.lines().find(|l| l.contains(":pids:"));
+        assert!(
+            pids_line.is_some_and(|l| l.ends_with(&format!("/{name}"))),
+            "thread {tid} outside {name}: {pids_line:?}"
+        );
+    }
+    cancel.cancel();
+    let e = running.await.unwrap().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Cancelled);
+    assert!(alive(&m).is_empty(), "{:?} left", alive(&m));
+    assert!(!dir.join(name).exists(), "{name} left behind");
+}
