@@ -152,6 +152,9 @@ async fn fork_bomb_as_root_is_bounded_by_a_cgroup() {
         let cmd = fork_bomb(&m, mode);
         let peak = Arc::new(AtomicUsize::new(0));
         let stop = CancellationToken::new();
+        // Stops the counter however this iteration ends, a failed assertion included (the
+        // runtime's end waits for it).
+        let _stop = stop.clone().drop_guard();
         let counter = {
             let (m, peak, stop) = (m.clone(), peak.clone(), stop.clone());
             tokio::task::spawn_blocking(move || {
@@ -161,7 +164,9 @@ async fn fork_bomb_as_root_is_bounded_by_a_cgroup() {
                 }
             })
         };
-        let e = run(cmd).await.unwrap_err();
+        let e = run(cmd)
+            .await
+            .expect_err("the bomb's run ends at its time bound");
         stop.cancel();
         counter.await.unwrap();
         assert_eq!(e.kind(), ErrorKind::TimedOut, "{mode:?}");
