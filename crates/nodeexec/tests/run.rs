@@ -273,7 +273,9 @@ async fn run_busy_loop_times_out() {
     assert_eq!(e.kind(), ErrorKind::TimedOut);
     let took = start.elapsed();
     assert!(took >= Duration::from_millis(300));
-    assert!(took < Duration::from_millis(800), "{took:?}");
+    // Ends, and long before a loop left running would: the margin covers Node.js's start and
+    // the kill on a machine loaded by the rest of the suite (800 ms failed once so).
+    assert!(took < Duration::from_secs(3), "{took:?}");
 }
 
 #[tokio::test]
