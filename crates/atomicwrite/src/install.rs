@@ -222,7 +222,7 @@ fn undo(dir: &Dir, tmp: &OsStr, name: &OsStr, ours: FileId, displaced: Option<Fi
         && is(tmp, old)
         && renameat_with(dir, tmp, dir, name, RenameFlags::EXCHANGE).is_ok()
     {
-        let _ = remove_if_same(dir, tmp, ours);
+        after_exchange_back(dir, tmp, name, ours, old);
         return;
     }
     // Could not exchange back (the names changed meanwhile).
@@ -236,6 +236,32 @@ fn undo(dir: &Dir, tmp: &OsStr, name: &OsStr, ours: FileId, displaced: Option<Fi
             }
             _ => {}
         }
+    }
+}
+
+/// After the exchange that undoes a commit: the temporary's name should hold our file, which
+/// goes. But the name held our file only an instant before the exchange: another writer that
+/// renamed its own file over the name in between had its file moved to the temporary's name
+/// by the exchange, and the older displaced entry put back at the name. Then the newer file
+/// gets its name back (exchanged again while the name still holds the displaced entry) and
+/// the displaced entry goes, as that writer's rename would have dropped it. Without this the
+/// other writer's save would wait under our temporary's name and the name would hold older
+/// content (seen once in a race test with an editor saving by rename every 0.3 ms). A third
+/// writer renaming in the second window would leave its file at the temporary's name: kept,
+/// not lost.
+fn after_exchange_back(dir: &Dir, tmp: &OsStr, name: &OsStr, ours: FileId, old: FileId) {
+    use rustix::fs::{RenameFlags, renameat_with};
+    if remove_if_same(dir, tmp, ours).unwrap_or(true) {
+        return;
+    }
+    let name_holds_old = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| FileId::of(&st) == old);
+    let tmp_exists = rustix::fs::statat(dir, tmp, AtFlags::SYMLINK_NOFOLLOW).is_ok();
+    if name_holds_old
+        && tmp_exists
+        && renameat_with(dir, tmp, dir, name, RenameFlags::EXCHANGE).is_ok()
+    {
+        let _ = remove_if_same(dir, tmp, old);
     }
 }
 
@@ -314,5 +340,58 @@ impl<'d> Temp<'d> {
             Ok(_) => error,
             Err(e) => Error::new(ErrorKind::TempCleanupFailed, error.step(), Some(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, Dir) {
+        let t = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(t.path(), cap_std::ambient_authority()).unwrap();
+        (t, dir)
+    }
+
+    fn id(dir: &Dir, name: &str) -> FileId {
+        FileId::of(&rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).unwrap())
+    }
+
+    /// The plain case: the exchange back left our file at the temporary's name; it goes and
+    /// the displaced entry keeps the name.
+    #[test]
+    fn after_the_exchange_back_our_file_goes() {
+        let (t, dir) = setup();
+        std::fs::write(t.path().join("tgt"), "old").unwrap();
+        std::fs::write(t.path().join(".tmp"), "ours").unwrap();
+        let (old, ours) = (id(&dir, "tgt"), id(&dir, ".tmp"));
+        after_exchange_back(&dir, OsStr::new(".tmp"), OsStr::new("tgt"), ours, old);
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("tgt")).unwrap(),
+            "old"
+        );
+        assert!(!t.path().join(".tmp").exists());
+    }
+
+    /// The race: another writer renamed its file over the name just before the exchange back,
+    /// which moved that file to the temporary's name and put the older displaced entry at the
+    /// name. The newer file gets the name back; the displaced entry goes; nothing is left.
+    #[test]
+    fn a_save_renamed_in_just_before_the_exchange_back_keeps_the_name() {
+        let (t, dir) = setup();
+        std::fs::write(t.path().join("tgt"), "old").unwrap();
+        std::fs::write(t.path().join(".tmp"), "newer save").unwrap();
+        std::fs::write(t.path().join("ours"), "ours").unwrap();
+        let (old, ours) = (id(&dir, "tgt"), id(&dir, "ours"));
+        std::fs::remove_file(t.path().join("ours")).unwrap();
+        after_exchange_back(&dir, OsStr::new(".tmp"), OsStr::new("tgt"), ours, old);
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("tgt")).unwrap(),
+            "newer save"
+        );
+        assert!(
+            !t.path().join(".tmp").exists(),
+            "the other writer's save was left aside"
+        );
     }
 }
