@@ -79,11 +79,15 @@
 //! - a swap in the window between that check and the rename is detected after it
 //!   ([`ErrorKind::TargetReplaced`]) and the foreign entry is left where it is;
 //! - a directory moved elsewhere between the caller's last check and the commit (the caller
-//!   notices at [`Step::CheckInstalled`]) loses nothing: the exchange is undone there.
+//!   notices at [`Step::CheckInstalled`]) loses nothing: the exchange is undone there;
+//! - another writer renaming its file over the target while a commit is undone keeps the
+//!   target: its file, moved aside by the exchange back, gets the name again.
 //!
 //! It does not defend against: the remaining window between an identity check and the unlink
 //! that follows it (a racing process can make it unlink one other non-directory entry of its
-//! own making); readers that open the temporary (it is 0600 and carries no secret beyond
+//! own making); a third writer renaming in the instant while an undo gives the name back,
+//! whose file is then left at the temporary's name (kept, not lost); readers that open the
+//! temporary (it is 0600 and carries no secret beyond
 //! the content being written); or a crash leaving the temporary behind (nothing can remove
 //! it; find leftovers by [`TEMP_MARKER`]). Messages carry tokens and step names, never paths.
 //!
