@@ -60,49 +60,29 @@ fn bench(c: &mut Criterion) {
 
 /// Alternating rounds; prints medians (ms) and the median per-round overhead.
 fn alternating() {
-    const ROUNDS: usize = 200;
-    let tmp = tempfile::tempdir().unwrap();
-    let registry = registry(tmp.path());
-    let (call, cancel, rt) = (call(), CancellationToken::new(), runtime());
-    let (mut tool, mut bare) = (Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
-        for k in 0..2 {
-            let start = Instant::now();
-            if (round + k) % 2 == 0 {
-                let r = rt
-                    .block_on(execute_tool_call(&registry, &call, &cancel))
-                    .unwrap();
-                assert!(!r.is_error, "{}", r.content);
-                tool.push(start.elapsed().as_secs_f64() * 1e3);
-            } else {
-                baseline(tmp.path());
-                bare.push(start.elapsed().as_secs_f64() * 1e3);
-            }
-        }
-    }
-    let mut diffs: Vec<f64> = tool.iter().zip(&bare).map(|(t, b)| t - b).collect();
-    let overhead = median(&mut diffs);
-    println!(
-        "alternating {ROUNDS} rounds: run_command `true` median {:.3} ms, bare `sh -c true` \
-         median {:.3} ms, median overhead {overhead:+.3} ms",
-        median(&mut tool),
-        median(&mut bare)
-    );
+    rounds(200, None, "alternating 200 rounds");
 }
 
 /// Calls that come alone, as an agent's do (seconds apart; here 30 ms, enough for the kernel
 /// to settle between calls): 40 alternating rounds with a pause before each call; prints
 /// the medians (ms) and the median per-round overhead.
 fn spaced() {
-    const ROUNDS: usize = 40;
-    const PAUSE: std::time::Duration = std::time::Duration::from_millis(30);
+    let pause = std::time::Duration::from_millis(30);
+    rounds(40, Some(pause), "spaced 40 rounds (30 ms before each call)");
+}
+
+/// `n` rounds of one tool call and one bare spawn in alternating order, each after `pause`;
+/// prints the medians (ms) and the median per-round overhead under `label`.
+fn rounds(n: usize, pause: Option<std::time::Duration>, label: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let registry = registry(tmp.path());
     let (call, cancel, rt) = (call(), CancellationToken::new(), runtime());
     let (mut tool, mut bare) = (Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
+    for round in 0..n {
         for k in 0..2 {
-            std::thread::sleep(PAUSE);
+            if let Some(pause) = pause {
+                std::thread::sleep(pause);
+            }
             let start = Instant::now();
             if (round + k) % 2 == 0 {
                 let r = rt
@@ -119,8 +99,8 @@ fn spaced() {
     let mut diffs: Vec<f64> = tool.iter().zip(&bare).map(|(t, b)| t - b).collect();
     let overhead = median(&mut diffs);
     println!(
-        "spaced {ROUNDS} rounds (30 ms before each call): run_command `true` median {:.3} ms, \
-         bare `sh -c true` median {:.3} ms, median overhead {overhead:+.3} ms",
+        "{label}: run_command `true` median {:.3} ms, bare `sh -c true` median {:.3} ms, \
+         median overhead {overhead:+.3} ms",
         median(&mut tool),
         median(&mut bare)
     );
