@@ -10,12 +10,22 @@
 //!           └─ N  own session, no new privileges, no capabilities, hooks; execve
 //! ```
 //!
-//! C and G are copies of P (`fork`; `clone3` where G or N must be born in a cgroup). N is
-//! started from its parent with a vfork-style clone (`CLONE_VM | CLONE_VFORK`, as
-//! `posix_spawn` does) and executes the program itself (`execve` of a path, argument and
-//! environment vectors P prepared): no third copy of the embedder's page tables, nothing
-//! faulted back in. Only where N must be born in the run's cgroup without a namespace is it
-//! a `clone3` copy of C. std's `Command` only forks C; C never returns to it.
+//! C is a copy of P (std's `fork`). G and N are started with clones that share their
+//! parent's memory instead of copying it, each on a stack of its own: nothing of the
+//! embedder's page tables is copied for them, faulted back in, or torn down when they end.
+//!
+//! * G (`clone(CLONE_VM)`, [`ChildPlan::start_init`]) runs beside C for the whole run, on
+//!   C's memory; C takes what it needs of the plan before and touches it no more, and
+//!   neither allocates nor takes a lock (the rules are listed there). G is outside the run's
+//!   cgroups.
+//! * N (`CLONE_VM | CLONE_VFORK`, as `posix_spawn` does: its parent sleeps until N has
+//!   executed the program or exited) executes the program itself (`execve` of a path,
+//!   argument and environment vectors P prepared). In cgroup mode N is born in the run's
+//!   cgroup: `clone3` with `CLONE_INTO_CGROUP`, whose child's first instructions (it must
+//!   start on its own stack) are a few lines of assembly ([`clone3_vfork`], x86-64; on other
+//!   targets N is a `clone3` copy of its parent there).
+//!
+//! std's `Command` only forks C; C never returns to it.
 //!
 //! * C first arms `PR_SET_PDEATHSIG` with SIGTERM, which it keeps blocked and takes with
 //!   `sigwaitinfo`: the death of the embedding process (SIGKILL included) is then the same
@@ -27,7 +37,7 @@
 //!   `CAP_SYS_ADMIN`: an ordinary user, a container) `unshare(CLONE_NEWUSER | CLONE_NEWPID)`
 //!   and maps its own user and group ids to themselves, so its next child G is PID 1 of a new
 //!   namespace. When G dies, the kernel kills every process of the namespace and G (while
-//!   exiting) reaps them all. In cgroup mode G (or N, without a namespace) is created with
+//!   exiting) reaps them all. In cgroup mode N is created with
 //!   `clone3(CLONE_INTO_CGROUP)`, so it and everything it starts are born in the run's
 //!   cgroup. (Writing `0` to `cgroup.procs` before `exec` would also move N, without C; but
 //!   that migration waits for an RCU grace period, about 10 ms a run, where
@@ -56,9 +66,10 @@
 //! `PR_SET_CHILD_SUBREAPER`, `PR_SET_DUMPABLE`, `getppid`, `getpid`, `kill`, `waitpid`,
 //! `unshare`, `open`, `write`, `unlinkat`, `nanosleep`, `fcntl`): on Linux rustix makes the
 //! system call itself, with no C library call and no allocation, so its wrappers are
-//! async-signal-safe. What it lacks (signal masks and dispositions, `sigwaitinfo`, `fork`,
+//! async-signal-safe. What it lacks (signal masks and dispositions, `sigwaitinfo`, `clone`,
 //! `clone3`, `_exit`, `close_range`, `dup2` onto a chosen number) goes through `libc`, each
-//! call in an `unsafe` block of its own that says why it holds.
+//! call in an `unsafe` block of its own that says why it holds; `clone3` with a stack of the
+//! child's own, which no C library exports, is [`clone3_vfork`].
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -257,7 +268,6 @@ impl ChildPlan {
         let report = unsafe { BorrowedFd::borrow_raw(self.report) };
         send(Some(report), &[MSG_MODE, mode]);
         let namespace = mode & MODE_PID_NAMESPACE != 0;
-        let waiter_pid = rustix::process::getpid();
         if let Some(bound) = self.nproc {
             // Counted per user namespace: within the run's own, only its processes; outside
             // one, every process of the real user, so the limit is what it has now plus the
@@ -271,40 +281,33 @@ impl ChildPlan {
                 count_processes_of(rustix::process::getuid()).saturating_add(bound)
             };
         }
-        let child = match self.cgroup {
-            // G, or N born in the cgroup (no namespace): a copy of C.
-            // SAFETY: C is single-threaded; the new process runs only the async-signal-safe
-            // code below (and the caller's hooks, under the promise `Command::pre_exec` asks).
-            Some((dir, _)) => match unsafe { fork_child(Some(dir)) }? {
-                Some(child) => child,
-                // SAFETY: this is G, just forked.
-                None if namespace => unsafe { self.init() },
-                // SAFETY: this is N, just forked; C is its parent.
-                None => unsafe { self.become_program(waiter_pid) },
-            },
-            // G: a copy of C.
-            // SAFETY: as above.
-            None if namespace => match unsafe { fork_child(None) }? {
-                Some(child) => child,
-                // SAFETY: this is G, just forked.
-                None => unsafe { self.init() },
-            },
-            // N, sharing C's memory until it executes the program.
-            // SAFETY: C is single-threaded and makes only async-signal-safe calls.
-            None => unsafe { self.start_program() }?,
-        };
+        // What C keeps of the plan, taken out of it before another process may run on this
+        // memory (G shares it, below): from here on C reads only these locals.
+        let cgroup_dir = self.cgroup.map(|(dir, _)| dir);
         let kill_fd = self.cgroup.map(|(_, kill)| kill);
-        let removal = self.cgroup_removal.as_ref();
-        let pids_removal = self.pids_v1_removal.as_ref();
+        let removal = self.cgroup_removal.take();
+        let pids_removal = self.pids_v1_removal.take();
         let report_fd = (!namespace).then_some(self.report);
+        let embedder = self.parent;
+        let child = if namespace {
+            // G, sharing C's memory; N is born from G (in the cgroup, if any).
+            // SAFETY: C is single-threaded and makes only async-signal-safe calls; C no
+            // longer touches the plan, which G uses from now on.
+            unsafe { self.start_init() }?
+        } else {
+            // N, sharing C's memory until it executes the program (born in the cgroup, if
+            // any).
+            // SAFETY: C is single-threaded and makes only async-signal-safe calls.
+            unsafe { self.start_program(cgroup_dir) }?
+        };
         let keep = [
             report_fd.unwrap_or(-1),
             kill_fd.unwrap_or(-1),
-            removal.map_or(-1, |(fd, _)| *fd),
-            pids_removal.map_or(-1, |(fd, _)| *fd),
+            removal.as_ref().map_or(-1, |(fd, _)| *fd),
+            pids_removal.as_ref().map_or(-1, |(fd, _)| *fd),
         ];
         // SAFETY: C uses no descriptor but these from here on, and never returns to code
-        // that would (it ends in `_exit`).
+        // that would (it ends in `_exit`). G's and N's descriptor tables are their own.
         unsafe { close_all_except(&keep) };
         // SAFETY: each descriptor was opened by P for C and is kept open just above; C
         // closes none of them before `_exit`, and `Waiter::wait` never returns.
@@ -314,24 +317,91 @@ impl ChildPlan {
             mode,
             report: report_fd.map(borrow),
             cgroup_kill: kill_fd.map(borrow),
-            cgroup_removal: removal.map(|(fd, name)| (borrow(*fd), name.as_c_str())),
-            pids_removal: pids_removal.map(|(fd, name)| (borrow(*fd), name.as_c_str())),
-            embedder: self.parent,
+            cgroup_removal: removal
+                .as_ref()
+                .map(|(fd, name)| (borrow(*fd), name.as_c_str())),
+            pids_removal: pids_removal
+                .as_ref()
+                .map(|(fd, name)| (borrow(*fd), name.as_c_str())),
+            embedder,
             status: None,
         }
         .wait()
+    }
+
+    /// Start G with a clone that shares C's memory (`CLONE_VM`, without `CLONE_VFORK`: G
+    /// runs beside C for the whole run) on a stack of its own, outside the run's cgroup. G
+    /// is PID 1 of the namespace C made; it starts N (born in the run's cgroup, if any) and
+    /// reaps. Unlike `fork`, nothing of C (a copy of the embedder, with its page tables) is
+    /// copied for G, faulted back in, or torn down when G exits.
+    ///
+    /// Two processes run on one address space from here on; what keeps that sound:
+    ///
+    /// * C took what it needs of the plan into its own locals before this call and touches
+    ///   the plan no more; G (and N, while G sleeps in its vfork-style clone) is the plan's
+    ///   only user. The pointer G gets is passed in a register, not in C's stack frame, which
+    ///   C goes on to reuse.
+    /// * Each has its own stack: G's mapping is never unmapped (C never returns, and the
+    ///   memory ends with the last of the processes that share it).
+    /// * Each has its own descriptor table, signal handlers and mask (no `CLONE_FILES`, no
+    ///   `CLONE_SIGHAND`), credentials and namespaces.
+    /// * Neither allocates, takes a lock or runs a destructor (both end in `_exit`). They
+    ///   share the C library's thread block, errno included: a value there is read only
+    ///   right after the failed call of the same process that set it, and C, from here on,
+    ///   makes no call that reads it. The worst a collision could do is put a wrong number
+    ///   in a start failure's report; it touches no memory.
+    ///
+    /// G is outside the run's cgroup: the cgroup's `pids.max` counts the program's
+    /// processes only, and a cgroup's out-of-memory kill, which also kills every process
+    /// sharing its victim's memory, never chooses G (whose memory is C's).
+    ///
+    /// # Safety
+    ///
+    /// Only in C, single-threaded, async-signal-safe calls only; after this returns C must
+    /// not touch `self` (G uses it).
+    #[expect(unsafe_code, reason = "clone(CLONE_VM) on a stack of our own")]
+    unsafe fn start_init(&mut self) -> io::Result<Pid> {
+        extern "C" fn entry(plan: *mut libc::c_void) -> libc::c_int {
+            // SAFETY: the plan C passed, which C no longer touches and which outlives G
+            // (neither process frees it: both end in `_exit`).
+            let plan = unsafe { &mut *plan.cast::<ChildPlan>() };
+            // SAFETY: this is G, just created by `clone`, single-threaded, on its own stack.
+            unsafe { plan.init() }
+        }
+        let stack = Stack::new()?;
+        // SAFETY: `entry` runs in G on `stack`, which stays mapped for as long as G may run
+        // (it is forgotten below, never unmapped) and which nothing else uses; `self` is
+        // handed to G, the caller's promise keeps C away from it.
+        let pid = unsafe {
+            libc::clone(
+                entry,
+                stack.top(),
+                libc::CLONE_VM | libc::SIGCHLD,
+                (self as *mut ChildPlan).cast(),
+            )
+        };
+        let error = io::Error::last_os_error();
+        match Pid::from_raw(pid) {
+            Some(pid) if pid.as_raw_nonzero().get() > 0 => {
+                std::mem::forget(stack);
+                Ok(pid)
+            }
+            _ => Err(error),
+        }
     }
 
     /// G: PID 1 of the namespace; starts N, reaps everything, exits.
     ///
     /// # Safety
     ///
-    /// Only in G, just forked by C: single-threaded, async-signal-safe calls only.
-    #[expect(unsafe_code, reason = "closes descriptors in a forked child")]
+    /// Only in G, just created by C ([`ChildPlan::start_init`]): single-threaded,
+    /// async-signal-safe calls only.
+    #[expect(unsafe_code, reason = "closes descriptors in a cloned child")]
     unsafe fn init(&mut self) -> ! {
         rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).ok();
+        let cgroup = self.cgroup.map(|(dir, _)| dir);
         // SAFETY: G is single-threaded and makes only async-signal-safe calls.
-        let program = match unsafe { self.start_program() } {
+        let program = match unsafe { self.start_program(cgroup) } {
             Ok(program) => program,
             Err(e) => {
                 // SAFETY: G's copy of the report pipe, open until G exits.
@@ -366,15 +436,18 @@ impl ChildPlan {
     /// runs on a stack of its own in this process's memory, and this process sleeps until N
     /// has executed the program or exited. Unlike `fork`, nothing of this process (a copy of
     /// the embedder, with its page tables) is copied for N, and N faults none of it back in.
+    /// Where `cgroup` names the run's cgroup directory, N is born in it: `clone3` with
+    /// `CLONE_INTO_CGROUP` ([`clone3_vfork`]; on targets without it, a `clone3` copy of this
+    /// process).
     ///
     /// # Safety
     ///
-    /// Only in C or G: a single-threaded copy of the embedder, async-signal-safe calls only.
+    /// Only in C or G: single-threaded, async-signal-safe calls only.
     #[expect(
         unsafe_code,
         reason = "clone(CLONE_VM | CLONE_VFORK) on a stack of our own"
     )]
-    unsafe fn start_program(&mut self) -> io::Result<Pid> {
+    unsafe fn start_program(&mut self, cgroup: Option<RawFd>) -> io::Result<Pid> {
         /// What N needs, on this process's stack (which N does not use).
         struct Start<'a> {
             plan: &'a mut ChildPlan,
@@ -389,28 +462,47 @@ impl ChildPlan {
             // own stack until it executes the program.
             unsafe { start.plan.become_program(start.parent) }
         }
-        let stack = Stack::new()?;
-        let mut start = Start {
-            parent: rustix::process::getpid(),
-            plan: self,
-        };
-        // SAFETY: `entry` runs in N on `stack` (mapped, writable, ours until N is gone from
-        // it) and never returns (it executes or exits); with `CLONE_VFORK` this call returns
-        // only once N has executed or exited, so `start` and `stack` outlive N's use of them.
-        let pid = unsafe {
-            libc::clone(
-                entry,
-                stack.top(),
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                (&mut start as *mut Start<'_>).cast(),
-            )
-        };
-        let error = io::Error::last_os_error();
-        drop(stack);
-        match Pid::from_raw(pid) {
-            Some(pid) if pid.as_raw_nonzero().get() > 0 => Ok(pid),
-            _ => Err(error),
+        let parent = rustix::process::getpid();
+        #[cfg(not(target_arch = "x86_64"))]
+        if let Some(dir) = cgroup {
+            // No `clone3` entry of ours here: N is a copy of this process.
+            // SAFETY: the caller's promise.
+            return match unsafe { clone_into_cgroup(dir) } {
+                // SAFETY: this is N, just forked.
+                0 => unsafe { self.become_program(parent) },
+                pid if pid < 0 => Err(io::Error::last_os_error()),
+                pid => positive(pid),
+            };
         }
+        let stack = Stack::new()?;
+        let mut start = Start { parent, plan: self };
+        let arg = (&mut start as *mut Start<'_>).cast();
+        // What both clones below rely on: `entry` runs in N on `stack` (mapped, writable,
+        // ours until N is gone from it) and never returns (it executes or exits); with
+        // `CLONE_VFORK` the call returns only once N has executed or exited, so `start` and
+        // `stack` outlive N's use of them.
+        let pid = match cgroup {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as said above; `dir` is the run's cgroup directory, open.
+            Some(dir) => match unsafe { clone3_vfork(dir, &stack, entry, arg) } {
+                pid if pid < 0 => Err(io::Error::from_raw_os_error(-pid as i32)),
+                pid => Ok(pid as libc::pid_t),
+            },
+            // SAFETY: as said above.
+            _ => match unsafe {
+                libc::clone(
+                    entry,
+                    stack.top(),
+                    libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                    arg,
+                )
+            } {
+                pid if pid < 0 => Err(io::Error::last_os_error()),
+                pid => Ok(pid),
+            },
+        };
+        drop(stack);
+        positive(pid?)
     }
 
     /// N: the program's process, up to `exec`. `parent` is the process that created N, as
@@ -615,26 +707,82 @@ pub(crate) unsafe fn clone_into_cgroup(cgroup: RawFd) -> libc::pid_t {
     pid as libc::pid_t
 }
 
-/// A new process: where `cgroup` names a cgroup directory, born in it
-/// ([`clone_into_cgroup`]), else by `fork`. `Ok(None)` in the child, `Ok(Some(pid))` in the
-/// parent.
+/// `clone3(CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP)`: a vfork-style child born in the
+/// cgroup whose directory `cgroup` names, running `entry(arg)` on `stack`. Returns in the
+/// parent only, once the child has executed a program or exited: the child's pid, or a
+/// negative error number.
+///
+/// Written by hand because no C library exports a `clone3` that takes a function to run:
+/// a child that shares the parent's memory must start on its own stack, so its first
+/// instructions cannot be compiled Rust (which would return into the parent's frames). The
+/// kernel starts the child with the stack pointer at the stack's top and every register as
+/// the parent had it, except `rax` (0); the child calls `entry` with `arg`, and exits with
+/// its result should it ever return (`entry` executes a program or exits). This is the
+/// sequence the C library's own `clone` wrapper runs.
 ///
 /// # Safety
 ///
-/// As for `fork` in the child of a multi-threaded process: the new process may make only
-/// async-signal-safe calls until it execs or exits.
-#[expect(unsafe_code, reason = "fork and clone3")]
-unsafe fn fork_child(cgroup: Option<RawFd>) -> io::Result<Option<Pid>> {
-    let pid = match cgroup {
-        // SAFETY: the caller's promise.
-        Some(dir) => unsafe { clone_into_cgroup(dir) },
-        // SAFETY: the caller's promise.
-        None => unsafe { libc::fork() },
+/// `entry` must never return into this function's caller (it executes or exits), and may make
+/// only async-signal-safe calls; `stack` must stay mapped until the child has executed or
+/// exited (this call returns after that); what `arg` points to must stay valid as long.
+#[cfg(target_arch = "x86_64")]
+#[expect(
+    unsafe_code,
+    reason = "clone3 with a stack of our own: the child's start in assembly"
+)]
+unsafe fn clone3_vfork(
+    cgroup: RawFd,
+    stack: &Stack,
+    entry: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> libc::c_long {
+    let args = CloneArgs {
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
+        exit_signal: libc::SIGCHLD as u64,
+        // The usable part, above the guard page; the kernel starts the child at its top.
+        stack: stack.base.cast::<u8>().wrapping_add(Stack::GUARD) as u64,
+        stack_size: Stack::SIZE as u64,
+        cgroup: cgroup as u64,
+        ..CloneArgs::default()
     };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
+    let result: libc::c_long;
+    // SAFETY: the system call reads `args` (on this stack for the call's duration). In the
+    // parent it returns like any system call (`rcx` and `r11` clobbered, result in `rax`),
+    // after the child has executed or exited (`CLONE_VFORK`). The child starts at the next
+    // instruction on the top of `stack` (page-aligned, so 16-byte aligned as the call below
+    // requires), clears the frame pointer, calls `entry(arg)` from `r13` and `r12` (kept
+    // from the parent), and never reaches this function's code again: should `entry` return,
+    // `exit_group` with its result. The caller's promise covers `entry`, `stack` and `arg`.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r12",
+            "call r13",
+            "mov edi, eax",
+            "mov eax, {exit_group}",
+            "syscall",
+            "ud2",
+            "2:",
+            exit_group = const libc::SYS_exit_group,
+            inlateout("rax") libc::SYS_clone3 => result,
+            in("rdi") &args as *const CloneArgs,
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") arg,
+            in("r13") entry,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
     }
-    Ok(Pid::from_raw(pid))
+    result
+}
+
+/// A new child's pid as its parent got it (positive: `clone` returns 0 only in the child).
+fn positive(pid: libc::pid_t) -> io::Result<Pid> {
+    Pid::from_raw(pid).ok_or_else(|| io::ErrorKind::InvalidData.into())
 }
 
 /// C after creating its child (G or N).

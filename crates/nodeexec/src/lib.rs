@@ -136,11 +136,11 @@
 //! empty capability bounding set where the embedder may empty it, and no capabilities (a
 //! root embedder's child keeps none through `exec`: with no new privileges the kernel clamps
 //! what `exec` would grant to the empty permitted set). [`Command::new_session`] and
-//! [`Command::drop_privileges`] opt out. The waiter and the namespace's init, forks of the
-//! embedder that never exec, are made not dumpable (no other process of the user may read
-//! their `/proc/<pid>/environ` or attach to them) and overwrite the embedder's environment
-//! strings in their copy of its memory with zeros, so the program can read nothing of the
-//! embedder's environment through its parent.
+//! [`Command::drop_privileges`] opt out. The waiter, a fork of the embedder that never
+//! execs, is made not dumpable (no other process of the user may read its
+//! `/proc/<pid>/environ` or attach to it) and overwrites the embedder's environment strings
+//! in its copy of the memory with zeros; the namespace's init runs on that same memory, so
+//! the program can read nothing of the embedder's environment through its parent.
 //!
 //! # Pre-exec steps
 //!

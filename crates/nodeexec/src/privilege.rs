@@ -7,11 +7,12 @@
 //!   and empty effective, permitted and inheritable sets. With no new privileges, a root
 //!   embedder's child keeps no capability through `exec` either: the kernel clamps what
 //!   `exec` would grant to the (empty) permitted set.
-//! * The waiter and the namespace init, forks of the embedder that never exec
-//!   ([`hide_waiter`]): not dumpable (so no other process of the user, the program included,
-//!   may read their `/proc/<pid>/environ` or `mem`, or attach to them), and the embedder's
-//!   environment strings, which `/proc/<pid>/environ` shows, overwritten with zeros in their
-//!   copy of the memory.
+//! * The waiter, a fork of the embedder that never execs ([`hide_waiter`]): not dumpable (so
+//!   no other process of the user, the program included, may read its `/proc/<pid>/environ`
+//!   or `mem`, or attach to it), and the embedder's environment strings, which
+//!   `/proc/<pid>/environ` shows, overwritten with zeros in its copy of the memory. The
+//!   namespace's init shares that memory (and with it both: dumpability belongs to the
+//!   memory, and so does the environment block).
 //!
 //! These processes are forks of a multi-threaded process and may not allocate or lock:
 //! everything here is a system call on stack data. rustix's wrappers (`setsid`,
