@@ -113,6 +113,9 @@ pub(crate) struct ChildPlan {
     pub namespace: bool,
     /// Become the child subreaper and sweep at the end (false only in process-group mode).
     pub subreaper: bool,
+    /// Where the embedder's environment strings lie in its memory (and so in C's copy), for
+    /// C to overwrite them ([`hide_waiter`]).
+    pub environment: Option<(usize, usize)>,
     /// cgroup mode: a descriptor of the run's cgroup directory (close-on-exec), to create G
     /// or N in, and one of its `cgroup.kill` open for writing.
     pub cgroup: Option<(RawFd, RawFd)>,
@@ -262,7 +265,7 @@ impl ChildPlan {
         // After the namespaces: a process that is not dumpable may not open its own
         // `/proc/self/uid_map` (root owns its `/proc` files then).
         // SAFETY: C never execs nor reads its environment again, and is single-threaded.
-        unsafe { hide_waiter() };
+        unsafe { hide_waiter(self.environment) };
         // SAFETY: P made the report pipe for C and keeps its copy open until the spawn
         // returns; C's copy stays open (it is closed by nothing in C before `_exit`).
         let report = unsafe { BorrowedFd::borrow_raw(self.report) };

@@ -82,29 +82,39 @@ pub(crate) fn drop_capabilities() -> io::Result<()> {
 }
 
 /// Make this process (a fork of the embedder that will not exec) not dumpable and overwrite
-/// the embedder's environment strings in its memory with zeros. Best effort: a kernel that
-/// does not show the environment's bounds in `/proc/self/stat` (before Linux 3.5) keeps only
-/// the first protection.
+/// the embedder's environment strings in its memory with zeros. `environment` is where
+/// they lie ([`environment_bounds`], read by the embedder: a fork has the same layout). Best
+/// effort: a kernel that does not show the environment's bounds in `/proc/self/stat` (before
+/// Linux 3.5) keeps only the first protection.
 ///
 /// # Safety
 ///
 /// Only in a child between fork and exec that never reads its environment again (`getenv`
 /// would find empty strings), and in which no other thread could be reading it (a fork is
-/// single-threaded).
+/// single-threaded); `environment` must be what [`environment_bounds`] returned in the
+/// process this one is a fork of.
 #[expect(
     unsafe_code,
     reason = "writes zeros over the environment block in memory"
 )]
-pub(crate) unsafe fn hide_waiter() {
+pub(crate) unsafe fn hide_waiter(environment: Option<(usize, usize)>) {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable).ok();
-    if let Some((start, end)) = env_bounds()
+    if let Some((start, end)) = environment
         && start < end
     {
         // SAFETY: the environment block lies in this process's own (copy-on-write) stack
-        // mapping, between the bounds the kernel reports for it; nothing else reads it (the
-        // caller's promise).
+        // mapping, between the bounds the kernel reported for the embedder's memory, of which
+        // this is a copy; nothing else reads it (the caller's promise).
         unsafe { std::ptr::write_bytes(start as *mut u8, 0, end - start) };
     }
+}
+
+/// Where this process's environment strings lie in its memory, read once per process (the
+/// kernel sets the bounds at `exec`): each run's waiter is a fork of this process and
+/// overwrites them in its copy ([`hide_waiter`]), without reading `/proc` itself.
+pub(crate) fn environment_bounds() -> Option<(usize, usize)> {
+    static BOUNDS: std::sync::OnceLock<Option<(usize, usize)>> = std::sync::OnceLock::new();
+    *BOUNDS.get_or_init(env_bounds)
 }
 
 /// `env_start` and `env_end` (fields 50 and 51 of `/proc/self/stat`).

@@ -265,6 +265,7 @@ impl Command {
                 _ => false,
             },
             subreaper: self.containment != Containment::ProcessGroup,
+            environment: crate::privilege::environment_bounds(),
             cgroup: cgroup.as_ref().map(|c| (c.raw_fd(), c.kill_fd())),
             cgroup_removal: cgroup
                 .as_ref()
