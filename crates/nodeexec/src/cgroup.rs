@@ -9,17 +9,18 @@
 //! kernel without `clone3`, is found out now, not in a run). Stale cgroups of embedders that
 //! died without cleaning up (`confine-<pid>-*` whose pid is gone) are killed and removed then.
 //!
-//! A run ([`RunCgroup`]): `mkdir` and a directory descriptor in the parent; the waiter creates
-//! the program's process in the cgroup (see `contain.rs`), so the program and every
-//! descendant are born inside; at the end `1` goes to `cgroup.kill` (the kernel kills every
-//! member, forks in flight included), the caller reaps its waiter, [`RunCgroup::settle`]
-//! waits until `cgroup.events` says `populated 0` and removes the directory. The embedding
-//! process never joins the cgroup.
+//! A run ([`RunCgroup`]): `mkdir` and a directory descriptor, relative to a descriptor of the
+//! parent that the process keeps ([`RunsDir`]); the program's process is created in the
+//! cgroup (see `contain.rs`), so the program and every descendant are born inside; at the end
+//! `1` goes to `cgroup.kill` (the kernel kills every member, forks in flight included), the
+//! caller reaps its waiter, [`RunCgroup::settle`] removes the directory, retrying while the
+//! kernel refuses because the last members are still leaving. The embedding process never
+//! joins the cgroup, and the `pids.max` and `memory.max` of a controller the parent does not
+//! give its children are not tried.
 
 use std::ffi::{CStr, CString};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,16 +39,49 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(10);
 /// respect to forks; this is insurance, and cheap).
 const REKILL_EVERY: Duration = Duration::from_millis(50);
 
-static PARENT: OnceLock<Option<PathBuf>> = OnceLock::new();
+static PARENT: OnceLock<Option<RunsDir>> = OnceLock::new();
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The directory beneath which runs get their cgroups, when this process can use cgroup
 /// containment; discovered (and probed) once per process.
-pub(crate) fn parent() -> Option<&'static Path> {
-    PARENT.get_or_init(discover).as_deref()
+pub(crate) fn parent() -> Option<&'static RunsDir> {
+    PARENT.get_or_init(discover).as_ref()
 }
 
-fn discover() -> Option<PathBuf> {
+/// A directory beneath which runs get their cgroups (in the v2 hierarchy, or the v1 `pids`
+/// one), with a descriptor of it that the process keeps: each run's cgroup is made, opened
+/// and removed relative to it, without walking the path again.
+#[derive(Debug)]
+pub(crate) struct RunsDir {
+    pub(crate) path: PathBuf,
+    pub(crate) fd: OwnedFd,
+    /// v2: whether the runs' cgroups get the `pids` controller (it is in the directory's
+    /// `cgroup.subtree_control`, as read when the directory was opened).
+    pids: bool,
+    /// v2: the same for the `memory` controller.
+    memory: bool,
+}
+
+impl RunsDir {
+    /// Open `path` (and, in v2, read which controllers its children get: a controller
+    /// enabled there later is used from the next process on).
+    pub(crate) fn open(path: PathBuf) -> io::Result<RunsDir> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(&path, flags, Mode::empty())?;
+        let control =
+            std::fs::read_to_string(path.join("cgroup.subtree_control")).unwrap_or_default();
+        let enabled = |name: &str| control.split_whitespace().any(|c| c == name);
+        Ok(RunsDir {
+            pids: enabled("pids"),
+            memory: enabled("memory"),
+            path,
+            fd,
+        })
+    }
+}
+
+fn discover() -> Option<RunsDir> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = own_cgroup(&own)?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
@@ -67,8 +101,10 @@ fn discover() -> Option<PathBuf> {
                 .and_then(|mut f| f.write_all(controller.as_bytes()))
                 .ok();
         }
-        if probe(&dir) {
-            return Some(dir);
+        if let Ok(runs) = RunsDir::open(dir)
+            && probe(&runs)
+        {
+            return Some(runs);
         }
     }
     None
@@ -151,6 +187,7 @@ fn sweep_stale(dir: &Path) {
             fd: None,
             kill_fd: None,
             parent: None,
+            controllers: (false, false),
             settled: false,
         };
         stale.kill().ok();
@@ -161,8 +198,8 @@ fn sweep_stale(dir: &Path) {
 /// Remove what embedders that died left beneath the directory where this process's runs get
 /// their cgroups (see [`sweep_stale`]); nothing where cgroup containment is unavailable.
 pub(crate) fn remove_stale() {
-    if let Some(dir) = parent() {
-        sweep_stale(dir);
+    if let Some(runs) = parent() {
+        sweep_stale(&runs.path);
     }
 }
 
@@ -184,7 +221,7 @@ pub(crate) fn stale_owner(name: &str) -> Option<bool> {
 
 /// Whether runs can be contained beneath `dir`: a cgroup can be made there, it has
 /// `cgroup.kill`, and a child can be created in it.
-fn probe(dir: &Path) -> bool {
+fn probe(dir: &RunsDir) -> bool {
     let Ok(mut cgroup) = RunCgroup::create_in(dir) else {
         return false;
     };
@@ -215,20 +252,40 @@ fn exit_in(fd: RawFd) -> bool {
 }
 
 /// Make a fresh `confine-<owner>-<n>` directory beneath `parent` (a cgroup of a v2 or v1
-/// hierarchy), and return its path.
-pub(crate) fn make_run_dir(parent: &Path) -> io::Result<PathBuf> {
+/// hierarchy); its path and its name there.
+pub(crate) fn make_run_dir(parent: &RunsDir) -> io::Result<(PathBuf, CString)> {
     let me = Owner::current();
     let mut tries = 0;
     loop {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let dir = parent.join(format!("{PREFIX}{me}-{n}"));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
+        let name = CString::new(format!("{PREFIX}{me}-{n}"))
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
+        match rustix::fs::mkdirat(&parent.fd, &name, rustix::fs::Mode::from_raw_mode(0o777)) {
+            Ok(()) => return Ok((parent.path.join(name.to_str().unwrap_or_default()), name)),
             // Left by an earlier process with our pid: take the next number.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
-            Err(e) => return Err(e),
+            Err(rustix::io::Errno::EXIST) if tries < 8 => tries += 1,
+            Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// A descriptor of `parent`'s directory for a run (close-on-exec): a duplicate, so the waiter
+/// can remove the run's cgroup when the embedder died first.
+pub(crate) fn parent_for_run(parent: &RunsDir) -> Option<OwnedFd> {
+    rustix::io::fcntl_dupfd_cloexec(&parent.fd, 3).ok()
+}
+
+/// Remove the cgroup `name` of `parent` (or, without them, the directory `dir`): true once it
+/// is gone. The kernel refuses (`EBUSY`) while a process is still in it.
+pub(crate) fn remove_run_dir(dir: &Path, parent: Option<&(OwnedFd, CString)>) -> bool {
+    let removed = match parent {
+        Some((fd, name)) => {
+            rustix::fs::unlinkat(fd, name.as_c_str(), rustix::fs::AtFlags::REMOVEDIR)
+                .map_err(io::Error::from)
+        }
+        None => std::fs::remove_dir(dir),
+    };
+    !matches!(removed, Err(e) if e.kind() != io::ErrorKind::NotFound)
 }
 
 /// The cgroup of one run. Dropped without [`settle`](RunCgroup::settle), it kills, waits
@@ -243,8 +300,10 @@ pub(crate) struct RunCgroup {
     /// stale cgroup.
     kill_fd: Option<OwnedFd>,
     /// The parent directory, open (close-on-exec), and the cgroup's name in it: for the
-    /// waiter to remove the cgroup when the embedder died first.
+    /// waiter to remove the cgroup when the embedder died first, and for removing it here.
     parent: Option<(OwnedFd, CString)>,
+    /// Whether the cgroup has the `pids` and the `memory` controller ([`RunsDir`]).
+    controllers: (bool, bool),
     /// Emptied and removed (or given up on).
     settled: bool,
 }
@@ -255,34 +314,34 @@ impl RunCgroup {
         Self::create_in(parent()?).ok()
     }
 
-    fn create_in(parent: &Path) -> io::Result<Self> {
-        let dir = make_run_dir(parent)?;
+    fn create_in(parent: &RunsDir) -> io::Result<Self> {
+        let (dir, name) = make_run_dir(parent)?;
+        let opened = rustix::fs::openat(
+            &parent.fd,
+            &name,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .and_then(|dir| {
+            let kill_flags = rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC;
+            let kill =
+                rustix::fs::openat(&dir, "cgroup.kill", kill_flags, rustix::fs::Mode::empty())?;
+            Ok((dir, kill))
+        });
         let mut cgroup = Self {
             dir,
             fd: None,
             kill_fd: None,
-            parent: None,
+            parent: parent_for_run(parent).map(|fd| (fd, name)),
+            controllers: (parent.pids, parent.memory),
             settled: false,
         };
-        let flags = rustix::fs::OFlags::RDONLY
-            | rustix::fs::OFlags::DIRECTORY
-            | rustix::fs::OFlags::CLOEXEC;
-        let kill_flags = rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC;
-        let opened =
-            rustix::fs::open(&cgroup.dir, flags, rustix::fs::Mode::empty()).and_then(|dir| {
-                let kill =
-                    rustix::fs::openat(&dir, "cgroup.kill", kill_flags, rustix::fs::Mode::empty())?;
-                Ok((dir, kill))
-            });
         match opened {
             Ok((fd, kill)) => {
                 cgroup.fd = Some(fd);
                 cgroup.kill_fd = Some(kill);
-                let name = cgroup.dir.file_name().map(|n| n.as_bytes().to_vec());
-                let parent_dir = rustix::fs::open(parent, flags, rustix::fs::Mode::empty());
-                if let (Some(name), Ok(parent_dir)) = (name, parent_dir) {
-                    cgroup.parent = CString::new(name).ok().map(|n| (parent_dir, n));
-                }
                 Ok(cgroup)
             }
             // No `cgroup.kill` (before Linux 5.14), or no descriptor: unusable.
@@ -305,16 +364,19 @@ impl RunCgroup {
     /// allowed). Whether `pids.max` now bounds the run's processes.
     pub(crate) fn bound(&self, processes: Option<u64>, memory: Option<u64>) -> bool {
         let set = |file: &str, value: u64| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(self.dir.join(file))
-                .and_then(|mut f| f.write_all(value.to_string().as_bytes()))
+            let Some(dir) = &self.fd else { return false };
+            let flags = rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC;
+            rustix::fs::openat(dir, file, flags, rustix::fs::Mode::empty())
+                .and_then(|f| rustix::io::write(&f, value.to_string().as_bytes()))
                 .is_ok()
         };
-        if let Some(bytes) = memory {
+        let (pids, has_memory) = self.controllers;
+        if let Some(bytes) = memory
+            && has_memory
+        {
             set("memory.max", bytes);
         }
-        processes.is_some_and(|count| set("pids.max", count))
+        processes.is_some_and(|count| pids && set("pids.max", count))
     }
 
     /// `cgroup.kill`, open for writing, for the waiter.
@@ -341,30 +403,13 @@ impl RunCgroup {
             .write_all(b"1")
     }
 
-    /// Whether `cgroup.events` says `populated 1`; a missing file means the cgroup is gone.
-    fn populated(&self) -> io::Result<bool> {
-        match std::fs::read_to_string(self.dir.join("cgroup.events")) {
-            Ok(events) => Ok(events.lines().any(|l| l == "populated 1")),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// One attempt: when the cgroup is empty, remove it. True once it is gone.
+    /// One attempt at removing the cgroup (refused while it is populated). True once it is
+    /// gone.
     fn try_remove(&mut self) -> bool {
-        if self.settled {
-            return true;
+        if !self.settled && remove_run_dir(&self.dir, self.parent.as_ref()) {
+            self.settled = true;
         }
-        if !matches!(self.populated(), Ok(false)) {
-            return false;
-        }
-        match std::fs::remove_dir(&self.dir) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => false,
-            _ => {
-                self.settled = true;
-                true
-            }
-        }
+        self.settled
     }
 
     /// Wait (asynchronously, with short sleeps) until the cgroup is empty, then remove it.
@@ -480,12 +525,13 @@ mod tests {
     /// a live process inside it killed first; one named for our own pid is kept.
     #[test]
     fn sweep_removes_cgroups_of_dead_embedders() {
-        let Some(dir) = parent() else {
+        let Some(runs) = parent() else {
             eprintln!(
                 "!!! sweep_removes_cgroups_of_dead_embedders: NOT RUN, no writable cgroup here"
             );
             return;
         };
+        let dir = &runs.path;
         let stale = dir.join(format!("{PREFIX}4194305-1-0"));
         std::fs::create_dir(&stale).unwrap();
         let fd = std::fs::File::open(&stale).unwrap();
@@ -501,7 +547,7 @@ mod tests {
             assert!(Instant::now() < until, "the child never joined");
             std::thread::sleep(Duration::from_millis(1));
         }
-        let mine = RunCgroup::create_in(dir).unwrap();
+        let mine = RunCgroup::create_in(runs).unwrap();
         sweep_stale(dir);
         assert!(!stale.exists(), "the stale cgroup was swept");
         assert!(mine.dir.exists(), "our own cgroup was kept");

@@ -39,7 +39,6 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -47,21 +46,23 @@ use std::time::{Duration, Instant};
 use rustix::fs::{Mode, OFlags};
 use rustix::process::{Pid, Signal, WaitOptions};
 
-use crate::cgroup::{make_run_dir, relative, stale_owner, unescape};
+use crate::cgroup::{
+    RunsDir, make_run_dir, parent_for_run, relative, remove_run_dir, stale_owner, unescape,
+};
 
 /// How long the end of a run waits for the emptied cgroup to be removable before leaving it
 /// to a later sweep.
 const REMOVE_LIMIT: Duration = Duration::from_secs(1);
 
-static PARENT: OnceLock<Option<PathBuf>> = OnceLock::new();
+static PARENT: OnceLock<Option<RunsDir>> = OnceLock::new();
 
 /// The directory of the v1 `pids` hierarchy beneath which runs get their cgroups, when this
 /// process can use one; discovered (and probed) once per process.
-pub(crate) fn parent() -> Option<&'static Path> {
-    PARENT.get_or_init(discover).as_deref()
+pub(crate) fn parent() -> Option<&'static RunsDir> {
+    PARENT.get_or_init(discover).as_ref()
 }
 
-fn discover() -> Option<PathBuf> {
+fn discover() -> Option<RunsDir> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = own_pids_cgroup(&own)?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
@@ -71,8 +72,10 @@ fn discover() -> Option<PathBuf> {
         };
         let dir = mountpoint.join(rel);
         sweep_stale(&dir);
-        if probe(&dir) {
-            return Some(dir);
+        if let Ok(runs) = RunsDir::open(dir)
+            && probe(&runs)
+        {
+            return Some(runs);
         }
     }
     None
@@ -111,7 +114,7 @@ fn pids_mounts(text: &str) -> Vec<(String, PathBuf)> {
 
 /// Whether runs can be bounded beneath `dir`: a cgroup can be made there, bounded, and a
 /// process can move itself into it.
-fn probe(dir: &Path) -> bool {
+fn probe(dir: &RunsDir) -> bool {
     let Ok(mut cgroup) = RunPids::create_in(dir, 8) else {
         return false;
     };
@@ -199,7 +202,7 @@ fn kill_members(dir: &Path, name: &str) {
 /// (nothing where it uses none).
 pub(crate) fn remove_stale() {
     if let Some(dir) = parent() {
-        sweep_stale(dir);
+        sweep_stale(&dir.path);
     }
 }
 
@@ -224,28 +227,35 @@ impl RunPids {
         Self::create_in(parent()?, max).ok()
     }
 
-    fn create_in(parent: &Path, max: u64) -> io::Result<Self> {
-        let dir = make_run_dir(parent)?;
-        let opened = std::fs::write(dir.join("pids.max"), max.to_string()).and_then(|()| {
-            let flags = OFlags::WRONLY | OFlags::CLOEXEC;
-            Ok(rustix::fs::open(dir.join("tasks"), flags, Mode::empty())?)
-        });
+    fn create_in(parent: &RunsDir, max: u64) -> io::Result<Self> {
+        let (dir, name) = make_run_dir(parent)?;
+        // Relative to the parent's descriptor: `<name>/pids.max`, `<name>/tasks`.
+        let inside = |file: &str| {
+            let mut path = name.as_bytes().to_vec();
+            path.push(b'/');
+            path.extend_from_slice(file.as_bytes());
+            CString::new(path).map_err(|_| rustix::io::Errno::INVAL)
+        };
+        let flags = OFlags::WRONLY | OFlags::CLOEXEC;
+        let opened = rustix::fs::openat(&parent.fd, &inside("pids.max")?, flags, Mode::empty())
+            .and_then(|limit| {
+                if rustix::io::write(&limit, max.to_string().as_bytes())? == 0 {
+                    return Err(rustix::io::Errno::IO);
+                }
+                rustix::fs::openat(&parent.fd, &inside("tasks")?, flags, Mode::empty())
+            });
+        let parent = parent_for_run(parent).map(|fd| (fd, name));
         let tasks = match opened {
             Ok(tasks) => tasks,
             Err(e) => {
-                std::fs::remove_dir(&dir).ok();
-                return Err(e);
+                remove_run_dir(&dir, parent.as_ref());
+                return Err(e.into());
             }
         };
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let parent_dir = rustix::fs::open(parent, flags, Mode::empty()).ok();
-        let name = dir
-            .file_name()
-            .and_then(|n| CString::new(n.as_bytes()).ok());
         Ok(Self {
             dir,
             tasks,
-            parent: parent_dir.zip(name),
+            parent,
             removed: false,
         })
     }
@@ -265,13 +275,10 @@ impl RunPids {
     /// One attempt at removing the cgroup (refused while a process is still in it); true
     /// once it is gone.
     fn try_remove(&mut self) -> bool {
-        if !self.removed {
-            match std::fs::remove_dir(&self.dir) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return false,
-                _ => self.removed = true,
-            }
+        if !self.removed && remove_run_dir(&self.dir, self.parent.as_ref()) {
+            self.removed = true;
         }
-        true
+        self.removed
     }
 
     /// Remove the cgroup, waiting (asynchronously) while the last processes of the run are
@@ -341,13 +348,14 @@ mod tests {
     /// emptied (its live member killed) and removed; one named for our own pid is kept.
     #[test]
     fn sweep_removes_cgroups_of_dead_owners() {
-        let Some(dir) = parent() else {
+        let Some(runs) = parent() else {
             eprintln!(
                 "!!! sweep_removes_cgroups_of_dead_owners: NOT RUN, no writable cgroup v1 \
                  `pids` hierarchy here"
             );
             return;
         };
+        let dir = &runs.path;
         // Another process's discovery may sweep this stale-looking cgroup first (it is stale to
         // every owner): then make it again.
         let mut tries = 0;
@@ -384,7 +392,7 @@ mod tests {
             rustix::process::kill_process(pid, Signal::KILL).ok();
             rustix::process::waitpid(Some(pid), WaitOptions::empty()).ok();
         };
-        let mine = RunPids::create_in(dir, 4).unwrap();
+        let mine = RunPids::create_in(runs, 4).unwrap();
         sweep_stale(dir);
         assert!(!stale.exists(), "the stale cgroup was swept");
         assert!(mine.dir.exists(), "our own cgroup was kept");
