@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 mod support;
 use support::{
-    MODES, alive, assert_dead, available, fork_bomb, js, marker, offered, run, run_until_killed,
-    wait_alive,
+    MODES, alive, assert_dead, available, command, fork_bomb, js, marker, offered, run,
+    run_until_killed, wait_alive,
 };
 use testkit::fixture::cmdline;
 
@@ -890,6 +890,98 @@ async fn run_waiter_environment_holds_nothing_of_the_embedder() {
                 assert_eq!(embedder, "leaked", "the twin: {mode:?}");
             }
         }
+    }
+}
+
+/// The namespace's init runs on the waiter's memory (one copy of the embedder fewer per run)
+/// and, in cgroup mode, outside the run's cgroup, where the program is born. Checked from
+/// outside while the program sleeps: the program's parent is the init, the init's parent is
+/// the waiter, and `kcmp(KCMP_VM)` says whether two processes share their memory. The same
+/// check tells a copy apart: the waiter (a fork of this process) shares nothing with it, nor
+/// does the program once it has executed. `kcmp` needs read access for ptrace to the waiter,
+/// which is not dumpable: root only; an ordinary user's run prints that it did not run.
+#[tokio::test]
+#[allow(unsafe_code, reason = "kcmp, which no safe wrapper offers")]
+async fn run_init_shares_the_waiter_memory_and_stays_out_of_the_cgroup() {
+    const TEST: &str = "run_init_shares_the_waiter_memory_and_stays_out_of_the_cgroup";
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("!!! {TEST}: NOT RUN as an ordinary user (kcmp of a not-dumpable waiter)");
+        return;
+    }
+    let same_memory = |a: i32, b: i32| {
+        const KCMP_VM: libc::c_long = 1;
+        // SAFETY: kcmp reads nothing of ours; it compares two processes' memory descriptors.
+        let r = unsafe { libc::syscall(libc::SYS_kcmp, a, b, KCMP_VM, 0, 0) };
+        assert!(
+            r >= 0,
+            "kcmp({a}, {b}): {}",
+            std::io::Error::last_os_error()
+        );
+        r == 0
+    };
+    let parent_of = |pid: i32| -> i32 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        after.split(' ').nth(1).unwrap().parse().unwrap()
+    };
+    let cgroup_of = |pid: i32| -> String {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for mode in offered([Containment::Cgroup, Containment::PidNamespace], TEST).await {
+        let m = marker();
+        let mut cmd = command("/bin/sh");
+        cmd.arg("-c")
+            .arg("sleep 2; true")
+            .arg(&m)
+            .current_dir("/")
+            .timeout(Duration::from_secs(20))
+            .containment(mode);
+        let running = tokio::spawn(run(cmd));
+        let until = Instant::now() + Duration::from_secs(5);
+        let program = loop {
+            let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+                let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+                cmdline(pid).iter().any(|a| a == &m).then_some(pid)
+            });
+            if let Some(pid) = found {
+                break pid;
+            }
+            assert!(Instant::now() < until, "{mode:?}: the program never showed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        let init = parent_of(program);
+        let waiter = parent_of(init);
+        assert_eq!(parent_of(waiter), std::process::id() as i32, "{mode:?}");
+        assert!(
+            same_memory(waiter, init),
+            "{mode:?}: the init runs on the waiter's memory"
+        );
+        assert!(
+            !same_memory(init, program),
+            "{mode:?}: the program executed"
+        );
+        let me = std::process::id() as i32;
+        assert!(
+            !same_memory(me, waiter),
+            "{mode:?}: the waiter is a copy (the twin)"
+        );
+        if mode == Containment::Cgroup {
+            let run_cgroup = cgroup_of(program);
+            assert!(run_cgroup.contains("confine-"), "{mode:?}: {run_cgroup}");
+            assert_ne!(cgroup_of(init), run_cgroup, "{mode:?}: the init is outside");
+            assert_ne!(
+                cgroup_of(waiter),
+                run_cgroup,
+                "{mode:?}: the waiter is outside"
+            );
+        }
+        let o = running.await.unwrap().unwrap();
+        assert_eq!(o.exit_code, Some(0), "{mode:?}: {o:?}");
+        assert!(o.pid_namespace, "{mode:?}");
     }
 }
 
