@@ -44,16 +44,18 @@ pub(super) const SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch 
 
 /// System calls newer than the `libc` crate's tables (the same number on every architecture
 /// since Linux 5.1's unified numbering).
+const SYS_FCHMODAT2: u32 = 452;
 const SYS_SETXATTRAT: u32 = 463;
 const SYS_REMOVEXATTRAT: u32 = 466;
 const SYS_FILE_SETATTR: u32 = 469;
 
 /// The metadata system calls (see the module docs).
 fn metadata_calls() -> Vec<u32> {
+    // Extended below on x86-64 only.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut calls = vec![
         libc::SYS_fchmod,
         libc::SYS_fchmodat,
-        libc::SYS_fchmodat2,
         libc::SYS_fchown,
         libc::SYS_fchownat,
         libc::SYS_utimensat,
@@ -74,7 +76,12 @@ fn metadata_calls() -> Vec<u32> {
         libc::SYS_futimesat,
     ]);
     let mut calls: Vec<u32> = calls.into_iter().map(|n| n as u32).collect();
-    calls.extend([SYS_SETXATTRAT, SYS_REMOVEXATTRAT, SYS_FILE_SETATTR]);
+    calls.extend([
+        SYS_FCHMODAT2,
+        SYS_SETXATTRAT,
+        SYS_REMOVEXATTRAT,
+        SYS_FILE_SETATTR,
+    ]);
     calls
 }
 
