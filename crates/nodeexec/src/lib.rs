@@ -68,12 +68,13 @@
 //!    (`/proc/self/cgroup`: the host's hierarchy as root, or a user's delegated subtree, as a
 //!    systemd user service with `Delegate=yes` has), and checks that a child cgroup can be
 //!    made, has `cgroup.kill` and can have a process created in it. Each run then gets
-//!    `<mount><own cgroup>/confine-<pid>-<start time>-<n>`; the waiter creates the program's
-//!    process in it with `clone3(CLONE_INTO_CGROUP)`, so the program and every descendant are
-//!    born inside. At the end the run writes `1` to `cgroup.kill` (the kernel kills every
+//!    `<mount><own cgroup>/confine-<pid>-<start time>-<n>`; the program's process is created
+//!    in it with `clone3(CLONE_INTO_CGROUP)` (by the namespace's init, or by the waiter where
+//!    there is none), so the program and every descendant are born inside, and nothing of the
+//!    crate's is. At the end the run writes `1` to `cgroup.kill` (the kernel kills every
 //!    member at once, forks in flight included), the waiter sweeps what left the cgroup, the
-//!    run reaps the waiter, waits until `cgroup.events` says `populated 0` and removes the
-//!    directory. Inside the cgroup the waiter also makes a **PID namespace** where one can
+//!    run reaps the waiter and removes the directory (retrying while the kernel refuses
+//!    because the last members are still leaving). Inside the cgroup the waiter also makes a **PID namespace** where one can
 //!    be made, as in mode 2 (with a user namespace where a bare one is refused): the program
 //!    then cannot see or signal the waiter or any process outside the run, and the
 //!    namespace's end kills a descendant that moved itself to another cgroup, whatever the
@@ -95,8 +96,8 @@
 //!    file system is read-only, cgroup v1, Linux before 5.14). The waiter calls
 //!    `unshare(CLONE_NEWPID)`, or where that is refused (no `CAP_SYS_ADMIN`)
 //!    `unshare(CLONE_NEWUSER | CLONE_NEWPID)`, mapping its own user and group ids to
-//!    themselves ([`Outcome::user_namespace`]), and forks the namespace's init, which starts
-//!    the program. When the init dies, the kernel kills every process in the namespace and the
+//!    themselves ([`Outcome::user_namespace`]), and starts the namespace's init, which starts
+//!    the program (the init is a clone that runs on the waiter's memory, not a copy of it). When the init dies, the kernel kills every process in the namespace and the
 //!    dying init reaps them. The program is not PID 1 itself: PID 1 ignores signals it has no
 //!    handler for (a script could not even kill itself), and its death would end the
 //!    namespace at once, while a descendant that keeps a pipe open must be waited for until
