@@ -230,16 +230,10 @@ fn probe(dir: &RunsDir) -> bool {
     created && cgroup.settled
 }
 
-/// Create a child in the cgroup `fd` names that exits at once; whether that worked.
-#[expect(unsafe_code, reason = "creates a child that only calls _exit")]
+/// Create a child in the cgroup `fd` names, the way a run's program is created, that exits at
+/// once; whether that worked.
 fn exit_in(fd: RawFd) -> bool {
-    // SAFETY: the child makes one async-signal-safe call, `_exit`.
-    let pid = unsafe { crate::contain::clone_into_cgroup(fd) };
-    if pid == 0 {
-        // SAFETY: ends the child at once, running nothing of the parent's.
-        unsafe { libc::_exit(0) };
-    }
-    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+    let Ok(pid) = crate::contain::spawn_exiting_in(fd) else {
         return false;
     };
     loop {

@@ -689,6 +689,7 @@ struct CloneArgs {
 ///
 /// As for `fork` in a multi-threaded process: the child may only make async-signal-safe
 /// calls until it execs or exits (it has no `atfork` handlers run for it, like `_Fork`).
+#[cfg(any(test, not(target_arch = "x86_64")))]
 #[expect(unsafe_code, reason = "clone3, which forks")]
 pub(crate) unsafe fn clone_into_cgroup(cgroup: RawFd) -> libc::pid_t {
     let args = CloneArgs {
@@ -781,6 +782,45 @@ unsafe fn clone3_vfork(
         );
     }
     result
+}
+
+/// A child born in the cgroup whose directory `cgroup` names, created the way a run's program
+/// is ([`ChildPlan::start_program`]), that exits at once with 0; returns its pid for the
+/// caller to reap. Discovery creates one before trusting a hierarchy, so that a kernel or a
+/// policy that refuses this way of creating a process (`clone3` filtered, say) is found out
+/// there and the run falls back to the next containment mode, not at a run's start. Signals
+/// are blocked around the clone (the child, which shares this process's memory until it
+/// exits, must run none of this process's handlers).
+#[expect(unsafe_code, reason = "creates a child that only calls _exit")]
+pub(crate) fn spawn_exiting_in(cgroup: RawFd) -> io::Result<Pid> {
+    extern "C" fn entry(_: *mut libc::c_void) -> libc::c_int {
+        exit_now(0)
+    }
+    let mut old = MaybeUninit::<libc::sigset_t>::uninit();
+    let mut all = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigfillset initialises the set it is given.
+    unsafe { libc::sigfillset(all.as_mut_ptr()) };
+    // SAFETY: reads the set filled above; writes the calling thread's previous mask to `old`.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr()) };
+    #[cfg(target_arch = "x86_64")]
+    let pid = Stack::new().and_then(|stack| {
+        // SAFETY: `entry` only exits; `stack` outlives the child (this call returns after
+        // the child has exited: `CLONE_VFORK`).
+        match unsafe { clone3_vfork(cgroup, &stack, entry, std::ptr::null_mut()) } {
+            pid if pid < 0 => Err(io::Error::from_raw_os_error(-pid as i32)),
+            pid => positive(pid as libc::pid_t),
+        }
+    });
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: the child makes one async-signal-safe call, `_exit`.
+    let pid = match unsafe { clone_into_cgroup(cgroup) } {
+        0 => exit_now(entry(std::ptr::null_mut())),
+        pid if pid < 0 => Err(io::Error::last_os_error()),
+        pid => positive(pid),
+    };
+    // SAFETY: restores the mask read above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut()) };
+    pid
 }
 
 /// A new child's pid as its parent got it (positive: `clone` returns 0 only in the child).
