@@ -164,13 +164,14 @@ fn agent_config_readme_shows_every_snippet_verbatim() {
             "README names {name}"
         );
     }
-    for flag in ["--read-only", "--tools", "--sandbox"] {
+    for flag in ["--read-only", "--tools", "--sandbox", "--allow-commands"] {
         assert!(section.contains(flag), "README explains {flag}");
     }
-    for tool in confine::tools::WORKSPACE_TOOLS {
+    let offered = confine::tools::WORKSPACE_TOOLS.iter();
+    for tool in offered.chain([&confine::tools::RUN_COMMAND]) {
         assert!(
-            section.contains(&format!("`{tool}`")),
-            "README lists the tool {tool}"
+            section.contains(&format!("\n| `{tool}` |")),
+            "README's table of tools has a row for {tool}"
         );
     }
 }
@@ -198,7 +199,8 @@ fn agent_config_files_are_all_tested() {
 #[test]
 fn tools_reference_has_a_section_per_tool_and_names_every_token() {
     let text = std::fs::read_to_string(repo().join("docs/TOOLS.md")).expect("docs/TOOLS.md");
-    for tool in confine::tools::WORKSPACE_TOOLS {
+    let offered = confine::tools::WORKSPACE_TOOLS.iter();
+    for tool in offered.chain([&confine::tools::RUN_COMMAND]) {
         assert!(
             text.contains(&format!("\n## {tool}\n")),
             "docs/TOOLS.md has a section for {tool}"
