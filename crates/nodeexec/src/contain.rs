@@ -116,8 +116,8 @@ pub(crate) struct ChildPlan {
     /// Where the embedder's environment strings lie in its memory (and so in C's copy), for
     /// C to overwrite them ([`hide_waiter`]).
     pub environment: Option<(usize, usize)>,
-    /// cgroup mode: a descriptor of the run's cgroup directory (close-on-exec), to create G
-    /// or N in, and one of its `cgroup.kill` open for writing.
+    /// cgroup mode: a descriptor of the run's cgroup directory (close-on-exec), to create N
+    /// in, and one of its `cgroup.kill` open for writing.
     pub cgroup: Option<(RawFd, RawFd)>,
     /// cgroup mode: the cgroup's parent directory (close-on-exec) and its name there, for C
     /// to remove the cgroup when P died first.
@@ -292,6 +292,9 @@ impl ChildPlan {
         let pids_removal = self.pids_v1_removal.take();
         let report_fd = (!namespace).then_some(self.report);
         let embedder = self.parent;
+        // Found out before another process shares this memory: the probe's failure, where
+        // `close_range` is missing or refused, sets errno, which G and N share with C.
+        let range_works = close_range_works();
         let child = if namespace {
             // G, sharing C's memory; N is born from G (in the cgroup, if any).
             // SAFETY: C is single-threaded and makes only async-signal-safe calls; C no
@@ -311,7 +314,7 @@ impl ChildPlan {
         ];
         // SAFETY: C uses no descriptor but these from here on, and never returns to code
         // that would (it ends in `_exit`). G's and N's descriptor tables are their own.
-        unsafe { close_all_except(&keep) };
+        unsafe { close_all_except(&keep, range_works) };
         // SAFETY: each descriptor was opened by P for C and is kept open just above; C
         // closes none of them before `_exit`, and `Waiter::wait` never returns.
         let borrow = |fd: RawFd| unsafe { BorrowedFd::borrow_raw(fd) };
@@ -349,10 +352,16 @@ impl ChildPlan {
     /// * Each has its own descriptor table, signal handlers and mask (no `CLONE_FILES`, no
     ///   `CLONE_SIGHAND`), credentials and namespaces.
     /// * Neither allocates, takes a lock or runs a destructor (both end in `_exit`). They
-    ///   share the C library's thread block, errno included: a value there is read only
-    ///   right after the failed call of the same process that set it, and C, from here on,
-    ///   makes no call that reads it. The worst a collision could do is put a wrong number
-    ///   in a start failure's report; it touches no memory.
+    ///   share the C library's thread block, errno included: G and N read errno right after
+    ///   a failed call of their own (`execve`, `dup2`, the clone), and C, from here on,
+    ///   neither reads nor writes it: its descriptors are closed by `close_range`, found to
+    ///   work before G was started, or by rustix's `try_close`; its reaping, kills and sweep are
+    ///   rustix calls too, raw system calls that leave errno alone. What is left: its signal
+    ///   waits write errno when they fail (`sigwaitinfo` with `EINTR` after C is stopped
+    ///   and continued; `sigtimedwait` timing out, only after the run's kill), and rustix
+    ///   built on the C library (its `use-libc` feature, which another crate could turn on)
+    ///   would write it from every call. The worst a collision could do is put a wrong
+    ///   number in a start failure's report; it touches no memory.
     ///
     /// G is outside the run's cgroup: the cgroup's `pids.max` counts the program's
     /// processes only, and a cgroup's out-of-memory kill, which also kills every process
@@ -416,7 +425,7 @@ impl ChildPlan {
         // N has its copies; G needs nothing but the report pipe (and must not keep std's
         // error pipe or the output pipes open).
         // SAFETY: G uses no other descriptor and ends in `_exit` below.
-        unsafe { close_all_except(&[self.report]) };
+        unsafe { close_all_except(&[self.report], close_range_works()) };
         // SAFETY: G's own copy of the report pipe, kept open just above; only G uses it,
         // through this value, which closes it once N's status is sent.
         let mut report = Some(unsafe { OwnedFd::from_raw_fd(self.report) });
@@ -484,6 +493,7 @@ impl ChildPlan {
         // ours until N is gone from it) and never returns (it executes or exits); with
         // `CLONE_VFORK` the call returns only once N has executed or exited, so `start` and
         // `stack` outlive N's use of them.
+        #[cfg_attr(not(target_arch = "x86_64"), allow(clippy::match_single_binding))]
         let pid = match cgroup {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as said above; `dir` is the run's cgroup directory, open.
@@ -977,9 +987,11 @@ fn errno_of(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EINVAL)
 }
 
-/// The stack N runs on until it executes the program: an anonymous private mapping with a
-/// guard page below it, unmapped on drop (N is gone from it by then: see
-/// [`ChildPlan::start_program`]). Made in C or G with raw system calls (no allocation).
+/// A stack for a process cloned onto this memory: an anonymous private mapping with a guard
+/// page below it, unmapped on drop. N runs on one until it executes the program (it is gone
+/// from it when the stack is dropped: see [`ChildPlan::start_program`]); G runs on one for
+/// its whole life, which is forgotten, never unmapped ([`ChildPlan::start_init`]). Made in C
+/// or G with raw system calls (no allocation).
 struct Stack {
     base: *mut libc::c_void,
 }
@@ -1172,10 +1184,13 @@ fn set_disposition(signal: libc::c_int, disposition: libc::sighandler_t) {
     unsafe { libc::signal(signal, disposition) };
 }
 
-/// The embedding process's handlers (tokio's SIGCHLD, an embedder's SIGINT) mean nothing in a
-/// process that will not exec: back to the defaults (exec would do this for N anyway).
+/// The embedding process's handlers (tokio's SIGCHLD, an embedder's SIGINT, a real-time
+/// signal's) mean nothing in a process that will not exec: back to the defaults (exec would
+/// do this for N anyway, and N, on this memory until it executes, must run none of them).
+/// The signals the C library keeps for itself (32 and 33 with glibc) refuse, harmlessly.
 fn reset_signal_handlers() {
-    for signal in 1..32 {
+    // Linux's signals are numbered 1 to 64.
+    for signal in 1..=64 {
         if signal != libc::SIGKILL && signal != libc::SIGSTOP {
             set_disposition(signal, libc::SIG_DFL);
         }
@@ -1189,7 +1204,7 @@ fn reset_signal_handlers() {
 /// Closes descriptors other code may own: only in a forked child that never returns to such
 /// code.
 #[expect(unsafe_code, reason = "closes descriptors it does not own")]
-unsafe fn close_all_except(keep: &[RawFd]) {
+unsafe fn close_all_except(keep: &[RawFd], range_works: bool) {
     let mut kept = [0u32; 8];
     let mut n = 0;
     for &fd in keep {
@@ -1203,29 +1218,39 @@ unsafe fn close_all_except(keep: &[RawFd]) {
     for &fd in &kept[..n] {
         if fd > first {
             // SAFETY: the caller's promise.
-            unsafe { close_range(first, fd - 1) };
+            unsafe { close_range(first, fd - 1, range_works) };
         }
         first = fd + 1;
     }
     // SAFETY: the caller's promise.
-    unsafe { close_range(first, u32::MAX) };
+    unsafe { close_range(first, u32::MAX, range_works) };
 }
 
-/// `close_range(first, last)`, with a close loop before Linux 5.9.
+/// Whether `close_range` works here (Linux 5.9 or later, not refused by a seccomp policy),
+/// tried on a range that closes nothing (every descriptor number is below `u32::MAX`).
+#[expect(unsafe_code, reason = "close_range(2) on an empty range")]
+fn close_range_works() -> bool {
+    // SAFETY: closes nothing: no descriptor has the number `u32::MAX`.
+    unsafe { libc::syscall(libc::SYS_close_range, u32::MAX, u32::MAX, 0) == 0 }
+}
+
+/// `close_range(first, last)` where it works ([`close_range_works`]), else a close loop as
+/// far as descriptors usually go. Neither writes errno when `range_works` is right:
+/// `close_range` then succeeds, and rustix's `try_close` is a raw system call.
 ///
 /// # Safety
 ///
 /// As for [`close_all_except`].
 #[expect(unsafe_code, reason = "closes descriptors it does not own")]
-unsafe fn close_range(first: u32, last: u32) {
+unsafe fn close_range(first: u32, last: u32, range_works: bool) {
     // SAFETY: the caller's promise.
-    if unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) } == 0 {
+    if range_works && unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) } == 0 {
         return;
     }
-    // Before Linux 5.9: close one by one, as far as descriptors usually go.
     for fd in first..=last.min(65_535) {
-        // SAFETY: the caller's promise.
-        unsafe { libc::close(fd as RawFd) };
+        // SAFETY: the caller's promise. Most of these numbers are not open: `try_close`
+        // answers them `EBADF` (rustix's `close` asserts success).
+        unsafe { rustix::io::try_close(fd as RawFd) }.ok();
     }
 }
 

@@ -237,7 +237,8 @@ impl RunPids {
             CString::new(path).map_err(|_| rustix::io::Errno::INVAL)
         };
         let flags = OFlags::WRONLY | OFlags::CLOEXEC;
-        let opened = rustix::fs::openat(&parent.fd, &inside("pids.max")?, flags, Mode::empty())
+        let opened = inside("pids.max")
+            .and_then(|limit| rustix::fs::openat(&parent.fd, &limit, flags, Mode::empty()))
             .and_then(|limit| {
                 if rustix::io::write(&limit, max.to_string().as_bytes())? == 0 {
                     return Err(rustix::io::Errno::IO);

@@ -1171,3 +1171,98 @@ async fn run_slots_bound_concurrent_runs() {
     assert!((1..=2).contains(&peak), "peak {peak}");
     assert_eq!(slots.available(), 2);
 }
+
+/// Where `close_range` is refused (a kernel before 5.9, or a seccomp policy that answers it
+/// `EPERM`, as container runtimes' older default profiles did), the waiter closes its
+/// descriptors one by one, thousands of calls, at the moment the program starts on the memory
+/// the waiter shares with it (in the namespace modes the init and the program run on the
+/// waiter's memory, errno included). A program that cannot be executed must still be reported
+/// with its own error, every time. A close loop that writes errno (the C library's `close`)
+/// fails this: a run now and then reports `EBADF`.
+#[test]
+fn run_start_failure_keeps_its_error_where_close_range_is_refused() {
+    // The filter applies to the thread that installs it and to what it forks (the waiter),
+    // not to the rest of the test binary.
+    std::thread::spawn(|| {
+        refuse_close_range();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let test = "run_start_failure_keeps_its_error_where_close_range_is_refused";
+            for mode in MODES {
+                if !available(mode, test).await {
+                    continue;
+                }
+                for _ in 0..50 {
+                    let mut cmd = command("/nonexistent/node");
+                    cmd.containment(mode);
+                    let e = run(cmd).await.unwrap_err();
+                    assert_eq!(e.kind(), ErrorKind::StartFailed, "{mode:?}");
+                    assert_eq!(
+                        e.io_error().and_then(|e| e.raw_os_error()),
+                        Some(libc::ENOENT),
+                        "{mode:?}: {e}"
+                    );
+                }
+            }
+        });
+    })
+    .join()
+    .expect("the test thread");
+}
+
+/// Install, on the calling thread, a seccomp filter that answers `close_range` with `EPERM`
+/// and allows every other call; check that it took.
+#[expect(unsafe_code, reason = "prctl and seccomp(2) with a filter of our own")]
+fn refuse_close_range() {
+    const CLOSE_RANGE: u32 = libc::SYS_close_range as u32;
+    let statement = |code: u32, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jump = |k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    };
+    let filter = [
+        // The system call's number: offset 0 of `struct seccomp_data`.
+        statement(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0),
+        jump(CLOSE_RANGE, 0, 1),
+        statement(
+            libc::BPF_RET | libc::BPF_K,
+            libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        ),
+        statement(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
+    ];
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: sets this thread's no_new_privs flag, which a filter needs without privilege.
+    let set = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    assert_eq!(set, 0, "no_new_privs: {}", std::io::Error::last_os_error());
+    // SAFETY: `program` points at `filter`, both alive for the call; the filter only refuses
+    // close_range, which nothing in this thread needs.
+    let installed = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0,
+            &raw const program,
+        )
+    };
+    assert_eq!(installed, 0, "seccomp: {}", std::io::Error::last_os_error());
+    // SAFETY: closes nothing (no descriptor has this number).
+    let refused = unsafe { libc::syscall(libc::SYS_close_range, u32::MAX, u32::MAX, 0) };
+    assert_eq!(
+        (refused, std::io::Error::last_os_error().raw_os_error()),
+        (-1, Some(libc::EPERM)),
+        "close_range is refused on this thread"
+    );
+}
