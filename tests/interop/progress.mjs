@@ -1,10 +1,11 @@
 // The official MCP TypeScript SDK client watching run_command's progress: `onprogress` on
 // callTool sends a progressToken, and the server answers with notifications/progress about
 // once a second while the command runs, none after the result; a call without the callback
-// gets none. Usage: node progress.mjs <confine binary> <workspace>. Prints a JSON summary;
-// exits 1 if any check failed.
+// gets none; a real npm project's tests; a long, noisy command cancelled mid-run through the
+// SDK's AbortController, every process it started gone. Usage: node progress.mjs <confine
+// binary> <workspace>. Prints a JSON summary; exits 1 if any check failed.
 
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -85,6 +86,58 @@ check('npm test ran the suite: 2 pass, 1 fail, exit 1',
   npm.structuredContent?.exitCode === 1 && /# pass 2\b/.test(npmOut) && /# fail 1\b/.test(npmOut) && npmOut.includes('wrong'),
   npm.structuredContent ?? npm);
 check('npm test reported progress', npmReports.length >= 1 && npmReports.every((p) => /^\d+ bytes of output/.test(p.message)), npmReports);
+
+// Cancellation mid-run: a long, noisy command whose descendants include one in a session of
+// its own (setsid), cancelled through the SDK's AbortController once progress has come. Every
+// process of the run must be gone, no progress may follow, and the server goes on answering.
+const mark = `confine-cancel-${process.pid}-${Date.now()}`;
+const holders = () => readdirSync('/proc').filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return false;
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(mark);
+  } catch {
+    return false;
+  }
+});
+const waitFor = async (ms, cond) => {
+  const t0 = Date.now();
+  while (Date.now() - t0 < ms) {
+    if (cond()) return true;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return cond();
+};
+const keep = `"${process.execPath}" -e "setInterval(() => {}, 1000)" ${mark}`;
+const noisy = `${keep} & setsid ${keep} & while true; do echo "noisy line $(date +%s%N)"; sleep 0.01; done`;
+const controller = new AbortController();
+const cancelReports = [];
+let aborted = false;
+let afterAbort = 0;
+const cancelled = client.callTool(
+  { name: 'run_command', arguments: { command: noisy, timeoutMs: 60_000 } },
+  undefined,
+  {
+    timeout: 90_000,
+    signal: controller.signal,
+    onprogress: (p) => {
+      if (aborted) afterAbort += 1;
+      cancelReports.push(p);
+    },
+  },
+).then((result) => ({ result }), (error) => ({ error }));
+await waitFor(10_000, () => cancelReports.length >= 1 && holders().length >= 2);
+check('cancel: progress came and the descendants run before the cancel',
+  cancelReports.length >= 1 && holders().length >= 2, { reports: cancelReports, holders: holders() });
+aborted = true;
+controller.abort('the judge cancels it');
+const outcome = await cancelled;
+check('cancel: callTool rejects', 'error' in outcome, outcome);
+check('cancel: every process of the run is gone', await waitFor(2_000, () => holders().length === 0), holders());
+await new Promise((r) => setTimeout(r, 1_500));
+check('cancel: no progress after the cancel', afterAbort === 0, afterAbort);
+const afterCancel = await client.callTool({ name: 'run_command', arguments: { command: 'echo still here' } });
+check('cancel: the server answers afterwards', afterCancel.structuredContent?.stdout === 'still here\n', afterCancel);
 
 await client.close();
 const ok = checks.every((c) => c.ok);
