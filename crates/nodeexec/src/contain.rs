@@ -392,14 +392,11 @@ impl ChildPlan {
                 (self as *mut ChildPlan).cast(),
             )
         };
-        let error = io::Error::last_os_error();
-        match Pid::from_raw(pid) {
-            Some(pid) if pid.as_raw_nonzero().get() > 0 => {
-                std::mem::forget(stack);
-                Ok(pid)
-            }
-            _ => Err(error),
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
         }
+        std::mem::forget(stack);
+        positive(pid)
     }
 
     /// G: PID 1 of the namespace; starts N, reaps everything, exits.
@@ -497,10 +494,7 @@ impl ChildPlan {
         let pid = match cgroup {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as said above; `dir` is the run's cgroup directory, open.
-            Some(dir) => match unsafe { clone3_vfork(dir, &stack, entry, arg) } {
-                pid if pid < 0 => Err(io::Error::from_raw_os_error(-pid as i32)),
-                pid => Ok(pid as libc::pid_t),
-            },
+            Some(dir) => unsafe { clone3_vfork(dir, &stack, entry, arg) },
             // SAFETY: as said above.
             _ => match unsafe {
                 libc::clone(
@@ -723,8 +717,8 @@ pub(crate) unsafe fn clone_into_cgroup(cgroup: RawFd) -> libc::pid_t {
 
 /// `clone3(CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP)`: a vfork-style child born in the
 /// cgroup whose directory `cgroup` names, running `entry(arg)` on `stack`. Returns in the
-/// parent only, once the child has executed a program or exited: the child's pid, or a
-/// negative error number.
+/// parent only, once the child has executed a program or exited: the child's pid, or the
+/// system call's error.
 ///
 /// Written by hand because no C library exports a `clone3` that takes a function to run:
 /// a child that shares the parent's memory must start on its own stack, so its first
@@ -749,7 +743,7 @@ unsafe fn clone3_vfork(
     stack: &Stack,
     entry: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     arg: *mut libc::c_void,
-) -> libc::c_long {
+) -> io::Result<libc::pid_t> {
     let args = CloneArgs {
         flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
         exit_signal: libc::SIGCHLD as u64,
@@ -791,7 +785,10 @@ unsafe fn clone3_vfork(
             options(nostack),
         );
     }
-    result
+    if result < 0 {
+        return Err(io::Error::from_raw_os_error(-result as i32));
+    }
+    Ok(result as libc::pid_t)
 }
 
 /// A child born in the cgroup whose directory `cgroup` names, created the way a run's program
@@ -816,10 +813,7 @@ pub(crate) fn spawn_exiting_in(cgroup: RawFd) -> io::Result<Pid> {
     let pid = Stack::new().and_then(|stack| {
         // SAFETY: `entry` only exits; `stack` outlives the child (this call returns after
         // the child has exited: `CLONE_VFORK`).
-        match unsafe { clone3_vfork(cgroup, &stack, entry, std::ptr::null_mut()) } {
-            pid if pid < 0 => Err(io::Error::from_raw_os_error(-pid as i32)),
-            pid => positive(pid as libc::pid_t),
-        }
+        unsafe { clone3_vfork(cgroup, &stack, entry, std::ptr::null_mut()) }.and_then(positive)
     });
     #[cfg(not(target_arch = "x86_64"))]
     // SAFETY: the child makes one async-signal-safe call, `_exit`.

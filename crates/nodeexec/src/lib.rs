@@ -74,11 +74,11 @@
 //!    crate's is. At the end the run writes `1` to `cgroup.kill` (the kernel kills every
 //!    member at once, forks in flight included), the waiter sweeps what left the cgroup, the
 //!    run reaps the waiter and removes the directory (retrying while the kernel refuses
-//!    because the last members are still leaving). Inside the cgroup the waiter also makes a **PID namespace** where one can
-//!    be made, as in mode 2 (with a user namespace where a bare one is refused): the program
-//!    then cannot see or signal the waiter or any process outside the run, and the
-//!    namespace's end kills a descendant that moved itself to another cgroup, whatever the
-//!    sweep does. Where no namespace can be made, the cgroup runs without one (host pids,
+//!    because the last members are still leaving). Inside the cgroup the waiter also makes a
+//!    **PID namespace** where one can be made, as in mode 2 (with a user namespace where a
+//!    bare one is refused): the program then cannot see or signal the waiter or any process
+//!    outside the run, and the namespace's end kills a descendant that moved itself to
+//!    another cgroup, whatever the sweep does. Where no namespace can be made, the cgroup runs without one (host pids,
 //!    [`Outcome::pid_namespace`] says which). [`Command::pid_namespace`]`(false)` opts out:
 //!    then every pid the program sees is a host pid, so an observer outside can check
 //!    `kill(pid, 0)` or `/proc/<pid>` for a pid a script printed (with the namespace, the
@@ -97,8 +97,9 @@
 //!    `unshare(CLONE_NEWPID)`, or where that is refused (no `CAP_SYS_ADMIN`)
 //!    `unshare(CLONE_NEWUSER | CLONE_NEWPID)`, mapping its own user and group ids to
 //!    themselves ([`Outcome::user_namespace`]), and starts the namespace's init, which starts
-//!    the program (the init is a clone that runs on the waiter's memory, not a copy of it). When the init dies, the kernel kills every process in the namespace and the
-//!    dying init reaps them. The program is not PID 1 itself: PID 1 ignores signals it has no
+//!    the program (the init is a clone that runs on the waiter's memory, not a copy of it).
+//!    When the init dies, the kernel kills every process in the namespace and the dying init
+//!    reaps them. The program is not PID 1 itself: PID 1 ignores signals it has no
 //!    handler for (a script could not even kill itself), and its death would end the
 //!    namespace at once, while a descendant that keeps a pipe open must be waited for until
 //!    the bound. The script sees **namespace pids** (`process.pid` is 2), which mean nothing
