@@ -141,6 +141,9 @@ pub(crate) struct ChildPlan {
     pub fds: Vec<(RawFd, RawFd)>,
     /// The embedder's pre-exec steps, in order, run in N.
     pub hooks: Vec<Hook>,
+    /// Whether `close_range(CLOSE_RANGE_CLOEXEC)` works ([`cloexec_range_works`], found in P):
+    /// how N seals every descriptor it was not meant to pass.
+    pub cloexec_range: bool,
     /// What N executes.
     pub exec: Exec,
 }
@@ -587,9 +590,124 @@ impl ChildPlan {
         for hook in &mut self.hooks {
             hook()?;
         }
+        // After the hooks, so a descriptor one of them left open is sealed too: the program
+        // inherits its stdio and the passed descriptors, nothing else.
+        self.fds.sort_unstable_by_key(|&(_, target)| target);
+        seal_descriptors(&self.fds, self.cloexec_range)?;
         // Last, so the embedder's steps ran with what the embedder has.
         self.privileges.apply()
     }
+}
+
+/// N, just before `exec`: marks close-on-exec every descriptor from 3 up that is not the
+/// target of a passed descriptor (`targets`, sorted by target), so the program holds its
+/// stdio and what the run handed it, and nothing the embedder (or its launcher: a shell's
+/// `7>>file`) left open without close-on-exec. Marking instead of closing keeps N's copy of
+/// the report pipe until `exec`, so a failing `exec` is still reported.
+///
+/// `close_range(CLOSE_RANGE_CLOEXEC)` (Linux 5.11) where `range_works` (probed in P); else
+/// every descriptor listed in `/proc/self/fd`; where that cannot be read either, every number
+/// up to the larger of the soft descriptor limit and 65,536 (at most 2^20): a descriptor above
+/// that can only exist where the limit was lowered after it was opened.
+///
+/// Async-signal-safe: raw system calls and a directory read into a buffer on the stack.
+#[expect(
+    unsafe_code,
+    reason = "sets the close-on-exec flag of descriptors N holds"
+)]
+fn seal_descriptors(targets: &[(RawFd, RawFd)], range_works: bool) -> io::Result<()> {
+    let kept = |fd: RawFd| fd <= 2 || targets.iter().any(|&(_, t)| t == fd);
+    if range_works {
+        let mut first = 3u32;
+        let mut all = true;
+        for &(_, target) in targets {
+            let target = target as u32;
+            if target > first {
+                all &= close_range_cloexec(first, target - 1);
+            }
+            first = first.max(target + 1);
+        }
+        all &= close_range_cloexec(first, u32::MAX);
+        if all {
+            return Ok(());
+        }
+    }
+    let cloexec = |fd: RawFd| {
+        // SAFETY: only the flag of a number N holds changes; an unused number is EBADF.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        match rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC) {
+            Ok(()) | Err(Errno::BADF) => Ok(()),
+            Err(e) => Err(io::Error::from(e)),
+        }
+    };
+    use rustix::fs::{Mode, OFlags, RawDir};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if let Ok(dir) = rustix::fs::open(c"/proc/self/fd", flags, Mode::empty()) {
+        let mut buf = [MaybeUninit::<u8>::uninit(); 2048];
+        let mut entries = RawDir::new(&dir, &mut buf);
+        let mut complete = true;
+        while let Some(entry) = entries.next() {
+            let Ok(entry) = entry else {
+                complete = false;
+                break;
+            };
+            let Some(fd) = parse_decimal(entry.file_name().to_bytes()) else {
+                continue;
+            };
+            if !kept(fd) && fd != std::os::fd::AsRawFd::as_raw_fd(&dir) {
+                cloexec(fd)?;
+            }
+        }
+        if complete {
+            return Ok(());
+        }
+    }
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let last = soft.clamp(65_536, 1 << 20) as RawFd;
+    for fd in 3..last {
+        if !kept(fd) {
+            cloexec(fd)?;
+        }
+    }
+    Ok(())
+}
+
+/// `close_range(first, last, CLOSE_RANGE_CLOEXEC)`; whether it succeeded. Only where P found it
+/// works ([`cloexec_range_works`]): a failure writes errno, which N shares with its parent.
+#[expect(
+    unsafe_code,
+    reason = "close_range(2) marking descriptors close-on-exec"
+)]
+fn close_range_cloexec(first: u32, last: u32) -> bool {
+    // SAFETY: changes no descriptor's number, only its close-on-exec flag, in N alone.
+    unsafe { libc::syscall(libc::SYS_close_range, first, last, CLOSE_RANGE_CLOEXEC) == 0 }
+}
+
+/// `CLOSE_RANGE_CLOEXEC` (Linux 5.11), which the libc crate does not name on every target.
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+
+/// Whether `close_range` with `CLOSE_RANGE_CLOEXEC` works here (Linux 5.11 or later, not
+/// refused by a seccomp policy), tried in P on a range that holds no descriptor at each spawn
+/// (one system call): a filter may refuse it on one thread and not on another.
+pub(crate) fn cloexec_range_works() -> bool {
+    close_range_cloexec(u32::MAX, u32::MAX)
+}
+
+/// A descriptor number spelled in decimal (a `/proc/self/fd` entry), or `None` (`.`, `..`).
+fn parse_decimal(name: &[u8]) -> Option<RawFd> {
+    if name.is_empty() || name.len() > 9 {
+        return None;
+    }
+    let mut n: RawFd = 0;
+    for &b in name {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + RawFd::from(b - b'0');
+    }
+    Some(n)
 }
 
 /// C, where asked for a PID namespace: `unshare(CLONE_NEWPID)`, or where that is refused

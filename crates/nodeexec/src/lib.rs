@@ -144,6 +144,17 @@
 //! in its copy of the memory with zeros; the namespace's init runs on that same memory, so
 //! the program can read nothing of the embedder's environment through its parent.
 //!
+//! **Nothing inherited.** The program holds its stdin (the null device), stdout, stderr and
+//! the descriptors passed with [`Command::pass_fd`], nothing else: not what the embedder's
+//! launcher left open without close-on-exec (a shell's `exec 7>>file`), not the embedder's own
+//! handles, whatever their flags. Just before `exec`, after the pre-exec steps, the program's
+//! process marks every other descriptor close-on-exec: `close_range(CLOSE_RANGE_CLOEXEC)`
+//! (Linux 5.11), else each entry of `/proc/self/fd`, else every number up to the larger of
+//! the soft descriptor limit and 65,536 (at most 2^20). This holds in every containment mode,
+//! with and without the sandbox: a Landlock sandbox confines paths, and an inherited
+//! descriptor needs none (`tests/run.rs`, `run_inherits_no_descriptor_*`, beside a plain
+//! child that writes and reads through the same descriptors).
+//!
 //! # Pre-exec steps
 //!
 //! [`Command::pre_exec`] adds a step (async-signal-safe only) that runs in the process that is

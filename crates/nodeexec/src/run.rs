@@ -286,6 +286,7 @@ impl Command {
                 .map(|(fd, t)| (fd.as_raw_fd(), *t))
                 .collect(),
             hooks: self.hooks,
+            cloexec_range: crate::contain::cloexec_range_works(),
             exec,
         };
         // std's part: fork C with the program's directory and standard streams set up;

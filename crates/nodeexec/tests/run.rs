@@ -1266,3 +1266,158 @@ fn refuse_close_range() {
         "close_range is refused on this thread"
     );
 }
+
+/// Two descriptors onto files outside any workspace, left open without close-on-exec the way
+/// a launcher's `exec 7>>outside/leak.txt 8<outside/secret.txt` leaves them: (the leak file's
+/// path, its descriptor open for appending, the secret's descriptor open for reading).
+fn launcher_descriptors(dir: &Path) -> (PathBuf, std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use rustix::io::{FdFlags, fcntl_getfd, fcntl_setfd};
+    let leak = dir.join("leak.txt");
+    std::fs::write(&leak, "").unwrap();
+    std::fs::write(dir.join("secret.txt"), "TOP-SECRET-VALUE\n").unwrap();
+    let open = |path: &Path, append: bool| {
+        let file = std::fs::OpenOptions::new()
+            .read(!append)
+            .append(append)
+            .open(path)
+            .unwrap();
+        // High numbers, as a shell's redirections are: distinct from anything the run places.
+        let fd = rustix::io::fcntl_dupfd_cloexec(&file, 40).unwrap();
+        fcntl_setfd(&fd, FdFlags::empty()).unwrap();
+        assert!(!fcntl_getfd(&fd).unwrap().contains(FdFlags::CLOEXEC));
+        fd
+    };
+    let w = open(&leak, true);
+    let r = open(&dir.join("secret.txt"), false);
+    (leak, w, r)
+}
+
+/// The probe, for bash (dash redirects only single-digit descriptors): write through the first
+/// descriptor, read through the second, then list the descriptors the shell holds (`ls` opens
+/// one of its own, the lowest free number: 3).
+fn descriptor_probe(w: i32, r: i32) -> String {
+    format!(
+        "(echo PWNED >&{w}) 2>/dev/null && echo wrote; \
+         (cat <&{r}) 2>/dev/null; echo fds: $(ls /proc/self/fd | sort -n | tr '\\n' ' ')"
+    )
+}
+
+#[tokio::test]
+async fn run_inherits_no_descriptor_the_embedder_left_open_in_every_mode() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let (leak, w, r) = launcher_descriptors(dir.path());
+    let probe = descriptor_probe(w.as_raw_fd(), r.as_raw_fd());
+
+    // The twin: a plain child of the same process inherits both and uses them.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the naive twin is a bare std child"
+    )]
+    let plain = std::process::Command::new("/bin/bash")
+        .arg("-c")
+        .arg(&probe)
+        .output()
+        .unwrap();
+    let plain = String::from_utf8_lossy(&plain.stdout).into_owned();
+    assert!(
+        plain.contains("wrote") && plain.contains("TOP-SECRET-VALUE"),
+        "{plain}"
+    );
+    assert_eq!(std::fs::read_to_string(&leak).unwrap(), "PWNED\n");
+    std::fs::write(&leak, "").unwrap();
+
+    let modes = offered(
+        MODES.into_iter().chain([Containment::ProcessGroup]),
+        "run_inherits_no_descriptor",
+    )
+    .await;
+    assert!(modes.contains(&Containment::Subreaper), "{modes:?}");
+    for mode in modes {
+        for drop_privileges in [true, false] {
+            let mut cmd = command("/bin/bash");
+            cmd.arg("-c")
+                .arg(&probe)
+                .current_dir("/")
+                .containment(mode)
+                .drop_privileges(drop_privileges);
+            let o = run(cmd).await.unwrap();
+            let said = &o.stdout.text;
+            assert!(
+                !said.contains("wrote"),
+                "{mode:?}: wrote through it: {said}"
+            );
+            assert!(
+                !said.contains("TOP-SECRET"),
+                "{mode:?}: read through it: {said}"
+            );
+            assert!(said.ends_with("fds: 0 1 2 3\n"), "{mode:?}: {said:?}");
+            assert_eq!(std::fs::read_to_string(&leak).unwrap(), "", "{mode:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn run_passed_descriptors_survive_the_sealing() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let (_leak, w, r) = launcher_descriptors(dir.path());
+    let file = std::fs::File::open(dir.path().join("secret.txt")).unwrap();
+    let mut cmd = command("/bin/sh");
+    // The leaked ones stay closed; the one handed on 5 (and 9, out of order) is readable.
+    cmd.arg("-c")
+        .arg(format!(
+            "cat <&5; cat <&9; (cat <&{}) 2>/dev/null || echo sealed; ls /proc/self/fd | sort -n | tr '\\n' ' '",
+            r.as_raw_fd()
+        ))
+        .current_dir("/");
+    cmd.pass_fd(&file, 9).unwrap();
+    let file5 = std::fs::File::open(dir.path().join("secret.txt")).unwrap();
+    cmd.pass_fd(&file5, 5).unwrap();
+    let o = run(cmd).await.unwrap();
+    drop(w);
+    assert_eq!(
+        o.stdout.text, "TOP-SECRET-VALUE\nTOP-SECRET-VALUE\nsealed\n0 1 2 3 5 9 ",
+        "{o:?}"
+    );
+}
+
+/// Where `close_range` is refused (a kernel before 5.11 lacks its close-on-exec form; a seccomp
+/// policy may refuse it whole), the program's process seals what it inherited by reading
+/// `/proc/self/fd`: the launcher's descriptors are still out of the program's reach.
+#[test]
+fn run_inherits_no_descriptor_where_close_range_is_refused() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let (leak, w, r) = launcher_descriptors(dir.path());
+    let probe = descriptor_probe(w.as_raw_fd(), r.as_raw_fd());
+    std::thread::spawn(move || {
+        refuse_close_range();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            for mode in offered(
+                MODES,
+                "run_inherits_no_descriptor_where_close_range_is_refused",
+            )
+            .await
+            {
+                let mut cmd = command("/bin/bash");
+                cmd.arg("-c").arg(&probe).current_dir("/").containment(mode);
+                let o = run(cmd).await.unwrap();
+                let said = &o.stdout.text;
+                assert!(
+                    !said.contains("wrote") && !said.contains("TOP-SECRET"),
+                    "{mode:?}: {said}"
+                );
+                assert!(said.ends_with("fds: 0 1 2 3\n"), "{mode:?}: {said:?}");
+            }
+        });
+    })
+    .join()
+    .expect("the test thread");
+    assert_eq!(std::fs::read_to_string(&leak).unwrap(), "");
+    drop((w, r));
+}
