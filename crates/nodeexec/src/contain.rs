@@ -46,8 +46,8 @@
 //!   `pids` cgroup (`pids_v1.rs`) N writes `0` to `tasks`: a thread moving itself skips the
 //!   wait, and N is single-threaded then.
 //! * The program runs in N, not in G: PID 1 ignores every signal it has no handler for, even
-//!   one it sends itself, and its death would end the namespace at once, while the contract
-//!   wants a descendant that keeps the output pipes open to be waited for (and timed out).
+//!   one it sends itself, and its death would end the namespace at once; N's own exit is
+//!   reported (below), and P ends the run then, after a short drain of the output.
 //! * Whoever reaps N (G in a namespace, else C) reports N's wait status to P on the report
 //!   pipe. C exits, mirroring that status, once it has no child left; while an orphan of the
 //!   run is alive, it waits for the end.

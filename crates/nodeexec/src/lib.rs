@@ -10,7 +10,11 @@
 //! after the cap so the child never blocks; [`Command::output_tail`] keeps the end of each
 //! stream as well, with a marker naming the bytes left out between, and a [`Progress`] handle
 //! watches the output while the run goes. One time bound (500 ms by default, counted from
-//! the program's `exec`) covers the child's exit *and* both pipes closing. A [`CancellationToken`] cancels. The result is an
+//! the program's `exec`) covers the program. **A run ends when its program exits**, not when
+//! every holder of its output pipes has closed them: whatever the program left running (a
+//! watcher, `(server &)`, a `setsid` child holding stdout) is killed at that moment, what was
+//! written is drained for at most 100 ms more, and the outcome carries the program's own exit
+//! code or signal. A [`CancellationToken`] cancels. The result is an
 //! [`Outcome`] (exit code or signal, both streams, the [`Containment`] used) or an [`Error`]
 //! whose [`ErrorKind`] says why.
 //!
@@ -101,8 +105,8 @@
 //!    When the init dies, the kernel kills every process in the namespace and the dying init
 //!    reaps them. The program is not PID 1 itself: PID 1 ignores signals it has no
 //!    handler for (a script could not even kill itself), and its death would end the
-//!    namespace at once, while a descendant that keeps a pipe open must be waited for until
-//!    the bound. The script sees **namespace pids** (`process.pid` is 2), which mean nothing
+//!    namespace at once, before the output written just before the program's exit is read.
+//!    The script sees **namespace pids** (`process.pid` is 2), which mean nothing
 //!    to an observer outside; in exchange it cannot see or signal the waiter.
 //! 3. **The subreaper alone** ([`Containment::Subreaper`]), where namespaces are refused too
 //!    (user namespaces disabled, a seccomp policy): no privilege at all is needed. Host pids.

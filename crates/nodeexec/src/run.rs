@@ -24,6 +24,10 @@ use crate::signal::signal_name;
 /// How long the end of a run may take before the last resort (SIGKILL to the whole group).
 const GRACE: Duration = Duration::from_secs(2);
 
+/// How long the output is still read once the program has exited, for what it wrote just
+/// before (a descendant that keeps the pipes open is killed after that).
+pub(crate) const DRAIN: Duration = Duration::from_millis(100);
+
 /// How a run kept its processes from outliving it, strongest first (the crate docs, *No
 /// process outlives a run*, say why in this order). Every mode but the last also makes the
 /// waiter the run's child subreaper, which sweeps every remaining descendant at the end.
@@ -94,8 +98,8 @@ impl ProcessBound {
     }
 }
 
-/// What a finished run produced: the program exited (or died by a signal) and both of its
-/// output pipes closed within the bound.
+/// What a finished run produced: the program exited (or died by a signal) within the bound;
+/// what it left running was killed then, after the output was drained for at most 100 ms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Outcome {
@@ -129,8 +133,9 @@ impl Outcome {
 }
 
 impl Command {
-    /// Start the child and wait until it has exited and closed both output pipes, within the
-    /// time bound. At every end (exit, timeout, cancellation, error, and a dropped future)
+    /// Start the child and wait until the program has exited (or, where its status cannot be
+    /// known, until both output pipes have closed), within the time bound; the output is then
+    /// drained for at most 100 ms and whatever the program left is killed. At every end (exit, timeout, cancellation, error, and a dropped future)
     /// every process the run started is killed and reaped before this returns (or the drop
     /// completes).
     pub async fn run(self, cancel: &CancellationToken) -> Result<Outcome, Error> {
@@ -162,12 +167,33 @@ impl Command {
         let early = std::mem::take(&mut running.early);
         // The captures outlive this future: on a timeout they keep what was read until then.
         let (out_ref, err_ref) = (&mut out, &mut err);
+        // The run ends when the program does, not when the last holder of its output pipes
+        // closes them: once its status is in, the output is drained for at most `DRAIN`
+        // (whatever it left holding the pipes is killed at the end just below). Without a
+        // status (the init was killed from outside) the pipes' end is the run's.
         let collect = async move {
-            tokio::try_join!(
-                read_pipe(stdout, out_ref),
-                read_pipe(stderr, err_ref),
-                read_status(report, early),
-            )
+            let output = async {
+                tokio::try_join!(read_pipe(stdout, out_ref), read_pipe(stderr, err_ref)).map(|_| ())
+            };
+            tokio::pin!(output);
+            let status = read_status(report, early);
+            tokio::pin!(status);
+            let status = tokio::select! {
+                r = &mut output => {
+                    r?;
+                    return Ok(((), (), status.await?));
+                }
+                s = &mut status => s?,
+            };
+            match status {
+                Some(_) => {
+                    if let Ok(r) = tokio::time::timeout(DRAIN, &mut output).await {
+                        r?;
+                    }
+                }
+                None => output.await?,
+            }
+            io::Result::Ok(((), (), status))
         };
 
         let ended = tokio::select! {

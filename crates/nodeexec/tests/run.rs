@@ -278,27 +278,129 @@ async fn run_busy_loop_times_out() {
     assert!(took < Duration::from_secs(3), "{took:?}");
 }
 
+/// A run ends when its program exits, whatever it left holding its output: a descendant
+/// holding stdout, one holding stderr, one in its own session holding both; in every mode
+/// (the process-group twin included: the end kills its group, and the session leader, which
+/// left it, is the one it misses, as documented). The program's own status is kept, what it
+/// wrote before exiting is there, the answer comes long before the bound, and the descendant
+/// is dead once the run is over.
 #[tokio::test]
-async fn run_descendant_holding_stdout_turns_exit_into_timeout() {
+async fn run_ends_when_its_program_exits_whatever_holds_its_output() {
+    let modes = offered(MODES, "run_ends_when_its_program_exits").await;
+    assert!(modes.contains(&Containment::Subreaper), "{modes:?}");
+    let holders = [
+        ("stdout", "(exec sleep 30 {m} 2>/dev/null) &"),
+        ("stderr", "(exec sleep 30 {m} >/dev/null) &"),
+        ("session", "setsid sleep 30 {m} &"),
+    ];
+    for mode in modes {
+        for (what, holder) in holders {
+            for code in [0, 1, 3, 255] {
+                let m = marker();
+                let script = format!(
+                    "{} echo spawned; echo to-stderr >&2; exit {code}",
+                    holder.replace("{m}", &m)
+                );
+                let mut cmd = command("/bin/sh");
+                // `sleep 30 MARKER` would fail on the marker: it is the sleep's `$0` instead.
+                cmd.arg("-c")
+                    .arg(script.replace(&format!("sleep 30 {m}"), &format!("sh -c 'sleep 30' {m}")))
+                    .current_dir("/")
+                    .containment(mode)
+                    .timeout(Duration::from_secs(20));
+                let start = Instant::now();
+                let o = run(cmd)
+                    .await
+                    .unwrap_or_else(|e| panic!("{mode:?} {what} {code}: {e}"));
+                let took = start.elapsed();
+                assert_eq!(
+                    (o.exit_code, o.signal),
+                    (Some(code), None),
+                    "{mode:?} {what}"
+                );
+                assert_eq!(o.stdout.text, "spawned\n", "{mode:?} {what}");
+                assert_eq!(o.stderr.text, "to-stderr\n", "{mode:?} {what}");
+                assert!(took < Duration::from_secs(5), "{mode:?} {what}: {took:?}");
+                assert_dead(
+                    mode,
+                    &m,
+                    &format!("the exit of a program whose {what} was held"),
+                );
+            }
+        }
+    }
+}
+
+/// A program killed by a signal while a descendant holds its output: the signal is the
+/// outcome (not a timeout), at once.
+#[tokio::test]
+async fn run_ends_when_its_program_dies_by_a_signal_whatever_holds_its_output() {
+    for mode in offered(MODES, "run_ends_when_its_program_dies_by_a_signal").await {
+        let m = marker();
+        let mut cmd = command("/bin/sh");
+        cmd.arg("-c")
+            .arg(format!(
+                "setsid sh -c 'sleep 30' {m} & echo spawned; kill -TERM $$"
+            ))
+            .current_dir("/")
+            .containment(mode)
+            .timeout(Duration::from_secs(20));
+        let start = Instant::now();
+        let o = run(cmd).await.unwrap();
+        assert_eq!(
+            (o.exit_code, o.signal),
+            (None, Some(libc::SIGTERM)),
+            "{mode:?}"
+        );
+        assert_eq!(o.stdout.text, "spawned\n", "{mode:?}");
+        assert!(start.elapsed() < Duration::from_secs(5), "{mode:?}");
+        assert_dead(mode, &m, "a program's death by a signal");
+    }
+}
+
+/// Node.js: `spawn(…, {stdio: 'inherit', detached: true})` then exit 3 answers at once with 3.
+#[tokio::test]
+async fn run_ends_when_the_script_exits_while_a_detached_child_inherits_stdio() {
+    for mode in offered(MODES, "run_ends_when_the_script_exits").await {
+        let m = marker();
+        let source = format!(
+            "require('child_process').spawn(process.execPath,
+                ['-e', 'setInterval(() => {{}}, 1000)', '{m}'],
+                {{ stdio: 'inherit', detached: true }}).unref();
+             process.stdout.write('parent done'); process.exitCode = 3;"
+        );
+        let mut cmd = js(&source);
+        cmd.containment(mode).timeout(Duration::from_secs(20));
+        let start = Instant::now();
+        let o = run(cmd).await.unwrap();
+        assert_eq!(
+            (o.exit_code, o.stdout.text.as_str()),
+            (Some(3), "parent done"),
+            "{mode:?}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(5), "{mode:?}");
+        assert_dead(mode, &m, "the script's exit");
+    }
+}
+
+/// What a descendant writes within the drain after the program's exit is kept; it is killed
+/// once the drain is over, so a descendant writing forever cannot hold the run.
+#[tokio::test]
+async fn run_drains_briefly_after_the_exit_then_kills() {
     let m = marker();
-    let source = format!(
-        "require('child_process').spawn(process.execPath,
-            ['-e', 'setInterval(() => {{}}, 1000)', '{m}'],
-            {{ stdio: ['ignore', 'inherit', 'ignore'], detached: true }}).unref();
-         process.stdout.write('parent done')"
-    );
-    let mut cmd = js(&source);
-    let bound = Duration::from_millis(1500);
-    cmd.timeout(bound);
+    let mut cmd = command("/bin/sh");
+    cmd.arg("-c")
+        .arg(format!(
+            "sh -c 'while :; do echo more; sleep 0.01; done' {m} & echo first; exit 0"
+        ))
+        .current_dir("/")
+        .timeout(Duration::from_secs(20));
     let start = Instant::now();
-    let e = run(cmd).await.unwrap_err();
-    let took = start.elapsed();
-    assert_eq!(e.kind(), ErrorKind::TimedOut);
-    assert!(
-        took >= bound && took < bound + Duration::from_millis(500),
-        "{took:?}"
-    );
-    assert!(alive(&m).is_empty(), "the descendant outlived the run");
+    let o = run(cmd).await.unwrap();
+    assert_eq!(o.exit_code, Some(0));
+    assert!(o.stdout.text.starts_with("first\n"), "{:?}", o.stdout.text);
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_dead(Containment::Subreaper, &m, "the drain");
 }
 
 #[tokio::test]

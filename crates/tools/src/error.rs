@@ -109,7 +109,7 @@ kinds! {
     NodeProcessStartFailed => "NODE_PROCESS_START_FAILED",
     /// The child's output could not be read.
     NodeProcessOutputFailed => "NODE_PROCESS_OUTPUT_FAILED",
-    /// The child did not finish (exit and both pipes closed) within the bound.
+    /// The program did not exit within the bound.
     NodeProcessTimeout => "NODE_PROCESS_TIMEOUT",
     /// Another process failure.
     NodeProcessFailed => "NODE_PROCESS_FAILED",
