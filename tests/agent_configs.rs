@@ -168,7 +168,7 @@ fn agent_config_readme_shows_every_snippet_verbatim() {
         assert!(section.contains(flag), "README explains {flag}");
     }
     let offered = confine::tools::WORKSPACE_TOOLS.iter();
-    for tool in offered.chain([&confine::tools::RUN_COMMAND]) {
+    for tool in offered.chain(confine::tools::COMMAND_TOOLS) {
         assert!(
             section.contains(&format!("\n| `{tool}` |")),
             "README's table of tools has a row for {tool}"
@@ -200,7 +200,7 @@ fn agent_config_files_are_all_tested() {
 fn tools_reference_has_a_section_per_tool_and_names_every_token() {
     let text = std::fs::read_to_string(repo().join("docs/TOOLS.md")).expect("docs/TOOLS.md");
     let offered = confine::tools::WORKSPACE_TOOLS.iter();
-    for tool in offered.chain([&confine::tools::RUN_COMMAND]) {
+    for tool in offered.chain(confine::tools::COMMAND_TOOLS) {
         assert!(
             text.contains(&format!("\n## {tool}\n")),
             "docs/TOOLS.md has a section for {tool}"

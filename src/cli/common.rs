@@ -57,9 +57,19 @@ pub struct ToolArgs {
     /// run_command's time bound in milliseconds when a call names none (default 120000).
     #[arg(long, value_name = "N", requires = "allow_commands", value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     pub command_timeout_ms: Option<u64>,
-    /// The most milliseconds a run_command call may ask for (default 600000).
+    /// The most milliseconds a run_command call may ask for (default 600000); also the most
+    /// a background job may run.
     #[arg(long, value_name = "N", requires = "allow_commands", value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     pub command_max_timeout_ms: Option<u64>,
+    /// At most N background jobs (run_command with background: true) running at once
+    /// (default 4); one more fails with JOB_LIMIT_REACHED. Jobs do not take the slots of
+    /// --max-processes.
+    #[arg(long, value_name = "N", requires = "allow_commands", value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub max_jobs: Option<u64>,
+    /// A background job's time bound in milliseconds when the call names none (default
+    /// 3600000, lowered to --command-max-timeout-ms).
+    #[arg(long, value_name = "N", requires = "allow_commands", value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub job_timeout_ms: Option<u64>,
     /// Pass one more variable to node_process and run_command children: `NAME` takes this
     /// process's value (if it has one), `NAME=VALUE` sets it. Repeatable. NODE_OPTIONS is
     /// never passed.
@@ -167,6 +177,8 @@ impl ToolArgs {
             let mut commands = tools::RunCommandOptions::default();
             commands.timeout = self.command_timeout_ms.map(Duration::from_millis);
             commands.max_timeout = self.command_max_timeout_ms.map(Duration::from_millis);
+            commands.max_jobs = self.max_jobs.map(|n| n as usize);
+            commands.job_timeout = self.job_timeout_ms.map(Duration::from_millis);
             options.commands = Some(commands);
         }
         options.slots = self
@@ -198,7 +210,7 @@ impl ToolArgs {
                 let mut names: Vec<String> =
                     tools::WORKSPACE_TOOLS.iter().map(|&n| n.into()).collect();
                 if self.allow_commands {
-                    names.push(tools::RUN_COMMAND.into());
+                    names.extend(tools::COMMAND_TOOLS.iter().map(|&n| n.into()));
                 }
                 names
             }
@@ -209,10 +221,13 @@ impl ToolArgs {
                 }
                 let mut chosen = Vec::new();
                 for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-                    if name == tools::RUN_COMMAND && !self.allow_commands {
-                        return Err(usage("run_command is offered only with --allow-commands"));
+                    let command_tool = tools::COMMAND_TOOLS.contains(&name);
+                    if command_tool && !self.allow_commands {
+                        return Err(usage(&format!(
+                            "{name} is offered only with --allow-commands"
+                        )));
                     }
-                    if !tools::WORKSPACE_TOOLS.contains(&name) && name != tools::RUN_COMMAND {
+                    if !tools::WORKSPACE_TOOLS.contains(&name) && !command_tool {
                         return Err(usage(&format!(
                             "unknown tool {name:?} in --tools (known: {})",
                             tools::WORKSPACE_TOOLS.join(", ")

@@ -96,6 +96,7 @@ pub(crate) struct Capture {
     ring: VecDeque<u8>,
     total: u64,
     progress: Option<(Progress, usize)>,
+    unread: Option<(Unread, usize)>,
 }
 
 impl Capture {
@@ -110,7 +111,14 @@ impl Capture {
             ring: VecDeque::new(),
             total: 0,
             progress,
+            unread: None,
         }
+    }
+
+    /// Also hand every chunk to `unread`, as stream `stream` (0 stdout, 1 stderr).
+    pub(crate) fn with_unread(mut self, unread: Option<(Unread, usize)>) -> Self {
+        self.unread = unread;
+        self
     }
 
     /// Take in one chunk read from the pipe.
@@ -118,6 +126,9 @@ impl Capture {
         self.total += chunk.len() as u64;
         if let Some((progress, stream)) = &self.progress {
             progress.feed(*stream, chunk);
+        }
+        if let Some((unread, stream)) = &self.unread {
+            unread.feed(*stream, chunk);
         }
         let keep = self.cap.saturating_add(LOOKAHEAD);
         let room = keep.saturating_sub(self.head.len());
@@ -451,5 +462,219 @@ mod tests {
         out.push(&[b'x'; 1000]);
         assert_eq!(p.last_line().len(), PROGRESS_LINE_BYTES);
         assert_eq!(p.bytes(), 27 + 5 + 19 + 9 + 1000);
+    }
+}
+
+/// The output of a run not read yet, for a reader that comes back to it now and then (a job
+/// an agent started in the background): per stream, at most `cap` unread bytes, the oldest
+/// going first when more arrive, never splitting a UTF-8 character, with an exact count of
+/// the bytes that went unread. Cheap to clone (one shared state); give it to
+/// [`Command::unread`](crate::Command::unread), then [`take`](Unread::take) from another task
+/// and wait for more with [`subscribe`](Unread::subscribe). Memory stays at most `cap` bytes
+/// per stream (plus up to 3 held back of a character still being written), whatever the run
+/// prints.
+#[derive(Clone, Debug)]
+pub struct Unread(Arc<UnreadState>);
+
+#[derive(Debug)]
+struct UnreadState {
+    cap: usize,
+    streams: Mutex<[UnreadRing; 2]>,
+    /// Counts the chunks taken in, so a reader can wait for the next.
+    pushed: tokio::sync::watch::Sender<u64>,
+}
+
+#[derive(Debug, Default)]
+struct UnreadRing {
+    bytes: VecDeque<u8>,
+    /// Bytes that went out unread since the last [`Unread::take`].
+    dropped: u64,
+}
+
+/// What [`Unread::take`] hands over: the text written since the previous take, and how many
+/// bytes were written meanwhile but went unread (the oldest, over the cap).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnreadOutput {
+    /// stdout since the previous take (bytes that were not UTF-8 as U+FFFD).
+    pub stdout: String,
+    /// stderr since the previous take.
+    pub stderr: String,
+    /// Bytes of stdout written since the previous take that went unread.
+    pub stdout_dropped: u64,
+    /// Bytes of stderr written since the previous take that went unread.
+    pub stderr_dropped: u64,
+}
+
+impl Unread {
+    /// An empty view keeping at most `cap` unread bytes per stream (at least 4: one character).
+    pub fn new(cap: usize) -> Self {
+        Self(Arc::new(UnreadState {
+            cap: cap.max(4),
+            streams: Mutex::default(),
+            pushed: tokio::sync::watch::Sender::new(0),
+        }))
+    }
+
+    /// The most unread bytes kept per stream.
+    pub fn cap(&self) -> usize {
+        self.0.cap
+    }
+
+    /// A receiver that sees each later chunk (`changed()` resolves once one came in); taken
+    /// before looking, it misses none.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.pushed.subscribe()
+    }
+
+    /// Whether either stream holds bytes a [`take`](Unread::take) would hand over (or
+    /// unread bytes were dropped since the last).
+    pub fn has_news(&self) -> bool {
+        let streams = self.0.streams.lock().unwrap_or_else(|e| e.into_inner());
+        streams
+            .iter()
+            .any(|r| r.dropped > 0 || complete_prefix(r.bytes.as_slices(), false) > 0)
+    }
+
+    /// Hand over what was written since the previous take. A character still being written
+    /// (its first bytes in, its last not yet) stays for the next take, unless `all` (the run
+    /// is over: nothing more will come).
+    pub fn take(&self, all: bool) -> UnreadOutput {
+        let mut streams = self.0.streams.lock().unwrap_or_else(|e| e.into_inner());
+        let take = |ring: &mut UnreadRing| {
+            let n = complete_prefix(ring.bytes.as_slices(), all);
+            let bytes: Vec<u8> = ring.bytes.drain(..n).collect();
+            let dropped = std::mem::take(&mut ring.dropped);
+            (String::from_utf8_lossy(&bytes).into_owned(), dropped)
+        };
+        let (stdout, stdout_dropped) = take(&mut streams[0]);
+        let (stderr, stderr_dropped) = take(&mut streams[1]);
+        UnreadOutput {
+            stdout,
+            stderr,
+            stdout_dropped,
+            stderr_dropped,
+        }
+    }
+
+    /// Take in a chunk of stream `stream` (0 stdout, 1 stderr).
+    fn feed(&self, stream: usize, chunk: &[u8]) {
+        {
+            let mut streams = self.0.streams.lock().unwrap_or_else(|e| e.into_inner());
+            let ring = &mut streams[stream];
+            let cap = self.0.cap;
+            let chunk = if chunk.len() > cap {
+                // Only the last `cap` bytes can survive: the rest goes at once.
+                let skip = chunk.len() - cap;
+                ring.dropped += (ring.bytes.len() + skip) as u64;
+                ring.bytes.clear();
+                &chunk[skip..]
+            } else {
+                chunk
+            };
+            let over = (ring.bytes.len() + chunk.len()).saturating_sub(cap);
+            ring.bytes.drain(..over);
+            ring.dropped += over as u64;
+            ring.bytes.extend(chunk);
+            if over > 0 || ring.dropped > 0 {
+                // The oldest bytes left are the middle of a character: they go too.
+                while ring.bytes.front().is_some_and(|&b| is_continuation(b)) {
+                    ring.bytes.pop_front();
+                    ring.dropped += 1;
+                }
+            }
+        }
+        self.0.pushed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// How many of the bytes (`slices`, a ring's two halves) can be handed over without splitting
+/// a character: all of them when `all`, else all but a trailing incomplete UTF-8 sequence.
+fn complete_prefix((a, b): (&[u8], &[u8]), all: bool) -> usize {
+    let len = a.len() + b.len();
+    if all || len == 0 {
+        return len;
+    }
+    let at = |i: usize| if i < a.len() { a[i] } else { b[i - a.len()] };
+    // The last lead byte among the last four, and whether its sequence is complete.
+    for back in 1..=4.min(len) {
+        let i = len - back;
+        let byte = at(i);
+        if is_continuation(byte) {
+            continue;
+        }
+        let need = match byte {
+            0x00..=0x7F => 1,
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1,
+        };
+        return if back < need { i } else { len };
+    }
+    len
+}
+
+#[cfg(test)]
+mod unread_tests {
+    use super::Unread;
+
+    #[test]
+    fn keeps_exactly_the_cap_unread_and_counts_what_went() {
+        let u = Unread::new(8);
+        u.feed(0, b"12345678");
+        let got = u.take(false);
+        assert_eq!((got.stdout.as_str(), got.stdout_dropped), ("12345678", 0));
+        u.feed(0, b"123456789");
+        let got = u.take(false);
+        assert_eq!((got.stdout.as_str(), got.stdout_dropped), ("23456789", 1));
+        // Counted since the previous take only.
+        u.feed(0, b"ab");
+        let got = u.take(false);
+        assert_eq!((got.stdout.as_str(), got.stdout_dropped), ("ab", 0));
+        // Many small chunks, and one chunk far over the cap.
+        for _ in 0..10 {
+            u.feed(1, b"xyz");
+        }
+        u.feed(1, &[b'q'; 100]);
+        let got = u.take(false);
+        assert_eq!(got.stderr, "q".repeat(8));
+        assert_eq!(got.stderr_dropped, 30 + 92);
+        assert_eq!(u.take(false), super::UnreadOutput::default());
+    }
+
+    #[test]
+    fn never_splits_a_character() {
+        // "é" is two bytes: dropping the oldest byte of one drops the whole character.
+        let u = Unread::new(5);
+        u.feed(0, "aé€".as_bytes()); // 1 + 2 + 3 = 6 bytes: `a` goes, then `é` is whole
+        let got = u.take(false);
+        assert_eq!((got.stdout.as_str(), got.stdout_dropped), ("é€", 1));
+        u.feed(0, "€€".as_bytes()); // 6 bytes over a cap of 5: the first `€` goes whole
+        let got = u.take(false);
+        assert_eq!((got.stdout.as_str(), got.stdout_dropped), ("€", 3));
+        // A character still being written stays for the next take, unless the run is over.
+        let euro = "€".as_bytes();
+        u.feed(0, &[b'x', euro[0], euro[1]]);
+        assert_eq!(u.take(false).stdout, "x");
+        assert!(!u.has_news());
+        u.feed(0, &euro[2..]);
+        assert!(u.has_news());
+        assert_eq!(u.take(false).stdout, "€");
+        u.feed(0, &euro[..1]);
+        assert_eq!(u.take(true).stdout, "\u{FFFD}");
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_sees_the_next_chunk() {
+        let u = Unread::new(64);
+        let mut rx = u.subscribe();
+        let writer = u.clone();
+        tokio::spawn(async move { writer.feed(0, b"late") });
+        tokio::time::timeout(std::time::Duration::from_secs(10), rx.changed())
+            .await
+            .expect("woken")
+            .unwrap();
+        assert_eq!(u.take(false).stdout, "late");
     }
 }

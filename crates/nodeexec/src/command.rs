@@ -50,6 +50,7 @@ pub struct Command {
     pub(crate) containment: Containment,
     pub(crate) tail: usize,
     pub(crate) progress: Option<Progress>,
+    pub(crate) unread: Option<crate::capture::Unread>,
     pub(crate) namespace: Option<bool>,
     pub(crate) privileges: Privileges,
     pub(crate) slots: Option<Arc<RunSlots>>,
@@ -102,6 +103,7 @@ impl Command {
             containment: Containment::Cgroup,
             tail: 0,
             progress: None,
+            unread: None,
             namespace: None,
             privileges: Privileges {
                 new_session: true,
@@ -183,6 +185,14 @@ impl Command {
     /// child writes. See [`Captured`](crate::Captured).
     pub fn output_tail(&mut self, bytes: usize) -> &mut Self {
         self.tail = bytes;
+        self
+    }
+
+    /// Hand the output, as it is read, to `unread` as well (for a reader that comes back to
+    /// it while the run goes: a background job). The captured [`Outcome`](crate::Outcome)
+    /// streams are kept as usual.
+    pub fn unread(&mut self, unread: &crate::capture::Unread) -> &mut Self {
+        self.unread = Some(unread.clone());
         self
     }
 

@@ -307,13 +307,16 @@ mod signal;
 mod slots;
 mod sweep;
 
-pub use capture::{Captured, DEFAULT_OUTPUT_CAP, PROGRESS_LINE_BYTES, Progress, omitted_marker};
+pub use capture::{
+    Captured, DEFAULT_OUTPUT_CAP, PROGRESS_LINE_BYTES, Progress, Unread, UnreadOutput,
+    omitted_marker,
+};
 pub use command::{
     Command, DEFAULT_INHERITED_ENV, DEFAULT_MAX_MEMORY, DEFAULT_MAX_PROCESSES, DEFAULT_TIMEOUT,
 };
 pub use error::{Error, ErrorKind};
 pub use owner::Owner;
-pub use run::{Containment, Outcome, ProcessBound};
+pub use run::{Containment, Outcome, ProcessBound, Started};
 pub use sandbox::{
     DEFAULT_ADDRESS_SPACE, DEFAULT_MIN_ABI, DEFAULT_OPEN_FILES, LandlockSupport, MAX_TESTED_ABI,
     Sandbox, SandboxRules,

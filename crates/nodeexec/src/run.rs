@@ -139,21 +139,78 @@ impl Command {
     /// every process the run started is killed and reaped before this returns (or the drop
     /// completes).
     pub async fn run(self, cancel: &CancellationToken) -> Result<Outcome, Error> {
+        self.start(cancel).await?.wait(cancel).await
+    }
+
+    /// Start the child (after waiting for a slot of [`Command::slots`], if any) and answer once
+    /// the program exists, or with the error that kept it from starting
+    /// ([`ErrorKind::StartFailed`]); [`Started::wait`] then follows it to its end. Dropping
+    /// the [`Started`] ends the run as dropping [`Command::run`]'s future does: every process
+    /// it started is killed and reaped before the drop completes.
+    pub async fn start(self, cancel: &CancellationToken) -> Result<Started, Error> {
         if cancel.is_cancelled() {
             return Err(Error::new(ErrorKind::Cancelled, None));
         }
-        // Held to the end of this function: past the end of the run and its reaping.
-        let _slot = match &self.slots {
+        // Held to the end of the run and its reaping.
+        let slot = match &self.slots {
             Some(slots) => Some(slots.acquire(cancel).await?),
             None => None,
         };
         let start = Instant::now();
-        let mut running = self.spawn()?;
+        let unread = self.unread.clone();
+        let running = self.spawn()?;
         // The program's time starts once it exists: the setup before its `exec` (the
         // containment, joining a v1 `pids` cgroup, which waits for the kernel under load) is
         // ours, not the program's.
         let deadline = tokio::time::Instant::now() + running.timeout;
+        Ok(Started {
+            running,
+            _slot: slot,
+            start,
+            deadline,
+            unread,
+        })
+    }
+}
 
+/// A run whose program has started ([`Command::start`]); [`wait`](Started::wait) follows it to
+/// its end. Dropping it kills and reaps every process of the run.
+#[must_use = "dropping a started run kills it"]
+pub struct Started {
+    running: Running,
+    _slot: Option<crate::slots::RunSlot>,
+    start: Instant,
+    deadline: tokio::time::Instant,
+    unread: Option<crate::capture::Unread>,
+}
+
+impl std::fmt::Debug for Started {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Started")
+            .field("pid", &self.running.pid)
+            .field("containment", &self.running.containment)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Started {
+    /// How the run is contained.
+    pub fn containment(&self) -> Containment {
+        self.running.containment
+    }
+
+    /// Wait until the program has exited (or, where its status cannot be known, until both
+    /// output pipes have closed), within the time bound; as [`Command::run`] does once the
+    /// program started.
+    pub async fn wait(self, cancel: &CancellationToken) -> Result<Outcome, Error> {
+        let Started {
+            mut running,
+            _slot,
+            start,
+            deadline,
+            unread,
+        } = self;
+        let running = &mut running;
         let stdout = running.child.stdout().take();
         let stderr = running.child.stderr().take();
         let progress = running.progress.take();
@@ -161,8 +218,10 @@ impl Command {
             running.stdout_cap,
             running.tail,
             progress.clone().map(|p| (p, 0)),
-        );
-        let mut err = Capture::new(running.stderr_cap, running.tail, progress.map(|p| (p, 1)));
+        )
+        .with_unread(unread.clone().map(|u| (u, 0)));
+        let mut err = Capture::new(running.stderr_cap, running.tail, progress.map(|p| (p, 1)))
+            .with_unread(unread.map(|u| (u, 1)));
         let report = running.report.take();
         let early = std::mem::take(&mut running.early);
         // The captures outlive this future: on a timeout they keep what was read until then.
@@ -229,7 +288,9 @@ impl Command {
         }
         Ok(outcome)
     }
+}
 
+impl Command {
     #[expect(unsafe_code, reason = "the pre-exec step that sets up containment")]
     fn spawn(self) -> Result<Running, Error> {
         let env = self.child_env();

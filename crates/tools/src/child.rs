@@ -69,6 +69,11 @@ impl Children {
         &self.root
     }
 
+    /// The workspace root, shared.
+    pub(crate) fn root_arc(&self) -> &Arc<WorkspaceRoot> {
+        &self.root
+    }
+
     /// The variables the embedder passes (never `NODE_OPTIONS`).
     #[cfg(test)]
     pub(crate) fn env(&self) -> &[(String, String)] {

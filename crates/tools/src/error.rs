@@ -164,6 +164,13 @@ kinds! {
     RunCommandOutputFailed => "RUN_COMMAND_OUTPUT_FAILED",
     /// Another failure of run_command (its temporary directory could not be made).
     RunCommandFailed => "RUN_COMMAND_FAILED",
+    /// `run_command` with `background: true` while the most jobs allowed already run.
+    JobLimitReached => "JOB_LIMIT_REACHED",
+    /// No job has that id (never given, or an ended job forgotten since).
+    JobNotFound => "JOB_NOT_FOUND",
+    /// job_output, job_stop or job_list arguments are not `{jobId, waitMs?}`, `{jobId}` or
+    /// `{}`, or `waitMs` is over 30,000.
+    InvalidJobInput => "INVALID_JOB_INPUT",
 }
 
 impl fmt::Display for ErrorKind {
@@ -413,6 +420,9 @@ mod tests {
             "RUN_COMMAND_START_FAILED",
             "RUN_COMMAND_OUTPUT_FAILED",
             "RUN_COMMAND_FAILED",
+            "JOB_LIMIT_REACHED",
+            "JOB_NOT_FOUND",
+            "INVALID_JOB_INPUT",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);

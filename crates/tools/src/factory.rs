@@ -11,6 +11,7 @@ use crate::edit_file::EditTool;
 use crate::file_info::InfoTool;
 use crate::find_files::FindTool;
 use crate::grep::GrepTool;
+use crate::jobs::{DEFAULT_MAX_JOBS, JobListTool, JobOutputTool, JobStopTool, JobTable};
 use crate::list_directory::ListTool;
 use crate::move_file::MoveTool;
 use crate::node_process::{NodeProcessOptions, NodeProcessTool};
@@ -125,6 +126,7 @@ fn build_tool(
     name: &str,
     root: &Arc<WorkspaceRoot>,
     options: &NodeProcessOptions,
+    jobs: &Arc<JobTable>,
 ) -> Option<Result<Arc<dyn Tool>, BuildError>> {
     let tool: Arc<dyn Tool> = match name {
         "read_file" => Arc::new(ReadTool::new(root.clone())),
@@ -140,7 +142,24 @@ fn build_tool(
         "grep" => Arc::new(GrepTool::new(root.clone())),
         RUN_COMMAND => {
             let commands = options.commands.as_ref()?;
-            Arc::new(RunCommandTool::new(root.clone(), options, commands))
+            Arc::new(RunCommandTool::with_jobs(
+                root.clone(),
+                options,
+                commands,
+                jobs.clone(),
+            ))
+        }
+        "job_output" => {
+            options.commands.as_ref()?;
+            Arc::new(JobOutputTool::new(jobs.clone()))
+        }
+        "job_stop" => {
+            options.commands.as_ref()?;
+            Arc::new(JobStopTool::new(jobs.clone()))
+        }
+        "job_list" => {
+            options.commands.as_ref()?;
+            Arc::new(JobListTool::new(jobs.clone()))
         }
         "node_process" => {
             return Some(
@@ -171,17 +190,27 @@ pub fn create_selected_tools<S: AsRef<str>>(
     // embedder gave one (`NodeProcessOptions::slots`) or not.
     let mut options = options;
     options.slots.get_or_insert_with(Default::default);
+    // One job table per registry: run_command starts jobs in it, the job tools read it.
+    let max_jobs = options
+        .commands
+        .as_ref()
+        .and_then(|c| c.max_jobs)
+        .unwrap_or(DEFAULT_MAX_JOBS);
+    let jobs = Arc::new(JobTable::new(max_jobs));
     let mut tools = Vec::new();
     for name in WORKSPACE_TOOLS {
         if names.iter().any(|n| n.as_ref() == *name) {
-            let tool = build_tool(name, &root, &options).expect("every listed name builds")?;
+            let tool =
+                build_tool(name, &root, &options, &jobs).expect("every listed name builds")?;
             tools.push(tool);
         }
     }
-    if names.iter().any(|n| n.as_ref() == RUN_COMMAND)
-        && let Some(tool) = build_tool(RUN_COMMAND, &root, &options)
-    {
-        tools.push(tool?);
+    for name in COMMAND_TOOLS {
+        if names.iter().any(|n| n.as_ref() == *name)
+            && let Some(tool) = build_tool(name, &root, &options, &jobs)
+        {
+            tools.push(tool?);
+        }
     }
     Ok(ToolRegistry::new(tools).expect("the listed names are distinct"))
 }
@@ -193,7 +222,7 @@ pub fn create_workspace_tools(
 ) -> Result<ToolRegistry, BuildError> {
     let mut names = WORKSPACE_TOOLS.to_vec();
     if options.commands.is_some() {
-        names.push(RUN_COMMAND);
+        names.extend_from_slice(COMMAND_TOOLS);
     }
     create_selected_tools(root, options, &names).map_err(|e| match e {
         SelectError::Build(e) => e,
@@ -215,7 +244,11 @@ pub fn create_read_only_tools(root: impl AsRef<Path>) -> Result<ToolRegistry, Bu
 /// ([`NodeProcessOptions::commands`]), never among the read-only tools.
 pub const RUN_COMMAND: &str = "run_command";
 
-/// Whether `name` is the command tool and `options` enable it.
+/// The command tool and the background-job tools that come with it, in the order served
+/// (after the workspace tools), only where the embedder enabled commands.
+pub const COMMAND_TOOLS: &[&str] = &[RUN_COMMAND, "job_output", "job_stop", "job_list"];
+
+/// Whether `name` is a command tool and `options` enable them.
 fn offers_commands(options: &NodeProcessOptions, name: &str) -> bool {
-    name == RUN_COMMAND && options.commands.is_some()
+    COMMAND_TOOLS.contains(&name) && options.commands.is_some()
 }

@@ -63,6 +63,7 @@ pub mod file_info;
 pub mod find_files;
 mod fsmap;
 pub mod grep;
+pub mod jobs;
 pub mod list_directory;
 pub mod move_file;
 pub mod node_process;
@@ -79,13 +80,14 @@ pub use delete_file::DeleteTool;
 pub use edit_file::EditTool;
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{
-    BuildError, READ_ONLY_TOOLS, RUN_COMMAND, SelectError, WORKSPACE_TOOLS, capture_root,
-    create_coding_tools, create_node_process_tool, create_read_only_tools, create_read_tool,
-    create_selected_tools, create_workspace_tools, create_write_tool,
+    BuildError, COMMAND_TOOLS, READ_ONLY_TOOLS, RUN_COMMAND, SelectError, WORKSPACE_TOOLS,
+    capture_root, create_coding_tools, create_node_process_tool, create_read_only_tools,
+    create_read_tool, create_selected_tools, create_workspace_tools, create_write_tool,
 };
 pub use file_info::InfoTool;
 pub use find_files::FindTool;
 pub use grep::GrepTool;
+pub use jobs::{JobListTool, JobOutputTool, JobStopTool, JobTable};
 pub use list_directory::ListTool;
 pub use move_file::MoveTool;
 pub use node_process::{NodeProcessOptions, NodeProcessTool};

@@ -47,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::child::{Children, RunErrors, node_executable};
 use crate::error::{CallError, ErrorKind, ToolError};
+use crate::jobs::{DEFAULT_JOB_TIMEOUT, DEFAULT_MAX_JOBS, JobStarted, JobTable};
 use crate::node_process::NodeProcessOptions;
 use crate::progress::{ProgressReport, current_sink};
 use crate::tool::{ToolHints, TypedTool};
@@ -86,6 +87,11 @@ pub struct RunCommandOptions {
     pub timeout: Option<Duration>,
     /// The most a call may ask for; `None` is 600 s. A default above it is lowered to it.
     pub max_timeout: Option<Duration>,
+    /// The most background jobs running at once ([`crate::jobs`]); `None` is 4.
+    pub max_jobs: Option<usize>,
+    /// A job's time bound when the call names none; `None` is one hour. Lowered to
+    /// `max_timeout` where above it.
+    pub job_timeout: Option<Duration>,
 }
 
 /// The arguments of `run_command`.
@@ -98,6 +104,20 @@ pub struct RunCommandInput {
     /// The time bound in milliseconds (default and maximum set by the server).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Start the command as a background job and answer at once with its `jobId` (read it
+    /// with job_output, stop it with job_stop): for a dev server, a watcher or a long build.
+    #[serde(default)]
+    pub background: bool,
+}
+
+/// What `run_command` answers: the run's record, or a started job's id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum RunCommandAnswer {
+    /// The command ran to its end.
+    Ran(RunCommandOutput),
+    /// The command runs as a background job.
+    Started(JobStarted),
 }
 
 /// The success record, in this key order.
@@ -127,6 +147,7 @@ pub struct RunCommandOutput {
 pub struct CommandRun {
     command: String,
     timeout: Duration,
+    background: bool,
 }
 
 /// The `run_command` tool.
@@ -135,6 +156,8 @@ pub struct RunCommandTool {
     children: Children,
     timeout: Duration,
     max_timeout: Duration,
+    job_timeout: Duration,
+    jobs: Arc<JobTable>,
 }
 
 impl RunCommandTool {
@@ -143,6 +166,17 @@ impl RunCommandTool {
         root: Arc<WorkspaceRoot>,
         node: &NodeProcessOptions,
         options: &RunCommandOptions,
+    ) -> Self {
+        let jobs = Arc::new(JobTable::new(options.max_jobs.unwrap_or(DEFAULT_MAX_JOBS)));
+        Self::with_jobs(root, node, options, jobs)
+    }
+
+    /// A command tool whose background jobs go to `jobs` (shared with the job tools).
+    pub fn with_jobs(
+        root: Arc<WorkspaceRoot>,
+        node: &NodeProcessOptions,
+        options: &RunCommandOptions,
+        jobs: Arc<JobTable>,
     ) -> Self {
         let max_timeout = options
             .max_timeout
@@ -155,11 +189,42 @@ impl RunCommandTool {
         // As for node_process, Node.js must read its own installation, wherever it lives, so
         // that a command can run it; the shell and the system's tools are readable already.
         let executable = node_executable(node);
+        let job_timeout = options
+            .job_timeout
+            .unwrap_or(DEFAULT_JOB_TIMEOUT)
+            .min(max_timeout);
         Self {
             children: Children::new(root, node, executable.as_deref()),
             timeout,
             max_timeout,
+            job_timeout,
+            jobs,
         }
+    }
+
+    /// The table this tool's background jobs go to.
+    pub fn jobs(&self) -> &Arc<JobTable> {
+        &self.jobs
+    }
+
+    /// Start validated arguments as a background job.
+    async fn start_job(
+        &self,
+        run: CommandRun,
+        cancel: &CancellationToken,
+    ) -> Result<JobStarted, CallError> {
+        self.children.root().verify()?;
+        let build = |unread: &nodeexec::Unread| {
+            let tmp = RunTmp::create(self.children.root_arc())
+                .map_err(|e| failed(ErrorKind::RunCommandFailed).with_source(e))?;
+            let mut cmd = self.command(&run, &tmp)?;
+            // The outcome's own capture is not read for a job: only the unread rings are.
+            cmd.output_cap(0).output_tail(0).unread(unread);
+            Ok((cmd, tmp))
+        };
+        self.jobs
+            .start(&run.command, build, |e| RUN_ERRORS.of(e), cancel)
+            .await
     }
 
     /// The most milliseconds a call may ask for.
@@ -167,7 +232,7 @@ impl RunCommandTool {
         self.max_timeout.as_millis().try_into().unwrap_or(u64::MAX)
     }
 
-    fn command(&self, run: &CommandRun, tmp: &RunTmp<'_>) -> Result<nodeexec::Command, CallError> {
+    fn command(&self, run: &CommandRun, tmp: &RunTmp) -> Result<nodeexec::Command, CallError> {
         let mut cmd = self.children.command(SHELL.as_ref());
         cmd.arg("-c")
             .arg(&run.command)
@@ -192,7 +257,7 @@ impl RunCommandTool {
         // The same bound as node_process's (one `RunSlots` per registry), held until the
         // run's processes are reaped.
         let _slot = self.children.admit(cancel).await?;
-        let tmp = RunTmp::create(self.children.root().dir())
+        let tmp = RunTmp::create(self.children.root_arc())
             .map_err(|e| failed(ErrorKind::RunCommandFailed).with_source(e))?;
         let mut cmd = self.command(&run, &tmp)?;
         let start = Instant::now();
@@ -244,7 +309,7 @@ impl RunCommandTool {
 impl TypedTool for RunCommandTool {
     type Input = RunCommandInput;
     type Valid = CommandRun;
-    type Output = RunCommandOutput;
+    type Output = RunCommandAnswer;
     const NAME: &'static str = "run_command";
     const DESCRIPTION: &'static str = "Run a shell command (/bin/sh -c) with the workspace root \
         as working directory: a project's tests, builds and tools (npm test, cargo test, git \
@@ -253,7 +318,10 @@ impl TypedTool for RunCommandTool {
         it ends. Returns {exitCode, signal, stdout, stderr, stdoutTruncated, stderrTruncated, \
         timedOut, durationMs}; each stream keeps its first and last 16 KiB with a line saying \
         how many bytes were left out between. A nonzero exit is a result, not an error; \
-        running out of time is timedOut: true with the output so far.";
+        running out of time is timedOut: true with the output so far. The call ends when the \
+        shell exits: what it left running is killed. With background: true the command \
+        starts as a job and the answer is {jobId, command} at once: poll it with job_output, \
+        stop it with job_stop (a dev server, a watcher, a long build).";
     const HINTS: ToolHints = ToolHints {
         title: Some("Run a shell command in the workspace"),
         ..ToolHints::UNKNOWN
@@ -269,6 +337,7 @@ impl TypedTool for RunCommandTool {
             return Err(ToolError::invalid(ErrorKind::RunCommandTooLarge));
         }
         let timeout = match input.timeout_ms {
+            None if input.background => self.job_timeout,
             None => self.timeout,
             Some(ms) if (1..=self.max_timeout_ms()).contains(&ms) => Duration::from_millis(ms),
             Some(_) => return Err(ToolError::invalid(ErrorKind::RunCommandTimeoutOutOfRange)),
@@ -276,6 +345,7 @@ impl TypedTool for RunCommandTool {
         Ok(CommandRun {
             command: input.command,
             timeout,
+            background: input.background,
         })
     }
 
@@ -283,8 +353,16 @@ impl TypedTool for RunCommandTool {
         &self,
         valid: CommandRun,
         cancel: &CancellationToken,
-    ) -> Result<RunCommandOutput, CallError> {
-        self.execute_run(valid, cancel).await
+    ) -> Result<RunCommandAnswer, CallError> {
+        if valid.background {
+            return self
+                .start_job(valid, cancel)
+                .await
+                .map(RunCommandAnswer::Started);
+        }
+        self.execute_run(valid, cancel)
+            .await
+            .map(RunCommandAnswer::Ran)
     }
 }
 

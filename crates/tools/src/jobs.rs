@@ -1,0 +1,561 @@
+//! Background jobs: a dev server, a watcher or a long build that an agent starts with
+//! `run_command {…, background: true}` and comes back to with `job_output`, `job_stop` and
+//! `job_list`.
+//!
+//! A job runs exactly as a `run_command` run does (`/bin/sh -c` through [`nodeexec`], the same
+//! containment, environment allowlist, `TMPDIR` beneath the root and opt-in sandbox); only its
+//! output is kept differently and it is not waited for. Each stream keeps at most
+//! [`UNREAD_BYTES`] bytes not yet read ([`nodeexec::Unread`]: the oldest bytes go first, never
+//! splitting a UTF-8 character), and `job_output` hands over what was written since the
+//! previous `job_output` of that job with the exact count of bytes that went unread
+//! (`stdoutDropped`, `stderrDropped`, counted since the previous `job_output`).
+//!
+//! # Bounds
+//!
+//! * At most [`RunCommandOptions::max_jobs`](crate::RunCommandOptions::max_jobs) jobs running
+//!   at once per table (default [`DEFAULT_MAX_JOBS`]); one more is `JOB_LIMIT_REACHED`, at
+//!   once (a job is not queued). Jobs do not take the run slots that bound `node_process` and
+//!   `run_command` runs: a running dev server never holds a test run back.
+//! * A job's time bound is the call's `timeoutMs` (1 to the command maximum), else
+//!   [`RunCommandOptions::job_timeout`](crate::RunCommandOptions::job_timeout) (default one
+//!   hour), lowered to the command maximum (`--command-max-timeout-ms`, 600 s unless raised):
+//!   an embedder that wants hour-long dev servers raises both.
+//! * At most [`KEPT_ENDED_JOBS`] ended jobs are kept for reading, oldest ended first out; an
+//!   id forgotten that way, or never given, is `JOB_NOT_FOUND`.
+//!
+//! # Lifetime
+//!
+//! A job dies with `job_stop`, with its time bound, and with its table: dropping the
+//! [`JobTable`] (the server's end: end of input, exit) stops every job it holds, and the
+//! server's death by any signal, SIGKILL included, ends every job by the mechanisms that end a
+//! run (the waiter's parent-death signal, the cgroup, the PID namespace). When its program
+//! exits, whatever it left running is killed as for a run.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nodeexec::ErrorKind as ExecErrorKind;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::tool::{ToolHints, TypedTool};
+
+/// The default most jobs running at once per server.
+pub const DEFAULT_MAX_JOBS: usize = 4;
+/// The default time bound of a job.
+pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(3600);
+/// How many ended jobs are kept for reading.
+pub const KEPT_ENDED_JOBS: usize = 16;
+/// The most unread bytes kept per stream of a job.
+pub const UNREAD_BYTES: usize = 64 * 1024;
+/// The longest `waitMs` of `job_output`.
+pub const MAX_WAIT_MS: u64 = 30_000;
+
+/// Where a job is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum JobStatus {
+    /// Its program runs.
+    Running,
+    /// Its program exited or died by a signal of its own accord.
+    Exited,
+    /// `job_stop`, or its server's end, killed it.
+    Killed,
+    /// Its time bound killed it.
+    TimedOut,
+}
+
+/// How a job ended.
+#[derive(Clone, Debug)]
+struct Ended {
+    status: JobStatus,
+    exit_code: Option<i32>,
+    signal: Option<String>,
+    duration: Duration,
+}
+
+/// One job.
+#[derive(Debug)]
+struct Job {
+    id: String,
+    command: String,
+    started: Instant,
+    unread: nodeexec::Unread,
+    /// Cancelled by `job_stop` and by the table's drop.
+    stop: CancellationToken,
+    /// `None` while running.
+    end: watch::Sender<Option<Ended>>,
+}
+
+impl Job {
+    fn ended(&self) -> Option<Ended> {
+        self.end.borrow().clone()
+    }
+
+    fn status(&self) -> (JobStatus, Duration) {
+        match self.ended() {
+            Some(e) => (e.status, e.duration),
+            None => (JobStatus::Running, self.started.elapsed()),
+        }
+    }
+
+    /// The `job_output` record: what was written since the previous one.
+    fn output(&self) -> JobOutput {
+        // Looked at before the output is taken: once ended, everything the job wrote is in.
+        let ended = self.ended();
+        let taken = self.unread.take(ended.is_some());
+        let (status, exit_code, signal, duration) = match ended {
+            Some(e) => (e.status, e.exit_code, e.signal, e.duration),
+            None => (JobStatus::Running, None, None, self.started.elapsed()),
+        };
+        JobOutput {
+            job_id: self.id.clone(),
+            status,
+            exit_code,
+            signal,
+            stdout: taken.stdout,
+            stderr: taken.stderr,
+            stdout_dropped: taken.stdout_dropped,
+            stderr_dropped: taken.stderr_dropped,
+            duration_ms: millis(duration),
+        }
+    }
+}
+
+/// The jobs of one server (one registry): shared by `run_command` and the three job tools.
+/// Dropping it stops every job it holds.
+#[derive(Debug)]
+pub struct JobTable {
+    max_jobs: usize,
+    state: Mutex<TableState>,
+}
+
+#[derive(Debug, Default)]
+struct TableState {
+    /// In the order started.
+    jobs: Vec<Arc<Job>>,
+    /// Ended jobs' ids, oldest ended first.
+    ended: VecDeque<String>,
+    next: u64,
+}
+
+impl JobTable {
+    /// A table allowing `max_jobs` running jobs (at least one).
+    pub fn new(max_jobs: usize) -> Self {
+        Self {
+            max_jobs: max_jobs.max(1),
+            state: Mutex::default(),
+        }
+    }
+
+    /// The most jobs running at once.
+    pub fn max_jobs(&self) -> usize {
+        self.max_jobs
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, TableState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Register a new running job, or `JOB_LIMIT_REACHED`.
+    fn admit(&self, command: &str) -> Result<Arc<Job>, CallError> {
+        let mut state = self.lock();
+        let running = state.jobs.iter().filter(|j| j.ended().is_none()).count();
+        if running >= self.max_jobs {
+            return Err(CallError::Failed(ToolError::failed(
+                ErrorKind::JobLimitReached,
+            )));
+        }
+        state.next += 1;
+        let job = Arc::new(Job {
+            id: format!("job-{}", state.next),
+            command: command.to_owned(),
+            started: Instant::now(),
+            unread: nodeexec::Unread::new(UNREAD_BYTES),
+            stop: CancellationToken::new(),
+            end: watch::Sender::new(None),
+        });
+        state.jobs.push(job.clone());
+        Ok(job)
+    }
+
+    /// Forget a job that never started.
+    fn forget(&self, job: &Job) {
+        self.lock().jobs.retain(|j| j.id != job.id);
+    }
+
+    /// Record a job's end and forget the oldest ended ones beyond [`KEPT_ENDED_JOBS`].
+    fn finish(&self, job: &Job, ended: Ended) {
+        job.end.send_replace(Some(ended));
+        let mut state = self.lock();
+        state.ended.push_back(job.id.clone());
+        while state.ended.len() > KEPT_ENDED_JOBS {
+            if let Some(old) = state.ended.pop_front() {
+                state.jobs.retain(|j| j.id != old);
+            }
+        }
+    }
+
+    fn find(&self, id: &str) -> Result<Arc<Job>, CallError> {
+        self.lock()
+            .jobs
+            .iter()
+            .find(|j| j.id == id)
+            .cloned()
+            .ok_or_else(|| CallError::Failed(ToolError::failed(ErrorKind::JobNotFound)))
+    }
+
+    /// Start `cmd` (built by `run_command`, with `tmp`, its `TMPDIR`, kept until it ends) as a
+    /// job: answers once its program exists, or with the error that kept it from starting.
+    pub(crate) async fn start<T: Send + 'static>(
+        self: &Arc<Self>,
+        command: &str,
+        build: impl FnOnce(&nodeexec::Unread) -> Result<(nodeexec::Command, T), CallError>,
+        start_errors: impl Fn(nodeexec::Error) -> CallError + Send + 'static,
+        cancel: &CancellationToken,
+    ) -> Result<JobStarted, CallError> {
+        let job = self.admit(command)?;
+        let (cmd, keep) = match build(&job.unread) {
+            Ok(built) => built,
+            Err(e) => {
+                self.forget(&job);
+                return Err(e);
+            }
+        };
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let table = Arc::downgrade(self);
+        let task_job = job.clone();
+        tokio::spawn(async move {
+            let job = task_job;
+            let started = match cmd.start(&job.stop).await {
+                Ok(started) => started,
+                Err(e) => {
+                    let _ = started_tx.send(Err(start_errors(e)));
+                    return;
+                }
+            };
+            let _ = started_tx.send(Ok(()));
+            let result = started.wait(&job.stop).await;
+            // The job's temporaries go once its processes are reaped.
+            drop(keep);
+            let duration = job.started.elapsed();
+            let ended = match result {
+                Ok(outcome) => Ended {
+                    status: JobStatus::Exited,
+                    exit_code: outcome.exit_code,
+                    signal: outcome.signal_name(),
+                    duration,
+                },
+                Err(e) => Ended {
+                    status: match e.kind() {
+                        ExecErrorKind::TimedOut => JobStatus::TimedOut,
+                        _ => JobStatus::Killed,
+                    },
+                    exit_code: None,
+                    signal: Some("SIGKILL".to_owned()),
+                    duration,
+                },
+            };
+            match table.upgrade() {
+                Some(table) => table.finish(&job, ended),
+                None => {
+                    job.end.send_replace(Some(ended));
+                }
+            }
+        });
+        let answer = tokio::select! {
+            answer = started_rx => answer,
+            () = cancel.cancelled() => {
+                job.stop.cancel();
+                self.forget(&job);
+                return Err(Cancelled.into());
+            }
+        };
+        match answer {
+            Ok(Ok(())) => Ok(JobStarted {
+                job_id: job.id.clone(),
+                command: job.command.clone(),
+            }),
+            Ok(Err(e)) => {
+                self.forget(&job);
+                Err(e)
+            }
+            Err(_) => {
+                self.forget(&job);
+                Err(CallError::Failed(ToolError::failed(
+                    ErrorKind::RunCommandStartFailed,
+                )))
+            }
+        }
+    }
+}
+
+impl Drop for JobTable {
+    fn drop(&mut self) {
+        for job in &self.lock().jobs {
+            job.stop.cancel();
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    d.as_millis().try_into().unwrap_or(u64::MAX)
+}
+
+/// What `run_command {…, background: true}` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobStarted {
+    /// The job's id, for `job_output`, `job_stop` (an opaque string).
+    pub job_id: String,
+    /// The command, as given.
+    pub command: String,
+}
+
+/// The `job_output` (and `job_stop`) record, in this key order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobOutput {
+    /// The job's id.
+    pub job_id: String,
+    /// `running`, `exited`, `killed` or `timedOut`.
+    pub status: JobStatus,
+    /// The exit code once it exited (`null` while running or when a signal ended it).
+    pub exit_code: Option<i32>,
+    /// The signal that ended it (`"SIGKILL"` when killed or timed out), or `null`.
+    pub signal: Option<String>,
+    /// stdout written since the previous `job_output` (at most 64 KiB: the newest).
+    pub stdout: String,
+    /// stderr likewise.
+    pub stderr: String,
+    /// Bytes of stdout written since the previous `job_output` that went unread.
+    pub stdout_dropped: u64,
+    /// Bytes of stderr likewise.
+    pub stderr_dropped: u64,
+    /// Milliseconds since it started (to its end, once ended).
+    pub duration_ms: u64,
+}
+
+/// The arguments of `job_output`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JobOutputInput {
+    /// The id `run_command` answered.
+    pub job_id: String,
+    /// Wait up to this many milliseconds (0 to 30,000; default 0) for new output or the job's
+    /// end, whichever comes first.
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+/// Validated `job_output` arguments.
+#[derive(Clone, Debug)]
+pub struct JobOutputRequest {
+    job_id: String,
+    wait: Duration,
+}
+
+/// The `job_output` tool.
+#[derive(Debug, Clone)]
+pub struct JobOutputTool {
+    jobs: Arc<JobTable>,
+}
+
+impl JobOutputTool {
+    /// The tool over `jobs`.
+    pub fn new(jobs: Arc<JobTable>) -> Self {
+        Self { jobs }
+    }
+}
+
+impl TypedTool for JobOutputTool {
+    type Input = JobOutputInput;
+    type Valid = JobOutputRequest;
+    type Output = JobOutput;
+    const NAME: &'static str = "job_output";
+    const DESCRIPTION: &'static str = "Read what a background job (run_command with \
+        background: true) wrote since the previous job_output, and its status (running, \
+        exited, killed, timedOut). `waitMs` (0 to 30000, default 0) waits for new output or \
+        the job's end. Each stream keeps at most 64 KiB unread; stdoutDropped/stderrDropped \
+        count the bytes that went unread. Returns {jobId, status, exitCode, signal, stdout, \
+        stderr, stdoutDropped, stderrDropped, durationMs}.";
+    const HINTS: ToolHints = ToolHints::read_only("Read a background job's output");
+    const INVALID_INPUT: ErrorKind = ErrorKind::InvalidJobInput;
+    const FAILED: ErrorKind = ErrorKind::RunCommandFailed;
+
+    fn check(&self, input: JobOutputInput) -> Result<JobOutputRequest, ToolError> {
+        let wait_ms = input.wait_ms.unwrap_or(0);
+        if input.job_id.is_empty() || wait_ms > MAX_WAIT_MS {
+            return Err(ToolError::invalid(ErrorKind::InvalidJobInput));
+        }
+        Ok(JobOutputRequest {
+            job_id: input.job_id,
+            wait: Duration::from_millis(wait_ms),
+        })
+    }
+
+    async fn run(
+        &self,
+        valid: JobOutputRequest,
+        cancel: &CancellationToken,
+    ) -> Result<JobOutput, CallError> {
+        let job = self.jobs.find(&valid.job_id)?;
+        if !valid.wait.is_zero() {
+            // Subscribed before looking, so nothing that comes in between is missed.
+            let mut output = job.unread.subscribe();
+            let mut end = job.end.subscribe();
+            if job.ended().is_none() && !job.unread.has_news() {
+                let deadline = tokio::time::Instant::now() + valid.wait;
+                loop {
+                    tokio::select! {
+                        () = cancel.cancelled() => return Err(Cancelled.into()),
+                        () = tokio::time::sleep_until(deadline) => break,
+                        _ = end.changed() => break,
+                        changed = output.changed() => {
+                            // A chunk that ends mid-character is not news yet.
+                            if changed.is_err() || job.unread.has_news() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(job.output())
+    }
+}
+
+/// The arguments of `job_stop`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JobStopInput {
+    /// The id `run_command` answered.
+    pub job_id: String,
+}
+
+/// The `job_stop` tool.
+#[derive(Debug, Clone)]
+pub struct JobStopTool {
+    jobs: Arc<JobTable>,
+}
+
+impl JobStopTool {
+    /// The tool over `jobs`.
+    pub fn new(jobs: Arc<JobTable>) -> Self {
+        Self { jobs }
+    }
+}
+
+impl TypedTool for JobStopTool {
+    type Input = JobStopInput;
+    type Valid = String;
+    type Output = JobOutput;
+    const NAME: &'static str = "job_stop";
+    const DESCRIPTION: &'static str = "Stop a background job: kill it and every process it \
+        started, then return its final job_output record (status killed, or how it had \
+        ended already).";
+    const HINTS: ToolHints = ToolHints {
+        title: Some("Stop a background job"),
+        read_only: false,
+        destructive: true,
+        idempotent: true,
+        open_world: false,
+    };
+    const INVALID_INPUT: ErrorKind = ErrorKind::InvalidJobInput;
+    const FAILED: ErrorKind = ErrorKind::RunCommandFailed;
+
+    fn check(&self, input: JobStopInput) -> Result<String, ToolError> {
+        if input.job_id.is_empty() {
+            return Err(ToolError::invalid(ErrorKind::InvalidJobInput));
+        }
+        Ok(input.job_id)
+    }
+
+    async fn run(&self, id: String, cancel: &CancellationToken) -> Result<JobOutput, CallError> {
+        let job = self.jobs.find(&id)?;
+        job.stop.cancel();
+        let mut end = job.end.subscribe();
+        tokio::select! {
+            () = cancel.cancelled() => return Err(Cancelled.into()),
+            r = end.wait_for(Option::is_some) => { r.ok(); }
+        }
+        Ok(job.output())
+    }
+}
+
+/// The arguments of `job_list`: none.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobListInput {}
+
+/// One line of `job_list`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSummary {
+    /// The job's id.
+    pub job_id: String,
+    /// The command, as given.
+    pub command: String,
+    /// Where it is.
+    pub status: JobStatus,
+    /// Milliseconds since it started (to its end, once ended).
+    pub duration_ms: u64,
+}
+
+/// The `job_list` record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JobList {
+    /// The running jobs and the ended ones still kept, in the order started.
+    pub jobs: Vec<JobSummary>,
+}
+
+/// The `job_list` tool.
+#[derive(Debug, Clone)]
+pub struct JobListTool {
+    jobs: Arc<JobTable>,
+}
+
+impl JobListTool {
+    /// The tool over `jobs`.
+    pub fn new(jobs: Arc<JobTable>) -> Self {
+        Self { jobs }
+    }
+}
+
+impl TypedTool for JobListTool {
+    type Input = JobListInput;
+    type Valid = ();
+    type Output = JobList;
+    const NAME: &'static str = "job_list";
+    const DESCRIPTION: &'static str = "List the background jobs: the running ones and the \
+        last 16 ended. Returns {jobs: [{jobId, command, status, durationMs}]}.";
+    const HINTS: ToolHints = ToolHints::read_only("List background jobs");
+    const INVALID_INPUT: ErrorKind = ErrorKind::InvalidJobInput;
+    const FAILED: ErrorKind = ErrorKind::RunCommandFailed;
+
+    fn check(&self, _: JobListInput) -> Result<(), ToolError> {
+        Ok(())
+    }
+
+    async fn run(&self, (): (), _: &CancellationToken) -> Result<JobList, CallError> {
+        let jobs = self.jobs.lock().jobs.clone();
+        Ok(JobList {
+            jobs: jobs
+                .iter()
+                .map(|j| {
+                    let (status, duration) = j.status();
+                    JobSummary {
+                        job_id: j.id.clone(),
+                        command: j.command.clone(),
+                        status,
+                        duration_ms: millis(duration),
+                    }
+                })
+                .collect(),
+        })
+    }
+}

@@ -1,0 +1,632 @@
+//! Background jobs through the tools and through the binary: `run_command {…, background:
+//! true}` answers `{jobId, command}` at once, `job_output` hands over what was written since
+//! the previous one (64 KiB unread per stream at most, exact `*Dropped` counts, never a split
+//! character), `job_stop` kills the job and everything it started, `job_list` lists them; the
+//! bounds at N and N+1 (`--max-jobs`, `waitMs`, the 16 ended jobs kept), a job's own time
+//! bound, jobs that do not take run slots, one loopback shared with later runs, and jobs that
+//! never outlive their server (its registry dropped, its input ended, its SIGKILL), each
+//! checked by a mark on the host's process table.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tools::{
+    NodeProcessOptions, RunCommandOptions, ToolCall, ToolRegistry, execute_tool_call_record,
+};
+
+mod support;
+use support::{assert_dead, census_flags, marked, marker, spawn_call};
+
+/// Far above anything these tests wait for.
+const LONG: Duration = Duration::from_secs(60);
+
+fn options(adjust: impl FnOnce(&mut RunCommandOptions)) -> NodeProcessOptions {
+    let mut commands = RunCommandOptions::default();
+    commands.timeout = Some(LONG);
+    commands.max_timeout = Some(Duration::from_secs(600));
+    adjust(&mut commands);
+    let mut options = NodeProcessOptions::default();
+    options.commands = Some(commands);
+    marked(options)
+}
+
+fn registry(root: &Path, adjust: impl FnOnce(&mut RunCommandOptions)) -> ToolRegistry {
+    tools::create_workspace_tools(root, options(adjust)).expect("tools over a fresh directory")
+}
+
+async fn call(registry: &ToolRegistry, name: &str, arguments: Value) -> (bool, Value) {
+    let call = ToolCall::new("t", name, &arguments);
+    let (record, is_error) = execute_tool_call_record(registry, &call, &CancellationToken::new())
+        .await
+        .expect("not cancelled");
+    (is_error, record)
+}
+
+/// Start `command` as a job; its id.
+async fn start(registry: &ToolRegistry, command: &str) -> String {
+    let (is_error, record) = call(
+        registry,
+        "run_command",
+        json!({"command": command, "background": true}),
+    )
+    .await;
+    assert!(!is_error, "{record}");
+    assert_eq!(record["command"], command, "{record}");
+    assert_eq!(record.as_object().unwrap().len(), 2, "{record}");
+    record["jobId"].as_str().expect("a job id").to_owned()
+}
+
+/// The job's line in `job_list`.
+async fn listed(registry: &ToolRegistry, id: &str) -> Option<Value> {
+    let (is_error, record) = call(registry, "job_list", json!({})).await;
+    assert!(!is_error, "{record}");
+    record["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["jobId"] == id)
+        .cloned()
+}
+
+/// Wait (bounded) until `job_list` no longer shows the job running; its status.
+async fn ended(registry: &ToolRegistry, id: &str) -> String {
+    let until = Instant::now() + LONG;
+    loop {
+        let line = listed(registry, id).await.expect("listed");
+        if line["status"] != "running" {
+            return line["status"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < until, "job {id} still running: {line}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn error_code(record: &Value) -> &str {
+    record["error"]["message"].as_str().unwrap_or_default()
+}
+
+// Multi-threaded: the jobs' tasks run while a test blocks on the process census.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_printing_job_is_polled_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path(), |_| {});
+    let id = start(
+        &registry,
+        "for i in 1 2 3 4 5; do echo line $i; echo warn $i >&2; sleep 0.1; done; exit 3",
+    )
+    .await;
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        let (is_error, record) = call(
+            &registry,
+            "job_output",
+            json!({"jobId": id, "waitMs": 2000}),
+        )
+        .await;
+        assert!(!is_error, "{record}");
+        let keys: Vec<&str> = record.as_object().unwrap().keys().map(|k| &**k).collect();
+        assert_eq!(
+            keys,
+            [
+                "jobId",
+                "status",
+                "exitCode",
+                "signal",
+                "stdout",
+                "stderr",
+                "stdoutDropped",
+                "stderrDropped",
+                "durationMs"
+            ]
+        );
+        stdout += record["stdout"].as_str().unwrap();
+        stderr += record["stderr"].as_str().unwrap();
+        assert_eq!(record["stdoutDropped"], 0);
+        assert_eq!(record["stderrDropped"], 0);
+        last = record;
+        if last["status"] != "running" {
+            break;
+        }
+        assert_eq!(last["exitCode"], Value::Null);
+    }
+    assert_eq!(last["status"], "exited", "{last}");
+    assert_eq!(last["exitCode"], 3, "{last}");
+    assert_eq!(last["signal"], Value::Null, "{last}");
+    let expected = |w: &str| (1..=5).map(|i| format!("{w} {i}\n")).collect::<String>();
+    assert_eq!(stdout, expected("line"));
+    assert_eq!(stderr, expected("warn"));
+    // Once read, nothing is handed over twice; the end stays.
+    let (_, again) = call(&registry, "job_output", json!({"jobId": id})).await;
+    assert_eq!(
+        (again["stdout"].as_str(), again["status"].as_str()),
+        (Some(""), Some("exited"))
+    );
+    let line = listed(&registry, &id).await.unwrap();
+    assert_eq!(line["status"], "exited");
+    assert!(
+        line["command"].as_str().unwrap().starts_with("for i"),
+        "{line}"
+    );
+}
+
+// Multi-threaded: the jobs' tasks run while a test blocks on the process census.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_megabyte_of_output_keeps_the_newest_64_kib_whole_characters_and_exact_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path(), |_| {});
+    // stdout: 524,288 two-byte characters then one byte (1,048,577 bytes): the newest 65,536
+    // bytes would begin in the middle of a character, so 65,535 are kept. stderr: exactly
+    // 1 MiB of ASCII, the newest 65,536 kept.
+    let id = start(
+        &registry,
+        "yes é | head -n 524288 | tr -d '\\n'; printf x; head -c 1048576 /dev/zero | tr '\\0' e >&2",
+    )
+    .await;
+    assert_eq!(ended(&registry, &id).await, "exited");
+    let (_, record) = call(&registry, "job_output", json!({"jobId": id})).await;
+    let stdout = record["stdout"].as_str().unwrap();
+    assert_eq!(stdout.len(), 65_535);
+    assert_eq!(stdout, format!("{}x", "é".repeat(32_767)));
+    assert_eq!(record["stdoutDropped"], 1_048_577 - 65_535);
+    let stderr = record["stderr"].as_str().unwrap();
+    assert_eq!(stderr, "e".repeat(65_536));
+    assert_eq!(record["stderrDropped"], 1_048_576 - 65_536);
+    assert_eq!(record["exitCode"], 0);
+    // Counted since the previous job_output: nothing more went.
+    let (_, record) = call(&registry, "job_output", json!({"jobId": id})).await;
+    assert_eq!(
+        (
+            &record["stdout"],
+            &record["stdoutDropped"],
+            &record["stderrDropped"]
+        ),
+        (&json!(""), &json!(0), &json!(0))
+    );
+}
+
+// Multi-threaded: the jobs' tasks run while a test blocks on the process census.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_max_jobs_run_at_once_and_they_take_no_run_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = marker();
+    let mut options = options(|c| c.max_jobs = Some(2));
+    // One run slot only: a running job must not hold it.
+    options.slots = Some(Arc::new(nodeexec::RunSlots::new(1)));
+    let registry = tools::create_workspace_tools(dir.path(), options).unwrap();
+    let sleeper = format!("sleep 60; : {m}");
+    let first = start(&registry, &sleeper).await;
+    let second = start(&registry, &sleeper).await;
+    // N + 1.
+    let (is_error, record) = call(
+        &registry,
+        "run_command",
+        json!({"command": sleeper, "background": true}),
+    )
+    .await;
+    assert!(is_error, "{record}");
+    assert_eq!(error_code(&record), "JOB_LIMIT_REACHED", "{record}");
+    // A run still runs at once beside two jobs, with one slot.
+    let (is_error, record) = call(&registry, "run_command", json!({"command": "echo ran"})).await;
+    assert!(!is_error, "{record}");
+    assert_eq!(record["stdout"], "ran\n");
+    // A stopped job frees its place.
+    let (is_error, record) = call(&registry, "job_stop", json!({"jobId": first})).await;
+    assert!(!is_error, "{record}");
+    assert_eq!(record["status"], "killed", "{record}");
+    assert_eq!(record["signal"], "SIGKILL", "{record}");
+    assert_eq!(record["exitCode"], Value::Null, "{record}");
+    let third = start(&registry, &sleeper).await;
+    assert_ne!(third, first);
+    assert_ne!(third, second);
+    for id in [&second, &third] {
+        let (_, record) = call(&registry, "job_stop", json!({"jobId": id})).await;
+        assert_eq!(record["status"], "killed", "{record}");
+    }
+    // Stopping again answers the same end (idempotent).
+    let (is_error, record) = call(&registry, "job_stop", json!({"jobId": first})).await;
+    assert!(!is_error, "{record}");
+    assert_eq!(record["status"], "killed", "{record}");
+    assert_dead(&m, "job_stop");
+}
+
+// Multi-threaded: the jobs' tasks run while a test blocks on the process census.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_stop_kills_everything_the_job_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path(), |_| {});
+    let m = marker();
+    let id = start(
+        &registry,
+        &format!(
+            "(setsid sh -c 'sleep 60; : {m}' &); sh -c 'sleep 60; : {m}' & echo up; sleep 60; : {m}"
+        ),
+    )
+    .await;
+    let (_, record) = call(
+        &registry,
+        "job_output",
+        json!({"jobId": id, "waitMs": 10000}),
+    )
+    .await;
+    assert_eq!(record["stdout"], "up\n", "{record}");
+    support::wait_alive_blocking(&m, 3);
+    let (_, record) = call(&registry, "job_stop", json!({"jobId": id})).await;
+    assert_eq!(record["status"], "killed", "{record}");
+    assert_dead(&m, "job_stop of a job with descendants");
+}
+
+// Multi-threaded: the jobs' tasks run while a test blocks on the process census.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_has_its_own_time_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = marker();
+    let sleeper = format!("echo started; sleep 60; : {m}");
+    // timeoutMs of the call.
+    let registry_a = registry(dir.path(), |_| {});
+    let (is_error, record) = call(
+        &registry_a,
+        "run_command",
+        json!({"command": sleeper, "background": true, "timeoutMs": 300}),
+    )
+    .await;
+    assert!(!is_error, "{record}");
+    let id = record["jobId"].as_str().unwrap().to_owned();
+    assert_eq!(ended(&registry_a, &id).await, "timedOut");
+    let (_, record) = call(&registry_a, "job_output", json!({"jobId": id})).await;
+    assert_eq!(record["signal"], "SIGKILL", "{record}");
+    assert_eq!(record["stdout"], "started\n", "{record}");
+    assert!(record["durationMs"].as_u64().unwrap() >= 300, "{record}");
+    // The job bound of the options, when the call names none.
+    let registry_b = registry(dir.path(), |c| {
+        c.job_timeout = Some(Duration::from_millis(300))
+    });
+    let id = start(&registry_b, &sleeper).await;
+    assert_eq!(ended(&registry_b, &id).await, "timedOut");
+    // Lowered to the command maximum.
+    let registry_c = registry(dir.path(), |c| {
+        c.job_timeout = Some(Duration::from_secs(3600));
+        c.max_timeout = Some(Duration::from_millis(300));
+    });
+    let id = start(&registry_c, &sleeper).await;
+    assert_eq!(ended(&registry_c, &id).await, "timedOut");
+    // A call may not ask for more than the command maximum.
+    let (is_error, record) = call(
+        &registry_c,
+        "run_command",
+        json!({"command": sleeper, "background": true, "timeoutMs": 301}),
+    )
+    .await;
+    assert!(is_error, "{record}");
+    assert_eq!(
+        error_code(&record),
+        "RUN_COMMAND_TIMEOUT_OUT_OF_RANGE",
+        "{record}"
+    );
+    assert_dead(&m, "jobs past their time bound");
+}
+
+// Multi-threaded: the jobs' tasks run while a test blocks on the process census.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_ended_jobs_are_kept_oldest_first_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path(), |_| {});
+    let mut ids = Vec::new();
+    for i in 0..17 {
+        let id = start(&registry, &format!("echo {i}")).await;
+        assert_eq!(ended(&registry, &id).await, "exited");
+        ids.push(id);
+        // N: all kept so far.
+        if i == 15 {
+            let (_, list) = call(&registry, "job_list", json!({})).await;
+            assert_eq!(list["jobs"].as_array().unwrap().len(), 16, "{list}");
+        }
+    }
+    // N + 1: the oldest ended is forgotten.
+    let (_, list) = call(&registry, "job_list", json!({})).await;
+    let listed: Vec<&str> = list["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["jobId"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ids[1..].iter().map(|s| &**s).collect::<Vec<_>>());
+    let (is_error, record) = call(&registry, "job_output", json!({"jobId": ids[0]})).await;
+    assert!(is_error);
+    assert_eq!(error_code(&record), "JOB_NOT_FOUND", "{record}");
+    let (_, record) = call(&registry, "job_output", json!({"jobId": ids[1]})).await;
+    assert_eq!(record["stdout"], "1\n", "{record}");
+    let (_, record) = call(&registry, "job_output", json!({"jobId": ids[16]})).await;
+    assert_eq!(record["stdout"], "16\n", "{record}");
+}
+
+// Multi-threaded: the jobs' tasks run while a test blocks on the process census.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_arguments_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path(), |_| {});
+    let id = start(&registry, "true").await;
+    ended(&registry, &id).await;
+    // waitMs at N answers (the job has ended: at once); N + 1 is refused.
+    let (is_error, record) = call(
+        &registry,
+        "job_output",
+        json!({"jobId": id, "waitMs": 30_000}),
+    )
+    .await;
+    assert!(!is_error, "{record}");
+    for (tool, arguments) in [
+        ("job_output", json!({"jobId": id, "waitMs": 30_001})),
+        ("job_output", json!({"jobId": id, "waitMs": -1})),
+        ("job_output", json!({"jobId": id, "extra": 1})),
+        ("job_output", json!({})),
+        ("job_output", json!({"jobId": 7})),
+        ("job_output", json!({"jobId": ""})),
+        ("job_stop", json!({})),
+        ("job_stop", json!({"jobId": id, "waitMs": 1})),
+        ("job_list", json!({"jobId": id})),
+    ] {
+        let (is_error, record) = call(&registry, tool, arguments.clone()).await;
+        assert!(is_error, "{tool} {arguments}");
+        assert_eq!(
+            error_code(&record),
+            "INVALID_JOB_INPUT",
+            "{tool} {arguments}: {record}"
+        );
+    }
+    for tool in ["job_output", "job_stop"] {
+        let (is_error, record) = call(&registry, tool, json!({"jobId": "job-999"})).await;
+        assert!(is_error);
+        assert_eq!(error_code(&record), "JOB_NOT_FOUND", "{tool}: {record}");
+    }
+    // `background` must be a boolean.
+    let (is_error, record) = call(
+        &registry,
+        "run_command",
+        json!({"command": "true", "background": "yes"}),
+    )
+    .await;
+    assert!(is_error);
+    assert_eq!(error_code(&record), "INVALID_RUN_COMMAND_INPUT", "{record}");
+}
+
+// Multi-threaded: the jobs' tasks run while a test blocks on the process census.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_ms_returns_on_new_output_and_can_be_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path(), |_| {});
+    let m = marker();
+    let id = start(&registry, &format!("sleep 0.3; echo late; sleep 60; : {m}")).await;
+    let began = Instant::now();
+    let (_, record) = call(
+        &registry,
+        "job_output",
+        json!({"jobId": id, "waitMs": 30_000}),
+    )
+    .await;
+    assert_eq!(record["stdout"], "late\n", "{record}");
+    assert_eq!(record["status"], "running", "{record}");
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        began.elapsed()
+    );
+    // A wait with nothing coming, cancelled after 200 ms.
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        canceller.cancel();
+    });
+    let began = Instant::now();
+    let arguments = json!({"jobId": id, "waitMs": 30_000});
+    let outcome = execute_tool_call_record(
+        &registry,
+        &ToolCall::new("t", "job_output", &arguments),
+        &cancel,
+    )
+    .await;
+    assert!(
+        outcome.is_err(),
+        "answered instead of cancelled: {outcome:?}"
+    );
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        began.elapsed()
+    );
+    // The job itself runs on.
+    assert_eq!(listed(&registry, &id).await.unwrap()["status"], "running");
+    drop(registry);
+    testkit::census::check(&m, Duration::from_secs(5)).unwrap();
+}
+
+// Multi-threaded: the jobs' tasks run while a test blocks on the process census.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_tools_stops_every_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path(), |c| c.max_jobs = Some(4));
+    let m = marker();
+    for _ in 0..4 {
+        start(&registry, &format!("sleep 60; : {m}")).await;
+    }
+    support::wait_alive_blocking(&m, 4);
+    drop(registry);
+    testkit::census::check(&m, Duration::from_secs(5)).unwrap();
+}
+
+// Multi-threaded: the jobs' tasks run while a test blocks on the process census.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_dev_server_is_reachable_by_later_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path(), |_| {});
+    let m = marker();
+    // Port 0 lets the kernel choose; the server prints the port it got.
+    let server = format!(
+        "node -e \"require('http').createServer((q, s) => s.end('hello from the job')).listen(0, \
+         '127.0.0.1', function () {{ console.log(this.address().port) }})\"; : {m}"
+    );
+    let id = start(&registry, &server).await;
+    let mut port = String::new();
+    for _ in 0..100 {
+        let (_, record) = call(
+            &registry,
+            "job_output",
+            json!({"jobId": id, "waitMs": 1000}),
+        )
+        .await;
+        assert_eq!(record["status"], "running", "{record}");
+        port += record["stdout"].as_str().unwrap();
+        if port.ends_with('\n') {
+            break;
+        }
+    }
+    let port: u16 = port.trim().parse().expect("a port");
+    let client = format!(
+        "node -e \"fetch('http://127.0.0.1:{port}/').then(r => r.text()).then(t => console.log(t))\""
+    );
+    let (is_error, record) = call(&registry, "run_command", json!({"command": client})).await;
+    assert!(!is_error, "{record}");
+    assert_eq!(record["stdout"], "hello from the job\n", "{record}");
+    let (_, record) = call(&registry, "job_stop", json!({"jobId": id})).await;
+    assert_eq!(record["status"], "killed", "{record}");
+    assert_dead(&m, "the dev server's job_stop");
+}
+
+/// `confine call` with commands allowed, its children marked.
+fn spawn_server(root: &Path) -> std::process::Child {
+    let census = census_flags();
+    let mut flags = vec!["--allow-commands"];
+    flags.extend(census.iter().map(|s| &**s));
+    spawn_call(root, &flags)
+}
+
+fn job_line(m: &str) -> String {
+    json!({"id": 1, "name": "run_command", "arguments": {"command": format!("sleep 60; : {m}"), "background": true}})
+        .to_string()
+        + "\n"
+}
+
+#[test]
+fn jobs_end_with_the_servers_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = marker();
+    let mut child = spawn_server(dir.path());
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for _ in 0..2 {
+        stdin.write_all(job_line(&m).as_bytes()).unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(line.contains("jobId"), "{line}");
+    }
+    support::wait_alive_blocking(&m, 2);
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    testkit::census::check(&m, Duration::from_secs(3)).unwrap();
+}
+
+#[test]
+fn jobs_end_with_the_servers_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = marker();
+    let mut child = spawn_server(dir.path());
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let detached =
+        json!({"id": 1, "name": "run_command", "arguments": {"command": format!("(setsid sh -c 'sleep 60; : {m}' &); sleep 60; : {m}"), "background": true}})
+            .to_string()
+            + "\n";
+    for line in [job_line(&m), detached] {
+        stdin.write_all(line.as_bytes()).unwrap();
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        assert!(answer.contains("jobId"), "{answer}");
+    }
+    support::wait_alive_blocking(&m, 3);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Within a second by the contract; three allow for a loaded machine.
+    testkit::census::check(&m, Duration::from_secs(3)).unwrap();
+}
+
+/// `confine call --allow-commands <flags>` over `root` with `JOBS_SECRET` in its environment:
+/// the answers to `lines`.
+fn call_with_secret(root: &Path, flags: &[&str], lines: &[Value]) -> Vec<Value> {
+    let census = census_flags();
+    let mut child = support::confine()
+        .args(["call", "--allow-commands", "--root"])
+        .arg(root)
+        .args(flags)
+        .args(&census)
+        .env("JOBS_SECRET", "from-the-server")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut answers = Vec::new();
+    for line in lines {
+        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        answers.push(serde_json::from_str(&answer).unwrap());
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    answers
+}
+
+#[test]
+fn a_job_runs_under_the_sandbox_and_the_environment_allowlist_as_a_run_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, outside) = (tmp.path().join("ws"), tmp.path().join("outside"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "the secret\n").unwrap();
+    let leak = outside.join("leak.txt");
+    let command = format!(
+        "echo \"[$JOBS_SECRET]\"; echo pwned > '{}' 2>/dev/null; cat '{}' 2>/dev/null; echo done",
+        leak.display(),
+        outside.join("secret.txt").display()
+    );
+    let lines = [
+        json!({"id": 1, "name": "run_command", "arguments": {"command": command, "background": true}}),
+        json!({"id": 2, "name": "job_output", "arguments": {"jobId": "job-1", "waitMs": 100}}),
+    ];
+    let poll = |flags: &[&str]| -> String {
+        // Polled (bounded) until it has ended, in one server: answers carry what was new.
+        let mut out = String::new();
+        let mut all = lines.to_vec();
+        for _ in 0..50 {
+            all.push(json!({"id": 3, "name": "job_output", "arguments": {"jobId": "job-1", "waitMs": 200}}));
+        }
+        let answers = call_with_secret(&root, flags, &all);
+        assert_eq!(answers[0]["content"]["jobId"], "job-1", "{answers:?}");
+        for answer in answers.iter().skip(1) {
+            out += answer["content"]["stdout"].as_str().unwrap();
+            if answer["content"]["status"] == "exited" {
+                return out;
+            }
+        }
+        panic!("the job never ended: {out:?}");
+    };
+    // The naive twin: without the sandbox and with the variable passed, the probe reaches out.
+    let open = poll(&["--env", "JOBS_SECRET"]);
+    assert_eq!(open, "[from-the-server]\nthe secret\ndone\n");
+    assert!(leak.exists(), "the unconfined probe wrote outside");
+    std::fs::remove_file(&leak).unwrap();
+    // Under the sandbox and the allowlist: nothing of the outside, no variable.
+    let confined = poll(&["--sandbox"]);
+    assert_eq!(confined, "[]\ndone\n");
+    assert!(
+        !leak.exists(),
+        "a sandboxed job wrote outside its workspace"
+    );
+}
