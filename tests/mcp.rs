@@ -689,3 +689,64 @@ async fn mcp_sandbox_flag_confines_node_writes_to_the_root() {
     assert!(!target.exists(), "nothing written outside the workspace");
     client.cancel().await.expect("close");
 }
+
+#[tokio::test]
+async fn mcp_jobs_come_with_commands_annotated_and_die_when_the_input_ends() {
+    let root = temp_root();
+    let client = connect(root.path(), &["--allow-commands"]).await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    let n = confine::tools::WORKSPACE_TOOLS.len();
+    assert_eq!(names[..n], *confine::tools::WORKSPACE_TOOLS);
+    assert_eq!(names[n..], *confine::tools::COMMAND_TOOLS);
+    let hints = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.annotations.clone())
+            .expect("annotated")
+    };
+    for read_only in ["job_output", "job_list"] {
+        assert_eq!(hints(read_only).read_only_hint, Some(true), "{read_only}");
+    }
+    let stop = hints("job_stop");
+    assert_eq!(
+        (
+            stop.read_only_hint,
+            stop.destructive_hint,
+            stop.idempotent_hint
+        ),
+        (Some(false), Some(true), Some(true))
+    );
+    assert_eq!(hints("run_command").read_only_hint, Some(false));
+    // A job over MCP: started, polled, left running when the input ends.
+    let started = call(
+        &client,
+        "run_command",
+        json!({"command": "echo ready; exec sleep 60", "background": true}),
+    )
+    .await
+    .expect("run_command");
+    let id = record(&started)["jobId"].as_str().unwrap().to_owned();
+    let output = call(&client, "job_output", json!({"jobId": id, "waitMs": 10000}))
+        .await
+        .expect("job_output");
+    let output = record(&output);
+    assert_eq!(
+        (&output["status"], &output["stdout"]),
+        (&json!("running"), &json!("ready\n"))
+    );
+    assert!(
+        processes_in(root.path())
+            .iter()
+            .any(|(_, c)| c == "sleep 60"),
+        "the job runs: {:?}",
+        processes_in(root.path())
+    );
+    client.cancel().await.expect("close");
+    let gone = wait_until(Duration::from_secs(5), || {
+        processes_in(root.path()).is_empty()
+    })
+    .await;
+    assert!(gone.is_some(), "left: {:?}", processes_in(root.path()));
+}
