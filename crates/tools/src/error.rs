@@ -164,6 +164,9 @@ kinds! {
     RunCommandOutputFailed => "RUN_COMMAND_OUTPUT_FAILED",
     /// Another failure of run_command (its temporary directory could not be made).
     RunCommandFailed => "RUN_COMMAND_FAILED",
+    /// The path is protected (a file programs on the host run or obey, such as a git hook or
+    /// `.git/config`): no tool changes it, moves it, or creates beneath it.
+    PathProtected => "PATH_PROTECTED",
 }
 
 impl fmt::Display for ErrorKind {
@@ -413,6 +416,7 @@ mod tests {
             "RUN_COMMAND_START_FAILED",
             "RUN_COMMAND_OUTPUT_FAILED",
             "RUN_COMMAND_FAILED",
+            "PATH_PROTECTED",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);
