@@ -336,3 +336,56 @@ fn the_flags_add_patterns_and_drop_the_defaults() {
         assert!(stderr.contains("--protect"), "{bad:?}: {stderr}");
     }
 }
+
+/// `confine doctor` shows the list (defaults marked, `--protect` added, `--unprotect-defaults`
+/// dropping them) and whether `--sandbox` children find the hooks read-only here.
+#[test]
+fn doctor_shows_the_protected_paths_and_what_children_find() {
+    let doctor = |args: &[&str]| {
+        let out = support::confine()
+            .arg("doctor")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = doctor(&[]);
+    assert!(
+        text.contains("protected:     .git/hooks/** (default), .git/config (default)\n"),
+        "{text}"
+    );
+    // Either answer is a fact of this machine; a hook planted by a child is never one.
+    let line = text.lines().find(|l| l.starts_with("read-only:")).unwrap();
+    assert!(
+        line.contains(
+            "(a mount namespace of each run's own; a hook planted in a scratch \
+             repository: EROFS)"
+        ) || line.contains("fails with NODE_SANDBOX_UNAVAILABLE")
+            || line.contains("not checked (\"no Node.js\")"),
+        "{line}"
+    );
+    let report: Value = serde_json::from_str(&doctor(&[
+        "--json",
+        "--unprotect-defaults",
+        "--protect",
+        "secrets/**",
+    ]))
+    .unwrap();
+    assert_eq!(
+        report["protected"]["patterns"],
+        json!(["secrets/**"]),
+        "{report}"
+    );
+    assert_eq!(report["protected"]["defaults"], 0);
+    let text = doctor(&["--unprotect-defaults"]);
+    assert!(
+        text.contains("protected:     none (--unprotect-defaults, no --protect)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("read-only:     not checked (.git/hooks is not protected)"),
+        "{text}"
+    );
+}

@@ -153,6 +153,8 @@ impl RunErrors {
             ExecErrorKind::Cancelled => return CallError::Cancelled(Cancelled),
             ExecErrorKind::TimedOut => self.timeout,
             ExecErrorKind::StartFailed => self.start,
+            // Found only at the start (read-only paths and no mount namespace to be had).
+            ExecErrorKind::SandboxUnavailable => ErrorKind::NodeSandboxUnavailable,
             ExecErrorKind::OutputFailed => self.output,
             _ => self.other,
         };
