@@ -231,17 +231,12 @@ impl ProtectedPaths {
         if self.is_empty() {
             return Ok(());
         }
-        let place = match beneath::path_beneath(dir, root.dir()) {
-            Ok(Some(place)) => place.join(name),
-            Ok(None) => {
+        let place = match place_of(root, dir)? {
+            Some(place) => place.join(name),
+            None => {
                 return Err(CallError::Failed(ToolError::failed(
                     ErrorKind::PathOutsideWorkspace,
                 )));
-            }
-            Err(e) => {
-                return Err(
-                    CallError::Failed(ToolError::failed(ErrorKind::WriteFailed)).with_source(e)
-                );
             }
         };
         let hit = match holders {
@@ -253,6 +248,35 @@ impl ProtectedPaths {
             false => Ok(()),
         }
     }
+}
+
+/// How often [`place_of`] looks again at a directory another process keeps moving.
+const PLACE_TRIES: usize = 4;
+
+/// Where the held directory `dir` stands beneath the root (`None`: not beneath it). A
+/// directory renamed while it is named can make a look fail (`ESTALE`, `ENOENT`): looked at
+/// again, at most [`PLACE_TRIES`] times, then `PATH_CHANGED_DURING_READ` (it kept moving:
+/// nothing was done); any other failure is `WRITE_FAILED`.
+fn place_of(root: &WorkspaceRoot, dir: &Dir) -> Result<Option<PathBuf>, CallError> {
+    let mut last = None;
+    for _ in 0..PLACE_TRIES {
+        match beneath::path_beneath(dir, root.dir()) {
+            Ok(place) => return Ok(place),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ESTALE | libc::ENOENT)) => {
+                last = Some(e);
+            }
+            Err(e) => {
+                return Err(
+                    CallError::Failed(ToolError::failed(ErrorKind::WriteFailed)).with_source(e)
+                );
+            }
+        }
+    }
+    let moved = CallError::Failed(ToolError::failed(ErrorKind::PathChangedDuringRead));
+    Err(match last {
+        Some(e) => moved.with_source(e),
+        None => moved,
+    })
 }
 
 /// The most paths [`ProtectedPaths::existing_beneath`] gives (and entries it looks at).
