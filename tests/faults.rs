@@ -56,6 +56,7 @@ fn documented(tool: &str) -> &'static [&'static str] {
             "WRITE_TARGET_NOT_REGULAR",
             "MOVE_DESTINATION_EXISTS",
             "DELETE_DIRECTORY_NOT_EMPTY",
+            "PATH_PROTECTED",
         ],
         "node_process" => &[
             // A loaded machine can take longer than the default 500 ms to start Node.js.

@@ -75,6 +75,16 @@ pub struct ToolArgs {
     /// never passed.
     #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = env_entry)]
     pub env: Vec<EnvEntry>,
+    /// Also protect paths matching GLOB (gitignore-style, relative to the root; repeatable):
+    /// the write tools refuse them with PATH_PROTECTED, and under --sandbox children find
+    /// those that exist read-only. The defaults, `.git/hooks/**` and `.git/config`, are
+    /// files git runs or obeys outside any sandbox.
+    #[arg(long = "protect", value_name = "GLOB", value_parser = protect_pattern)]
+    pub protect: Vec<String>,
+    /// Drop the default protected paths (`.git/hooks/**`, `.git/config`); --protect
+    /// patterns still apply.
+    #[arg(long)]
+    pub unprotect_defaults: bool,
     /// Keep this server dumpable: debuggers, core dumps and other processes of the same user
     /// may then read its memory, environment and `/proc/<pid>/fd` (children started without
     /// --sandbox included). Off by default; for debugging and for tests that inspect the
@@ -153,13 +163,27 @@ pub fn hide_environment(args: &ToolArgs) {
     }
 }
 
+/// One `--protect` pattern, checked alone (the count is checked with the list).
+pub fn protect_pattern(text: &str) -> Result<String, String> {
+    tools::ProtectedPaths::new(false, &[text])
+        .map(|_| text.to_owned())
+        .map_err(|e| e.to_string())
+}
+
 /// A path that exists, canonicalized now (the sandbox opens it at each call).
 fn existing_path(path: &str) -> Result<PathBuf, String> {
     std::fs::canonicalize(path).map_err(|e| format!("{path}: {e}"))
 }
 
 impl ToolArgs {
-    /// The node_process options these flags ask for.
+    /// The protected paths these flags ask for: a usage error when there are too many.
+    pub fn protected(&self) -> Result<tools::ProtectedPaths, ExitCode> {
+        tools::ProtectedPaths::new(!self.unprotect_defaults, &self.protect)
+            .map_err(|e| usage(&format!("--protect: {e}")))
+    }
+
+    /// The node_process options these flags ask for (the protected paths are the defaults;
+    /// [`ToolArgs::registry`] sets those the flags ask for).
     pub fn node_options(&self) -> NodeProcessOptions {
         let mut options = NodeProcessOptions::default();
         options.node = self.node.clone();
@@ -243,7 +267,9 @@ impl ToolArgs {
                 chosen
             }
         };
-        tools::create_selected_tools(&self.root, self.node_options(), &names).map_err(|e| match e {
+        let mut options = self.node_options();
+        options.protected = std::sync::Arc::new(self.protected()?);
+        tools::create_selected_tools(&self.root, options, &names).map_err(|e| match e {
             SelectError::Build(e) => unusable(&e),
             other => usage(&other.to_string()),
         })

@@ -9,7 +9,13 @@
 //! * the containment `nodeexec` gets for a run (a cgroup v2 of its own with a PID namespace
 //!   inside where one can be made, else a PID namespace, with a user namespace when
 //!   unprivileged, else the waiter as child subreaper), and what bounds a run's processes;
-//! * the Node.js found (`--node`, else `node` on PATH) and its version.
+//! * the Node.js found (`--node`, else `node` on PATH) and its version;
+//! * the protected paths (the defaults, `--protect`, `--unprotect-defaults`: the patterns the
+//!   write tools refuse with `PATH_PROTECTED`) and whether `--sandbox` children find them
+//!   read-only here: a check writes a hook in a scratch repository through `node_process`
+//!   (`EROFS`: a mount namespace of the run's own binds them read-only;
+//!   `NODE_SANDBOX_UNAVAILABLE`: none can be made, so a sandboxed call in a workspace holding
+//!   one is refused).
 //!
 //! Text by default, one JSON object with `--json`. The exit status is 0 whenever the report was
 //! made, whatever it says: a machine without Landlock is a fact to report, not a failure.
@@ -32,7 +38,18 @@ pub struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also protect paths matching GLOB, as for `mcp` and `call` (shown in the report).
+    #[arg(long = "protect", value_name = "GLOB", value_parser = super::common::protect_pattern)]
+    pub protect: Vec<String>,
+    /// Drop the default protected paths, as for `mcp` and `call`.
+    #[arg(long)]
+    pub unprotect_defaults: bool,
 }
+
+/// The protected-path probe: plant a hook in the scratch repository, as an error code.
+const PROTECTED_PROBE: &str = "const fs = require('fs');\
+    let r = 'ok'; try { fs.writeFileSync('.git/hooks/pre-commit', 'x'); } catch (e) { r = e.code || String(e); }\
+    console.log(JSON.stringify(r));";
 
 /// How long each probe run may take (a cold Node.js on a loaded machine is slow).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -59,6 +76,10 @@ struct Report {
     /// What bounds a run's processes.
     process_bound: Option<ProcessBound>,
     node: Option<(PathBuf, Option<String>)>,
+    /// The protected patterns, and how many of them are the defaults.
+    protected: (Vec<String>, usize),
+    /// Whether a sandboxed child found a protected path read-only.
+    protected_check: Value,
 }
 
 /// Run the subcommand.
@@ -74,7 +95,11 @@ pub fn run(args: Args) -> ExitCode {
         Ok(dir) => dir,
         Err(_) => return super::common::usage("cannot make a scratch directory"),
     };
-    let report = runtime.block_on(examine(&args, scratch.path()));
+    let protected = match tools::ProtectedPaths::new(!args.unprotect_defaults, &args.protect) {
+        Ok(list) => list,
+        Err(e) => return super::common::usage(&format!("--protect: {e}")),
+    };
+    let report = runtime.block_on(examine(&args, scratch.path(), protected));
     if args.json {
         println!("{}", report.to_json());
     } else {
@@ -83,7 +108,7 @@ pub fn run(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn examine(args: &Args, scratch: &Path) -> Report {
+async fn examine(args: &Args, scratch: &Path, protected: tools::ProtectedPaths) -> Report {
     let landlock = LandlockSupport::probe();
     let mut options = NodeProcessOptions::default();
     options.node = args.node.clone();
@@ -123,11 +148,15 @@ async fn examine(args: &Args, scratch: &Path) -> Report {
         (path, version)
     });
 
-    let check = if node.is_none() {
-        json!({"ran": false, "reason": "no Node.js"})
+    let shown_protected = (protected.patterns().to_vec(), protected.default_count());
+    let (check, protected_check) = if node.is_none() {
+        let not_run = json!({"ran": false, "reason": "no Node.js"});
+        (not_run.clone(), not_run)
     } else {
         options.sandbox = Some(Sandbox::new());
-        sandbox_check(scratch, options).await
+        let check = sandbox_check(scratch, options.clone()).await;
+        options.protected = std::sync::Arc::new(protected);
+        (check, protected_check(scratch, options).await)
     };
     Report {
         landlock,
@@ -136,7 +165,38 @@ async fn examine(args: &Args, scratch: &Path) -> Report {
         containment,
         process_bound,
         node,
+        protected: shown_protected,
+        protected_check,
     }
+}
+
+/// Run [`PROTECTED_PROBE`] through `node_process` with `--sandbox` in a scratch repository
+/// whose `.git/hooks` exists: `EROFS` where the protected paths are read-only for children.
+async fn protected_check(scratch: &Path, options: NodeProcessOptions) -> Value {
+    let repository = scratch.join("repository");
+    if std::fs::create_dir_all(repository.join(".git/hooks")).is_err() {
+        return json!({"ran": false, "reason": "cannot make a scratch repository"});
+    }
+    let covered = options
+        .protected
+        .is_protected(Path::new(".git/hooks/pre-commit"));
+    let Ok(registry) = tools::create_coding_tools(&repository, options) else {
+        return json!({"ran": false, "reason": "the tools could not be built"});
+    };
+    let arguments = json!({"source": PROTECTED_PROBE});
+    let call = ToolCall::new("doctor", "node_process", &arguments);
+    let Ok(result) = execute_tool_call(&registry, &call, &CancellationToken::new()).await else {
+        return json!({"ran": false, "reason": "cancelled"});
+    };
+    let record = result.record();
+    let said = match result.is_error {
+        true => record["error"]["message"].clone(),
+        false => record["stdout"]
+            .as_str()
+            .and_then(|s| serde_json::from_str(s.trim()).ok())
+            .unwrap_or(Value::Null),
+    };
+    json!({"ran": true, "hooksProtected": covered, "plantHook": said})
 }
 
 /// Run [`SANDBOX_PROBE`] through `node_process` with `--sandbox`'s options.
@@ -232,6 +292,11 @@ impl Report {
             "userNamespace": namespaces.map(|(_, user)| user),
             "processBound": self.process_bound.map(ProcessBound::name),
             "node": node,
+            "protected": {
+                "patterns": self.protected.0,
+                "defaults": self.protected.1,
+                "check": self.protected_check,
+            },
         })
     }
 
@@ -277,7 +342,7 @@ impl Report {
                 nodeexec::DEFAULT_MIN_ABI
             ),
         };
-        let check = if self.check["ran"] == true {
+        let sandbox_check_text = if self.check["ran"] == true {
             format!(
                 "{}: a write inside: {}; a write to /tmp: {}; a read outside: {}; \
                  a chmod outside: {}",
@@ -348,13 +413,46 @@ impl Report {
             Some((path, None)) => format!("{} (version unknown)", path.display()),
             None => "not found (node_process is unavailable)".to_owned(),
         };
+        let (patterns, defaults) = &self.protected;
+        let protected = match patterns.is_empty() {
+            true => "none (--unprotect-defaults, no --protect)".to_owned(),
+            false => patterns
+                .iter()
+                .enumerate()
+                .map(|(i, p)| match i < *defaults {
+                    true => format!("{p} (default)"),
+                    false => p.clone(),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let check = &self.protected_check;
+        let children = match (check["ran"] == true, check["plantHook"].as_str()) {
+            (false, _) => format!("not checked ({})", check["reason"]),
+            (true, _) if check["hooksProtected"] != true => {
+                "not checked (.git/hooks is not protected)".to_owned()
+            }
+            (true, Some("EROFS")) => {
+                "protected paths read-only for --sandbox children (a mount namespace of \
+                 each run's own; a hook planted in a scratch repository: EROFS)"
+                    .to_owned()
+            }
+            (true, Some("NODE_SANDBOX_UNAVAILABLE")) => "no mount namespace can be made here: \
+                 a --sandbox call in a workspace holding a protected path fails with \
+                 NODE_SANDBOX_UNAVAILABLE (--unprotect-defaults lifts it)"
+                .to_owned(),
+            (true, other) => format!("FAILED: a hook planted in a scratch repository: {other:?}"),
+        };
         format!(
             "landlock:      {landlock}\n\
              sandbox:       {sandbox}\n\
-             sandbox check: {check}\n\
+             sandbox check: {check_text}\n\
              containment:   {containment}\n\
              processes:     {processes}\n\
-             node:          {node}\n"
+             node:          {node}\n\
+             protected:     {protected}\n\
+             read-only:     {children}\n",
+            check_text = sandbox_check_text,
         )
     }
 }

@@ -94,15 +94,21 @@ pub fn install_with(
         }
         Err(e) => return Err(temp.abort(failed(Step::CheckTemp, e))),
     }
-    // The mode is taken from this fresher look at the target.
-    let mode = match target_mode(dir, name, Step::CheckTemp) {
-        Ok(mode) => mode,
+    // The mode and owner are taken from this fresher look at the target.
+    let Target { mode, owner } = match target_mode(dir, name, Step::CheckTemp) {
+        Ok(target) => target,
         Err(e) => return Err(temp.abort(e)),
     };
 
-    // 4. The final mode, before the file becomes visible.
+    // 4. The old file's owner where this process may give it, then the final mode, before
+    // the file becomes visible (the mode last: a change of owner clears set-id bits).
     if let Err(e) = hook(hooks, Step::SetMode, temp_name) {
         return Err(temp.abort(e));
+    }
+    if let Some((uid, gid)) = owner
+        && let Err(e) = keep_owner(&file, uid, gid)
+    {
+        return Err(temp.abort(failed(Step::SetMode, e.into())));
     }
     if let Err(e) = rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)) {
         return Err(temp.abort(failed(Step::SetMode, e.into())));
@@ -291,17 +297,53 @@ fn failed(step: Step, e: io::Error) -> Error {
     Error::new(ErrorKind::Failed, step, Some(e))
 }
 
-/// The mode the new file gets: the target's permission bits if it is a regular file, the
-/// default if it does not exist. Setuid, setgid and sticky bits are not carried over.
-fn target_mode(dir: &Dir, name: &OsStr, step: Step) -> Result<u32, Error> {
+/// What the new file takes from the target it replaces.
+struct Target {
+    /// The permission bits.
+    mode: u32,
+    /// The owner and group of the file replaced (`None`: there was none).
+    owner: Option<(u32, u32)>,
+}
+
+/// What the new file gets: the target's permission bits and owner if it is a regular file,
+/// the default mode if it does not exist. Set-user-ID, set-group-ID and sticky bits are not
+/// carried over (see the crate docs).
+fn target_mode(dir: &Dir, name: &OsStr, step: Step) -> Result<Target, Error> {
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-            FileType::RegularFile => Ok(st.st_mode & 0o777),
+            FileType::RegularFile => Ok(Target {
+                mode: st.st_mode & 0o777,
+                owner: Some((st.st_uid, st.st_gid)),
+            }),
             FileType::Symlink => Err(Error::new(ErrorKind::TargetSymlink, step, None)),
             _ => Err(Error::new(ErrorKind::TargetNotRegular, step, None)),
         },
-        Err(Errno::NOENT) => Ok(DEFAULT_MODE),
+        Err(Errno::NOENT) => Ok(Target {
+            mode: DEFAULT_MODE,
+            owner: None,
+        }),
         Err(e) => Err(failed(step, e.into())),
+    }
+}
+
+/// Give the temporary `file` the owner `uid` and group `gid` of the file it replaces, as far
+/// as this process may: root (`CAP_CHOWN`) sets both; an ordinary user cannot give a file
+/// away, but may set a group it belongs to. What it may not set stays its own (`EPERM` is not
+/// an error: the write goes on with the new file owned by the writer).
+fn keep_owner(file: &File, uid: u32, gid: u32) -> Result<(), Errno> {
+    use rustix::fs::{Gid, Uid};
+    let st = rustix::fs::fstat(file)?;
+    if (st.st_uid, st.st_gid) == (uid, gid) {
+        return Ok(());
+    }
+    let (uid, gid) = (Uid::from_raw(uid), Gid::from_raw(gid));
+    match rustix::fs::fchown(file, Some(uid), Some(gid)) {
+        Ok(()) => Ok(()),
+        Err(Errno::PERM) => match rustix::fs::fchown(file, None, Some(gid)) {
+            Ok(()) | Err(Errno::PERM) => Ok(()),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
     }
 }
 

@@ -7,7 +7,8 @@
 //! 1. `lstat` the target: a symlink fails with [`ErrorKind::TargetSymlink`], a directory,
 //!    FIFO, socket or device with [`ErrorKind::TargetNotRegular`], before any temporary
 //!    exists; a regular file's permission bits (without setuid, setgid, sticky) become the
-//!    new file's mode, else [`DEFAULT_MODE`] (0644);
+//!    new file's mode, else [`DEFAULT_MODE`] (0644), and its owner and group the new file's
+//!    where this process may set them (see *Owner and mode* below);
 //! 2. create the sibling `.<name>.pify-tmp-<random>` with `O_CREAT|O_EXCL|O_NOFOLLOW`, mode
 //!    0600 (the `<name>` part is shortened so that the whole never exceeds 255 bytes: a
 //!    255-byte target name is writable);
@@ -15,7 +16,8 @@
 //! 4. check that the temporary's name still names the opened file by `(st_dev, st_ino)`
 //!    ([`ErrorKind::TempIdentityChanged`] otherwise: nothing is committed and nothing that
 //!    this operation did not create is removed), and `lstat` the target again;
-//! 5. `fchmod` the final mode, then commit: where the target exists, the temporary and the
+//! 5. `fchown` the old file's owner and group (as far as allowed), `fchmod` the final mode,
+//!    then commit: where the target exists, the temporary and the
 //!    target are exchanged in one step (`renameat2(RENAME_EXCHANGE)`), so the old file is not
 //!    gone yet but sits at the temporary's name until the caller's check after the commit
 //!    ([`Step::CheckInstalled`], whose hook is given that name, so it can check the commit
@@ -61,6 +63,18 @@
 //! assert_eq!(err.code(), "WRITE_TARGET_SYMLINK");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Owner and mode
+//!
+//! A replaced file keeps its owner and group where the installing process may set them: root
+//! (`CAP_CHOWN`) sets both, so a root-run server's edit of a user's file leaves it the user's;
+//! an ordinary user cannot give a file away, so the new file is the writer's, with the old
+//! group where the writer belongs to it. The owner is set on the temporary before the
+//! commit, so no instant shows the file with the wrong owner. The permission bits are kept
+//! without set-user-ID, set-group-ID and sticky: a set-id bit on content nobody reviewed as
+//! a program would make the new bytes run with the owner's rights (the kernel drops these
+//! bits itself when a file is written by someone else, for the same reason), and the sticky
+//! bit means nothing on a regular file. `04755` becomes `0755`.
 //!
 //! # Threat model
 //!

@@ -6,8 +6,8 @@
 //! - [`open_beneath`]: `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` (optionally
 //!   `RESOLVE_NO_SYMLINKS`), with a user-space fallback keeping the same rule where the kernel
 //!   lacks `openat2`, and a two-step open for paths longer than one system call takes;
-//! - [`climb_to`] / [`is_beneath`]: from a directory descriptor up through `..` to a known
-//!   identity, to learn where a directory stands now;
+//! - [`climb_to`] / [`is_beneath`] / [`path_beneath`]: from a directory descriptor up through
+//!   `..` to a known identity, to learn where a directory stands now (and under which name);
 //! - [`remove_if_same`]: unlink a name only while it names the object one created, never a
 //!   directory;
 //! - [`Temporary`]: an exclusive (`O_CREAT | O_EXCL | O_NOFOLLOW`) 0600 file removed by
@@ -85,7 +85,7 @@ mod remove;
 mod temp;
 mod walk;
 
-pub use climb::{Climb, MAX_CLIMB, climb_to, is_beneath};
+pub use climb::{Climb, MAX_CLIMB, climb_to, is_beneath, path_beneath};
 pub use errno::FsErrorKind;
 pub use id::FileId;
 pub use open::{Symlinks, open_beneath, open_parent_beneath};

@@ -34,7 +34,8 @@ pub enum ErrorKind {
     /// before this was returned.
     Cancelled,
     /// A [`Sandbox`](crate::Sandbox) was requested and this kernel cannot enforce it in full
-    /// (no Landlock, or a Landlock ABI older than the sandbox requires). Nothing was started:
+    /// (no Landlock, a Landlock ABI older than the sandbox requires, or read-only paths named
+    /// where no mount namespace can be made). Nothing was started:
     /// the program never runs unconfined in its place.
     SandboxUnavailable,
 }
@@ -54,6 +55,14 @@ impl ErrorKind {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, source: Option<io::Error>) -> Self {
+        // A sandbox step that found no mount namespace for its read-only paths: the policy
+        // cannot be enforced here, which is not a start failure of the program.
+        let unavailable = source.as_ref().and_then(io::Error::raw_os_error)
+            == Some(crate::sandbox::UNAVAILABLE_ERRNO);
+        let kind = match kind {
+            ErrorKind::StartFailed if unavailable => ErrorKind::SandboxUnavailable,
+            kind => kind,
+        };
         Self(Box::new(Repr {
             kind,
             source,

@@ -669,3 +669,133 @@ fn sandbox_reads_its_own_proc_entries_only() {
         assert_eq!(open, r#"["EACCES","EACCES","ok","ok","ok","ok","ok","ok"]"#);
     }
 }
+
+/// A workspace holding a repository's `.git/hooks` and `.git/config`, with the probe of
+/// [`READ_ONLY_PROBE`] and a sandbox keeping those two read-only.
+fn repository() -> (Dirs, Sandbox) {
+    let dirs = Dirs::new();
+    std::fs::create_dir_all(dirs.ws().join(".git/hooks")).unwrap();
+    std::fs::create_dir_all(dirs.ws().join(".git/objects")).unwrap();
+    std::fs::write(dirs.ws().join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(
+        dirs.ws().join(".git/hooks/pre-commit.sample"),
+        "#!/bin/sh\n",
+    )
+    .unwrap();
+    let root = dirs.ws().canonicalize().unwrap();
+    let mut sandbox = Sandbox::new();
+    sandbox
+        .read_only(root.join(".git/hooks"))
+        .read_only(root.join(".git/config"));
+    (dirs, sandbox)
+}
+
+/// Plant a hook, change an existing one, append to the configuration, replace it by a rename
+/// (`EXDEV`: a mount point), remove the hooks directory or move `.git` aside (`EBUSY`: mount
+/// points); then write beside them (`.git/objects`, the
+/// workspace).
+const READ_ONLY_PROBE: &str = "say([\
+    code(() => fs.writeFileSync('.git/hooks/pre-commit', '#!/bin/sh\\necho planted\\n')),\
+    code(() => fs.appendFileSync('.git/hooks/pre-commit.sample', 'echo planted\\n')),\
+    code(() => fs.appendFileSync('.git/config', '[core]\\n\\tfsmonitor = ./x\\n')),\
+    code(() => { fs.writeFileSync('config.new', '[core]\\n'); fs.renameSync('config.new', '.git/config'); }),\
+    code(() => fs.rmSync('.git/hooks', { recursive: true })),\
+    code(() => fs.renameSync('.git', 'moved')),\
+    code(() => fs.writeFileSync('.git/objects/x', 'x')),\
+    code(() => fs.writeFileSync('in.txt', 'x')),\
+])";
+
+/// The read-only paths ([`Sandbox::read_only`]) hold against every way of changing them, while
+/// the rest of the tree stays writable; the twin without them changes them all.
+#[test]
+fn sandbox_keeps_read_only_paths_read_only() {
+    let (dirs, sandbox) = repository();
+    let outcome = run(&dirs, Some(&sandbox), READ_ONLY_PROBE, &[]);
+    assert_eq!(
+        said(&outcome),
+        r#"["EROFS","EROFS","EROFS","EXDEV","EBUSY","EBUSY","ok","ok"]"#
+    );
+    assert!(!dirs.ws().join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(dirs.ws().join(".git/hooks/pre-commit.sample")).unwrap(),
+        "#!/bin/sh\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dirs.ws().join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    // No mount reached the embedder's namespace: the same paths are writable here.
+    std::fs::write(dirs.ws().join(".git/hooks/probe"), "x").unwrap();
+    std::fs::remove_file(dirs.ws().join(".git/hooks/probe")).unwrap();
+
+    // The same sandbox without the read-only paths: every change goes through.
+    let (dirs, _) = repository();
+    let outcome = run(&dirs, Some(&Sandbox::new()), READ_ONLY_PROBE, &[]);
+    assert_eq!(
+        said(&outcome),
+        r#"["ok","ok","ok","ok","ok","ok","ENOENT","ok"]"#
+    );
+}
+
+/// Whether this process holds `CAP_SYS_ADMIN` (root outside a container-like setup).
+fn sys_admin() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .unwrap()
+        .trim();
+    u64::from_str_radix(eff, 16).unwrap() & (1 << 21) != 0
+}
+
+/// Where no mount namespace can be made (subreaper mode, so without the user namespace the
+/// PID namespace brings, for an ordinary user or a root without `CAP_SYS_ADMIN`), a sandbox with read-only paths refuses to start
+/// (`SandboxUnavailable`: the program never runs with them writable), and one without runs.
+#[test]
+fn sandbox_with_read_only_paths_is_unavailable_without_a_mount_namespace() {
+    const TEST: &str = "sandbox_with_read_only_paths_is_unavailable_without_a_mount_namespace";
+    if sys_admin() {
+        eprintln!(
+            "!!! {TEST}: NOT RUN with CAP_SYS_ADMIN (a mount namespace is made in every mode); \
+             it runs as an ordinary user and in the container-like setup"
+        );
+        return;
+    }
+    let (dirs, sandbox) = repository();
+    let start = |sandbox: &Sandbox| {
+        let mut cmd = command(node());
+        cmd.arg("-e")
+            .arg(format!("{HELPERS}\n{READ_ONLY_PROBE}"))
+            .current_dir(dirs.ws())
+            .timeout(Duration::from_secs(20))
+            .containment(nodeexec::Containment::Subreaper);
+        let dir = std::fs::File::open(dirs.ws()).unwrap();
+        cmd.sandbox(&sandbox.build(&dir).unwrap());
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(cmd.run(&CancellationToken::new()))
+    };
+    let err = start(&sandbox).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::SandboxUnavailable, "{err}");
+    assert!(!dirs.ws().join(".git/hooks/pre-commit").exists());
+    assert!(!dirs.ws().join("in.txt").exists(), "the program never ran");
+    let outcome = start(&Sandbox::new()).unwrap();
+    assert!(said(&outcome).ends_with(r#""ok"]"#));
+}
+
+/// A read-only path that is missing, outside the write root, or the write root itself is
+/// refused at build, before anything starts.
+#[test]
+fn sandbox_read_only_paths_must_exist_beneath_the_write_root() {
+    let dirs = Dirs::new();
+    let dir = std::fs::File::open(dirs.ws()).unwrap();
+    let root = dirs.ws().canonicalize().unwrap();
+    for path in [root.join("missing"), dirs.out().to_owned(), root.clone()] {
+        let mut sandbox = Sandbox::new();
+        sandbox.read_only(&path);
+        let err = sandbox.build(&dir).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::StartFailed, "{path:?}: {err}");
+    }
+}

@@ -23,6 +23,8 @@ pub(crate) struct Children {
     root: Arc<WorkspaceRoot>,
     env: Vec<(String, String)>,
     sandbox: Option<nodeexec::Sandbox>,
+    /// What the sandbox keeps read-only beneath the root (those that exist at each run).
+    protected: Arc<crate::ProtectedPaths>,
     slots: Arc<nodeexec::RunSlots>,
     /// Keep the embedder's session and privileges (the embedder's opt-out).
     keep_privileges: bool,
@@ -59,6 +61,7 @@ impl Children {
             root,
             env: passed_env(&options.env),
             sandbox,
+            protected: options.protected.clone(),
             slots: options.slots.clone().unwrap_or_default(),
             keep_privileges: options.keep_privileges,
         }
@@ -123,6 +126,16 @@ impl Children {
         start_failed: ErrorKind,
     ) -> Result<(), CallError> {
         if let Some(sandbox) = &self.sandbox {
+            // The protected paths that exist now, read-only for the child (a mount namespace
+            // of its own; where none can be made the start is NODE_SANDBOX_UNAVAILABLE).
+            let root = self.root.canonical();
+            let existing = self.protected.existing_beneath(root).map_err(|_| {
+                CallError::Failed(ToolError::failed(ErrorKind::NodeSandboxUnavailable))
+            })?;
+            let mut sandbox = sandbox.clone();
+            for rel in existing {
+                sandbox.read_only(root.join(rel));
+            }
             // Built beneath the root's handle, so they follow the directory the tool
             // captured, whatever its path names now.
             let rules = sandbox.build(self.root.dir()).map_err(|e| {
@@ -145,6 +158,8 @@ impl RunErrors {
             ExecErrorKind::Cancelled => return CallError::Cancelled(Cancelled),
             ExecErrorKind::TimedOut => self.timeout,
             ExecErrorKind::StartFailed => self.start,
+            // Found only at the start (read-only paths and no mount namespace to be had).
+            ExecErrorKind::SandboxUnavailable => ErrorKind::NodeSandboxUnavailable,
             ExecErrorKind::OutputFailed => self.output,
             _ => self.other,
         };

@@ -14,8 +14,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{normalize, run_on_root};
+use crate::entry::{normalize, run_writing};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
 use crate::write_file::parent::open_dirs;
 
@@ -41,26 +42,38 @@ pub struct MkdirOutput {
 #[derive(Debug, Clone)]
 pub struct MkdirTool {
     root: Arc<WorkspaceRoot>,
+    protected: Arc<ProtectedPaths>,
 }
 
 impl MkdirTool {
-    /// A create_directory tool over an already captured root.
+    /// A create_directory tool over an already captured root, refusing the default protected paths.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            protected: Arc::default(),
+        }
+    }
+
+    /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
+    pub fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
+        self.protected = protected;
+        self
     }
 }
 
 fn mkdir(
     root: &WorkspaceRoot,
+    protected: &ProtectedPaths,
     path: &RelPath,
     cancel: &CancellationToken,
 ) -> Result<MkdirOutput, CallError> {
     if cancel.is_cancelled() {
         return Err(Cancelled.into());
     }
+    protected.check_written(path)?;
     root.verify()?;
     let segments: Vec<&str> = path.segments().collect();
-    let (_dir, created) = open_dirs(root, &segments, cancel).map_err(|e| match e {
+    let (_dir, created) = open_dirs(root, &segments, protected, cancel).map_err(|e| match e {
         CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
             CallError::Failed(ToolError::failed(ErrorKind::NotADirectory))
         }
@@ -94,6 +107,6 @@ impl TypedTool for MkdirTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<MkdirOutput, CallError> {
-        run_on_root(&self.root, valid, cancel, mkdir).await
+        run_writing(&self.root, &self.protected, valid, cancel, mkdir).await
     }
 }

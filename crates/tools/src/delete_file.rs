@@ -23,8 +23,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{check_beneath, failed, lstat_at, normalize, open_existing_parent, run_on_root};
+use crate::entry::{check_beneath, failed, lstat_at, normalize, open_existing_parent, run_writing};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
 
 /// The arguments of `delete_file`.
@@ -46,25 +47,38 @@ pub struct DeleteOutput {
 #[derive(Debug, Clone)]
 pub struct DeleteTool {
     root: Arc<WorkspaceRoot>,
+    protected: Arc<ProtectedPaths>,
 }
 
 impl DeleteTool {
-    /// A delete_file tool over an already captured root.
+    /// A delete_file tool over an already captured root, refusing the default protected paths.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            protected: Arc::default(),
+        }
+    }
+
+    /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
+    pub fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
+        self.protected = protected;
+        self
     }
 }
 
 fn delete(
     root: &WorkspaceRoot,
+    protected: &ProtectedPaths,
     path: &RelPath,
     cancel: &CancellationToken,
 ) -> Result<DeleteOutput, CallError> {
     if cancel.is_cancelled() {
         return Err(Cancelled.into());
     }
+    protected.check_written(path)?;
     root.verify()?;
     let (parent, name) = open_existing_parent(root, path, ErrorKind::WriteFailed)?;
+    protected.check_in(root, &parent.dir, name, false)?;
     let st = match lstat_at(&parent.dir, name) {
         Ok(st) => st,
         Err(Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
@@ -138,6 +152,6 @@ impl TypedTool for DeleteTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<DeleteOutput, CallError> {
-        run_on_root(&self.root, valid, cancel, delete).await
+        run_writing(&self.root, &self.protected, valid, cancel, delete).await
     }
 }

@@ -54,6 +54,7 @@ use tokio_util::sync::CancellationToken;
 use crate::blocking::off_reactor;
 use crate::entry::{failed, lstat_at, normalize, open_existing_parent};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::protect::ProtectedPaths;
 use crate::read_file::{read_bounded, regular_file};
 use crate::tool::{ToolHints, TypedTool};
 use crate::write_file::install_checked;
@@ -116,12 +117,22 @@ pub struct ValidEdit {
 #[derive(Debug, Clone)]
 pub struct EditTool {
     root: Arc<WorkspaceRoot>,
+    protected: Arc<ProtectedPaths>,
 }
 
 impl EditTool {
-    /// An edit_file tool over an already captured root.
+    /// An edit_file tool over an already captured root, refusing the default protected paths.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            protected: Arc::default(),
+        }
+    }
+
+    /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
+    pub fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
+        self.protected = protected;
+        self
     }
 }
 
@@ -243,6 +254,7 @@ fn check_unchanged(
 
 fn edit(
     root: &WorkspaceRoot,
+    protected: &ProtectedPaths,
     parent: &Parent,
     name: &str,
     valid: &ValidEdit,
@@ -290,6 +302,7 @@ fn edit(
     };
     install_checked(
         root,
+        protected,
         parent,
         name,
         edited.bytes.as_bytes(),
@@ -344,11 +357,15 @@ impl TypedTool for EditTool {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
+        // Refused whole, a dry run included: an edit of a protected file is never prepared.
+        self.protected.check_written(&valid.path)?;
         let root = self.root.clone();
         let path = valid.path.clone();
+        let protected = self.protected.clone();
         let (parent, name) = off_reactor(move || {
             root.verify()?;
             let (parent, name) = open_existing_parent(&root, &path, ErrorKind::WriteFailed)?;
+            protected.check_in(&root, &parent.dir, name, false)?;
             Ok((parent, name.to_owned()))
         })
         .await?;
@@ -359,11 +376,12 @@ impl TypedTool for EditTool {
         let held = lock_target(key, cancel).await?;
         let root = self.root.clone();
         let cancel = cancel.clone();
+        let protected = self.protected.clone();
         off_reactor(move || {
             // The lock travels with the work: it is released when the work ends, even if the
             // caller's future was dropped meanwhile.
             let _held = held;
-            edit(&root, &parent, &name, &valid, &cancel)
+            edit(&root, &protected, &parent, &name, &valid, &cancel)
         })
         .await
     }

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
 use crate::error::{CallError, ErrorKind, ToolError};
+use crate::protect::ProtectedPaths;
 use crate::write_file::parent::Parent;
 
 pub(crate) fn failed(kind: ErrorKind) -> CallError {
@@ -106,4 +107,22 @@ pub(crate) async fn run_on_root<V: Send + 'static, T: Send + 'static>(
     let root = root.clone();
     let cancel = cancel.clone();
     off_reactor(move || body(&root, &valid, &cancel)).await
+}
+
+/// A write tool's blocking body: the root, the protected paths, the validated arguments.
+pub(crate) type WritingBody<V, T> =
+    fn(&WorkspaceRoot, &ProtectedPaths, &V, &CancellationToken) -> Result<T, CallError>;
+
+/// [`run_on_root`] for a tool that changes the workspace, given the protected paths.
+pub(crate) async fn run_writing<V: Send + 'static, T: Send + 'static>(
+    root: &Arc<WorkspaceRoot>,
+    protected: &Arc<ProtectedPaths>,
+    valid: V,
+    cancel: &CancellationToken,
+    body: WritingBody<V, T>,
+) -> Result<T, CallError> {
+    let root = root.clone();
+    let protected = protected.clone();
+    let cancel = cancel.clone();
+    off_reactor(move || body(&root, &protected, &valid, &cancel)).await
 }

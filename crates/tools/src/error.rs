@@ -171,6 +171,9 @@ kinds! {
     /// job_output, job_stop or job_list arguments are not `{jobId, waitMs?}`, `{jobId}` or
     /// `{}`, or `waitMs` is over 30,000.
     InvalidJobInput => "INVALID_JOB_INPUT",
+    /// The path is protected (a file programs on the host run or obey, such as a git hook or
+    /// `.git/config`): no tool changes it, moves it, or creates beneath it.
+    PathProtected => "PATH_PROTECTED",
 }
 
 impl fmt::Display for ErrorKind {
@@ -423,6 +426,7 @@ mod tests {
             "JOB_LIMIT_REACHED",
             "JOB_NOT_FOUND",
             "INVALID_JOB_INPUT",
+            "PATH_PROTECTED",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);

@@ -128,15 +128,16 @@ fn build_tool(
     options: &NodeProcessOptions,
     jobs: &Arc<JobTable>,
 ) -> Option<Result<Arc<dyn Tool>, BuildError>> {
+    let protected = &options.protected;
     let tool: Arc<dyn Tool> = match name {
         "read_file" => Arc::new(ReadTool::new(root.clone())),
-        "write_file" => Arc::new(WriteTool::new(root.clone())),
-        "edit_file" => Arc::new(EditTool::new(root.clone())),
+        "write_file" => Arc::new(WriteTool::new(root.clone()).protect(protected.clone())),
+        "edit_file" => Arc::new(EditTool::new(root.clone()).protect(protected.clone())),
         "read_lines" => Arc::new(ReadLinesTool::new(root.clone())),
         "file_info" => Arc::new(InfoTool::new(root.clone())),
-        "create_directory" => Arc::new(MkdirTool::new(root.clone())),
-        "move_file" => Arc::new(MoveTool::new(root.clone())),
-        "delete_file" => Arc::new(DeleteTool::new(root.clone())),
+        "create_directory" => Arc::new(MkdirTool::new(root.clone()).protect(protected.clone())),
+        "move_file" => Arc::new(MoveTool::new(root.clone()).protect(protected.clone())),
+        "delete_file" => Arc::new(DeleteTool::new(root.clone()).protect(protected.clone())),
         "list_directory" => Arc::new(ListTool::new(root.clone())),
         "find_files" => Arc::new(FindTool::new(root.clone())),
         "grep" => Arc::new(GrepTool::new(root.clone())),

@@ -22,8 +22,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::entry::{check_beneath, failed, lstat_at, normalize, open_existing_parent, run_on_root};
+use crate::entry::{check_beneath, failed, lstat_at, normalize, open_existing_parent, run_writing};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
 use crate::write_file::parent::open_parent;
 
@@ -58,25 +59,40 @@ pub struct ValidMove {
 #[derive(Debug, Clone)]
 pub struct MoveTool {
     root: Arc<WorkspaceRoot>,
+    protected: Arc<ProtectedPaths>,
 }
 
 impl MoveTool {
-    /// A move_file tool over an already captured root.
+    /// A move_file tool over an already captured root, refusing the default protected paths.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            protected: Arc::default(),
+        }
+    }
+
+    /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
+    pub fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
+        self.protected = protected;
+        self
     }
 }
 
 fn rename(
     root: &WorkspaceRoot,
+    protected: &ProtectedPaths,
     valid: &ValidMove,
     cancel: &CancellationToken,
 ) -> Result<MoveOutput, CallError> {
     if cancel.is_cancelled() {
         return Err(Cancelled.into());
     }
+    // Either end protected, or a directory that may hold protected paths (`.git`): refused.
+    protected.check_moved(&valid.source)?;
+    protected.check_moved(&valid.destination)?;
     root.verify()?;
     let (from, from_name) = open_existing_parent(root, &valid.source, ErrorKind::WriteFailed)?;
+    protected.check_in(root, &from.dir, from_name, true)?;
     let st = match lstat_at(&from.dir, from_name) {
         Ok(st) => st,
         Err(Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
@@ -85,12 +101,14 @@ fn rename(
     if FileIdentity::of(&st) == root.identity() {
         return Err(failed(ErrorKind::PathOutsideWorkspace));
     }
-    let (to, to_name) = open_parent(root, &valid.destination, cancel).map_err(|e| match e {
-        CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
-            failed(ErrorKind::NotADirectory)
-        }
-        other => other,
-    })?;
+    let (to, to_name) =
+        open_parent(root, &valid.destination, protected, cancel).map_err(|e| match e {
+            CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
+                failed(ErrorKind::NotADirectory)
+            }
+            other => other,
+        })?;
+    protected.check_in(root, &to.dir, to_name, true)?;
     if cancel.is_cancelled() {
         return Err(Cancelled.into());
     }
@@ -113,6 +131,17 @@ fn rename(
             })
             .with_source(std::io::Error::from(e)));
         }
+    }
+    // A directory renamed into a protected place after the checks: moved back, refused.
+    if let Err(refused) = protected.check_in(root, &to.dir, to_name, true) {
+        let _ = rustix::fs::renameat_with(
+            &to.dir,
+            to_name,
+            &from.dir,
+            from_name,
+            RenameFlags::NOREPLACE,
+        );
+        return Err(refused);
     }
     // Durable once both directories are.
     let _ = atomicwrite::sync_dir(&to.dir);
@@ -151,6 +180,6 @@ impl TypedTool for MoveTool {
         valid: ValidMove,
         cancel: &CancellationToken,
     ) -> Result<MoveOutput, CallError> {
-        run_on_root(&self.root, valid, cancel, rename).await
+        run_writing(&self.root, &self.protected, valid, cancel, rename).await
     }
 }

@@ -41,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
 
 pub(crate) mod lock;
@@ -98,12 +99,22 @@ impl ValidWrite {
 #[derive(Debug, Clone)]
 pub struct WriteTool {
     root: Arc<WorkspaceRoot>,
+    protected: Arc<ProtectedPaths>,
 }
 
 impl WriteTool {
-    /// A write tool over an already captured root.
+    /// A write tool over an already captured root, refusing the default protected paths.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            protected: Arc::default(),
+        }
+    }
+
+    /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
+    pub fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
+        self.protected = protected;
+        self
     }
 
     /// Validate arguments: the grammar, then the size. Pure.
@@ -128,15 +139,18 @@ impl WriteTool {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
+        self.protected.check_written(&valid.path)?;
         // Verifying the root, creating directories, writing, the two fsyncs and the rename
         // block: they run off the async workers (see the `blocking` module), in one job when
         // no other writer of this process holds the target (the common case), else in two,
         // with the lock awaited on the async side between them.
         let (root, path, stop) = (self.root.clone(), valid.path.clone(), cancel.clone());
         let content = valid.content.clone();
+        let protected = self.protected.clone();
         let first = off_reactor(move || {
             root.verify()?;
-            let (parent, name) = open_parent(&root, &path, &stop)?;
+            let (parent, name) = open_parent(&root, &path, &protected, &stop)?;
+            protected.check_in(&root, &parent.dir, name, false)?;
             let name = name.to_owned();
             let key = TargetKey {
                 dir: parent.id,
@@ -144,7 +158,8 @@ impl WriteTool {
             };
             match try_lock_target(&key) {
                 Some(held) => {
-                    install_held(&root, held, &parent, &name, &content, &stop).map(First::Installed)
+                    install_held(&root, &protected, held, &parent, &name, &content, &stop)
+                        .map(First::Installed)
                 }
                 None => Ok(First::Busy(parent, name, content)),
             }
@@ -159,8 +174,11 @@ impl WriteTool {
                 };
                 let held = lock_target(key, cancel).await?;
                 let (root, stop) = (self.root.clone(), cancel.clone());
-                off_reactor(move || install_held(&root, held, &parent, &name, &content, &stop))
-                    .await?
+                let protected = self.protected.clone();
+                off_reactor(move || {
+                    install_held(&root, &protected, held, &parent, &name, &content, &stop)
+                })
+                .await?
             }
         };
         Ok(WriteOutput {
@@ -182,6 +200,7 @@ enum First {
 /// the target starts before that).
 fn install_held(
     root: &WorkspaceRoot,
+    protected: &ProtectedPaths,
     held: tokio::sync::OwnedMutexGuard<()>,
     parent: &Parent,
     name: &str,
@@ -191,6 +210,7 @@ fn install_held(
     let _held = held;
     install_checked(
         root,
+        protected,
         parent,
         name,
         content.as_bytes(),
@@ -223,8 +243,12 @@ fn failed(kind: ErrorKind) -> CallError {
 /// ([`Step::Rename`]) and after the parent's check once committed ([`Step::CheckInstalled`],
 /// given the name where the displaced old file waits, if any): edit_file's conflict checks. A refusal by a check is reported as itself, an
 /// installation error by the token `token` gives it. The caller holds the target's lock.
+/// After the commit the parent's real place is judged against `protected` again: a parent
+/// renamed into a protected place meanwhile undoes the commit (`PATH_PROTECTED`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn install_checked(
     root: &WorkspaceRoot,
+    protected: &ProtectedPaths,
     parent: &Parent,
     name: &str,
     bytes: &[u8],
@@ -234,7 +258,9 @@ pub(crate) fn install_checked(
 ) -> Result<atomicwrite::Installed, CallError> {
     let mut guard = Guard {
         root,
+        protected,
         parent,
+        name,
         cancel,
         caller: check,
         reason: None,
@@ -258,7 +284,9 @@ pub(crate) type CallerCheck<'a> = dyn Fn(Step, Option<&OsStr>) -> Result<(), Cal
 /// The tool's checks between the installation's steps.
 struct Guard<'a> {
     root: &'a WorkspaceRoot,
+    protected: &'a ProtectedPaths,
     parent: &'a Parent,
+    name: &'a str,
     cancel: &'a CancellationToken,
     caller: &'a CallerCheck<'a>,
     /// Why the guard stopped the installation, reported instead of `WRITE_FAILED`.
@@ -277,7 +305,12 @@ impl Guard<'_> {
                 (self.caller)(step, temp)
             }
             Step::CheckInstalled => match self.parent.still_beneath(self.root)? {
-                true => (self.caller)(step, temp),
+                true => {
+                    // Renamed into a protected place after the checks: undone, refused.
+                    self.protected
+                        .check_in(self.root, &self.parent.dir, self.name, false)?;
+                    (self.caller)(step, temp)
+                }
                 // The directory was moved out of the workspace under us: the file must not
                 // stay installed out there.
                 false => Err(failed(ErrorKind::PathOutsideWorkspace)),
@@ -456,6 +489,60 @@ mod tests {
         );
         let left: Vec<_> = std::fs::read_dir(&to).unwrap().flatten().collect();
         assert_eq!(left.len(), 1, "no temporary left: {left:?}");
+    }
+
+    /// The race of a directory rename: the parent passes every check, then (between the last
+    /// check and the commit) a concurrent process renames it over the empty `.git/hooks`, so
+    /// the commit lands in the hooks. The check after the commit sees where the parent stands
+    /// now: the commit is undone and the call refused, nothing left there. The twin without
+    /// the list shows the race is real: the file stays installed as a hook.
+    #[test]
+    fn a_parent_renamed_into_the_hooks_before_the_commit_is_undone() {
+        for (protected, name) in [
+            (ProtectedPaths::default(), "guarded-hook"),
+            (ProtectedPaths::none(), "naive-hook"),
+        ] {
+            let tmp = tempfile::tempdir().unwrap();
+            let ws = tmp.path().join("ws");
+            std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+            std::fs::create_dir_all(ws.join("staging")).unwrap();
+            let root = crate::capture_root(&ws).unwrap();
+            let writer = WriteTool::new(root).protect(Arc::new(protected.clone()));
+            let (from, to) = (ws.join("staging"), ws.join(".git/hooks"));
+            gate(name, Step::Rename, move || {
+                std::fs::rename(&from, &to).unwrap()
+            });
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let path = format!("staging/{name}");
+            let valid = WriteTool::check_input(input(
+                &path,
+                "#!/bin/sh
+"
+                .into(),
+            ))
+            .unwrap();
+            let got = rt.block_on(writer.write(&valid, &CancellationToken::new()));
+            let left: Vec<_> = std::fs::read_dir(ws.join(".git/hooks"))
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            if protected.is_empty() {
+                assert!(got.is_ok(), "{got:?}");
+                assert_eq!(left, [name], "the naive twin installs the hook");
+            } else {
+                match got {
+                    Err(CallError::Failed(e)) => {
+                        assert_eq!(e.kind(), Some(ErrorKind::PathProtected))
+                    }
+                    other => panic!("{other:?}"),
+                }
+                assert!(left.is_empty(), "left in the hooks: {left:?}");
+            }
+        }
     }
 
     fn input(path: &str, content: String) -> WriteInput {

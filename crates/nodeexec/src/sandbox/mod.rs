@@ -8,6 +8,9 @@
 //! async-signal-safe), and [`Command::sandbox`] adds a pre-exec step that makes only raw
 //! system calls in the process that becomes the program, in this order:
 //!
+//! 0. where the embedder named read-only paths beneath the write root
+//!    ([`Sandbox::read_only`]), a mount namespace of the program's own with those paths bound
+//!    read-only (`mounts.rs`);
 //! 1. `prctl(PR_SET_NO_NEW_PRIVS)`: no set-user-id, set-group-id or file-capability gain by
 //!    any later `exec` (and what Landlock and seccomp require of an unprivileged caller);
 //! 2. the capabilities dropped (`privilege.rs`, the same code that drops them for every run
@@ -84,9 +87,12 @@
 //! throw-away ruleset from the same rules before anything starts, so a kernel that refuses
 //! one is found there; a step that still fails in the child fails the start.
 
+mod mounts;
 mod paths;
 mod ruleset;
 mod seccomp;
+
+pub(crate) use mounts::UNAVAILABLE_ERRNO;
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -124,6 +130,7 @@ pub struct Sandbox {
     min_abi: u32,
     readable: Vec<PathBuf>,
     writable: Vec<PathBuf>,
+    read_only: Vec<PathBuf>,
     address_space: Option<u64>,
     open_files: Option<u64>,
     data: Option<u64>,
@@ -148,6 +155,7 @@ impl Sandbox {
             min_abi: DEFAULT_MIN_ABI,
             readable: Vec::new(),
             writable: Vec::new(),
+            read_only: Vec::new(),
             address_space: Some(DEFAULT_ADDRESS_SPACE),
             open_files: Some(DEFAULT_OPEN_FILES),
             data: None,
@@ -189,6 +197,18 @@ impl Sandbox {
     /// the write root has (reading included). It must exist when the sandbox is built.
     pub fn allow_write(&mut self, path: impl AsRef<Path>) -> &mut Self {
         self.writable.push(path.as_ref().to_owned());
+        self
+    }
+
+    /// Keep `path`, an existing file or directory beneath the write root (absolute, as the
+    /// write root's path names it), read-only for the program: bound read-only onto itself in
+    /// a mount namespace of the program's own, the directories between the write root and it
+    /// bound onto themselves so they cannot be renamed or removed (`mounts.rs`). Where no
+    /// mount namespace can be made, a start fails with [`ErrorKind::SandboxUnavailable`] and
+    /// nothing runs. Only for paths that exist at [`build`](Sandbox::build): a path created
+    /// later by the program is not covered.
+    pub fn read_only(&mut self, path: impl AsRef<Path>) -> &mut Self {
+        self.read_only.push(path.as_ref().to_owned());
         self
     }
 
@@ -260,6 +280,11 @@ impl Sandbox {
             scoped: Scope::from_all(target).bits(),
         };
         let rules = self.rules(target, write_root.as_fd()).map_err(failed)?;
+        let mounts = match self.read_only.is_empty() {
+            true => mounts::Mounts::default(),
+            // The write root's path, as its rule names it (read from its descriptor).
+            false => mounts::Mounts::prepare(&rules[0].path, &self.read_only).map_err(failed)?,
+        };
         let own_proc = (AccessFs::ReadFile | AccessFs::ReadDir).bits();
         ruleset::check(&attr, &rules, own_proc).map_err(|e| match e {
             ruleset::CheckError::Create(e) => unavailable(Some(e)),
@@ -269,6 +294,7 @@ impl Sandbox {
         Ok(SandboxRules(Arc::new(Prepared {
             attr,
             rules,
+            mounts,
             own_proc,
             abi,
             limits: [
@@ -388,6 +414,7 @@ fn tree_rights(abi: ABI) -> BitFlags<AccessFs> {
 struct Prepared {
     attr: RulesetAttr,
     rules: Vec<PathRule>,
+    mounts: mounts::Mounts,
     own_proc: u64,
     abi: u32,
     limits: [Option<(Resource, u64)>; 3],
@@ -452,11 +479,19 @@ impl SandboxRules {
         rules.map(|r| r.path.as_path()).collect()
     }
 
+    /// The paths beneath the write root the program finds read-only
+    /// ([`Sandbox::read_only`]), outermost first.
+    pub fn read_only(&self) -> &[PathBuf] {
+        &self.0.mounts.shown
+    }
+
     /// The pre-exec step: only raw, async-signal-safe system calls on prepared data.
     fn step(&self) -> impl FnMut() -> io::Result<()> + Send + Sync + 'static {
         let prepared = Arc::clone(&self.0);
         move || {
             let p = &*prepared;
+            // First, while the capabilities are there and before Landlock forbids mounts.
+            p.mounts.apply()?;
             rustix::thread::set_no_new_privs(true)?;
             if p.drop_capabilities {
                 crate::privilege::drop_capabilities()?;

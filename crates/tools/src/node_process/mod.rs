@@ -112,6 +112,11 @@ pub struct NodeProcessOptions {
     /// Offer `run_command` too (in the workspace tool set), bounded so; `None` (the default)
     /// never offers it. It shares `env` and `sandbox` with `node_process`.
     pub commands: Option<crate::run_command::RunCommandOptions>,
+    /// The protected paths (default: [`crate::DEFAULT_PROTECTED`]): the write tools of a set
+    /// built with these options refuse them (`PATH_PROTECTED`), and under [`sandbox`]
+    /// (Self::sandbox) the children of `node_process` and `run_command` find those that exist
+    /// read-only (see `docs/SECURITY.md`).
+    pub protected: Arc<crate::ProtectedPaths>,
 }
 
 /// The arguments of `node_process`.

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::is_escape;
+use crate::protect::ProtectedPaths;
 
 /// The opened parent directory of a write target.
 #[derive(Debug)]
@@ -58,25 +59,30 @@ fn identity(dir: &Dir) -> Result<FileIdentity, CallError> {
 }
 
 /// Open (creating what is missing) the parent directory of `path` beneath `root`, and return
-/// it with the file name.
+/// it with the file name. No directory is created where `protected` forbids it (see
+/// [`open_dirs`]); the file name itself is the caller's to check.
 pub(crate) fn open_parent<'p>(
     root: &WorkspaceRoot,
     path: &'p RelPath,
+    protected: &ProtectedPaths,
     cancel: &CancellationToken,
 ) -> Result<(Parent, &'p str), CallError> {
     let segments: Vec<&str> = path.segments().collect();
     let (name, parents) = segments
         .split_last()
         .ok_or_else(|| failed(ErrorKind::WriteFailed))?;
-    let (parent, _) = open_dirs(root, parents, cancel)?;
+    let (parent, _) = open_dirs(root, parents, protected, cancel)?;
     Ok((parent, name))
 }
 
 /// Open the directory `segments` names beneath `root`, creating each missing component with
-/// `mkdirat` in the held directory above it; true when this call created the last one.
+/// `mkdirat` in the held directory above it; true when this call created the last one. A
+/// missing component whose real place beneath the root (the held directory above it, where
+/// it really stands, and its name) is protected is `PATH_PROTECTED`, before its `mkdirat`.
 pub(crate) fn open_dirs(
     root: &WorkspaceRoot,
     segments: &[&str],
+    protected: &ProtectedPaths,
     cancel: &CancellationToken,
 ) -> Result<(Parent, bool), CallError> {
     let mut dir = root
@@ -98,6 +104,7 @@ pub(crate) fn open_dirs(
                 if !is_beneath(&dir, root.identity())? {
                     return Err(failed(ErrorKind::PathOutsideWorkspace));
                 }
+                protected.check_in(root, &dir, segment, false)?;
                 match rustix::fs::mkdirat(&dir, *segment, Mode::from_raw_mode(0o777)) {
                     Ok(()) => created = true,
                     // EEXIST: a racing writer made it, or a dangling symlink is there.
@@ -190,7 +197,13 @@ mod tests {
     fn parent_moved_out_of_the_root_is_detected() {
         let (tmp, ws, root) = setup();
         let path = pathgrammar::normalize("a/b/f.txt").unwrap();
-        let (parent, name) = open_parent(&root, &path, &CancellationToken::new()).unwrap();
+        let (parent, name) = open_parent(
+            &root,
+            &path,
+            &ProtectedPaths::none(),
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(name, "f.txt");
         assert!(parent.still_beneath(&root).unwrap());
         parent.recheck(&root).unwrap();
@@ -204,7 +217,13 @@ mod tests {
     fn parent_replaced_at_its_path_fails_recheck() {
         let (tmp, ws, root) = setup();
         let path = pathgrammar::normalize("a/b/f.txt").unwrap();
-        let (parent, _) = open_parent(&root, &path, &CancellationToken::new()).unwrap();
+        let (parent, _) = open_parent(
+            &root,
+            &path,
+            &ProtectedPaths::none(),
+            &CancellationToken::new(),
+        )
+        .unwrap();
         std::fs::rename(ws.join("a/b"), tmp.path().join("old-b")).unwrap();
         std::fs::create_dir(ws.join("a/b")).unwrap();
         assert_eq!(
@@ -219,7 +238,7 @@ mod tests {
         let cancel = CancellationToken::new();
         cancel.cancel();
         let path = pathgrammar::normalize("new/f.txt").unwrap();
-        let err = open_parent(&root, &path, &cancel).unwrap_err();
+        let err = open_parent(&root, &path, &ProtectedPaths::none(), &cancel).unwrap_err();
         assert_eq!(err, CallError::Cancelled(Cancelled));
         assert!(!ws.join("new").exists());
     }

@@ -1,0 +1,499 @@
+//! Protected paths: the files that programs on the host run or obey when the user next works
+//! in the repository (a git hook, `core.fsmonitor` in `.git/config`), refused to every tool
+//! that changes the workspace (`PATH_PROTECTED`) and kept read-only for sandboxed children.
+//!
+//! A list is gitignore-style globs relative to the root ([`DEFAULT_PROTECTED`] by default,
+//! the embedder adds more): a pattern holding a `/` (other than a trailing one) is anchored
+//! at the root, one without matches a name at any depth; `*` and `?` stop at `/`, `**`
+//! crosses it; a leading `/` anchors, a trailing `/` is dropped. A pattern protects what it
+//! matches and everything beneath it, and `dir/**` protects `dir` itself too (so the hooks
+//! directory cannot be removed, replaced or moved). Negation (`!`) is not offered.
+//!
+//! # What is checked, and on what
+//!
+//! A write tool checks a path twice before any effect: the path as the model wrote it, and
+//! the path where the opened parent directory really stands beneath the root
+//! ([`beneath::path_beneath`], on the descriptor the tool then works in) joined with the leaf
+//! name. So `write_file link/pre-commit` with `link -> .git/hooks` is refused (the real
+//! parent is `.git/hooks`), and so is `.git/hooks/x` where `.git` is a symlink elsewhere
+//! (the written path). Every directory `write_file`, `move_file` or `create_directory`
+//! creates on the way is checked the same way before its `mkdirat`.
+//!
+//! A directory that could hold a protected path (`.git` for the defaults: an ancestor of a
+//! pattern) is refused as either end of `move_file`, whatever the entry is: moving `.git`
+//! away and another directory in would plant hooks without ever naming one.
+//!
+//! A directory renamed into a protected place by another process after the check: before
+//! the commit the parent's path is checked to name the held directory still; after the
+//! commit (`write_file`, `edit_file`) the real place of the held parent is checked again,
+//! and a write that landed in a protected place is undone (the file it displaced is put
+//! back) and refused. What remains is the instant between that last check and the call's
+//! end, and an entry renamed into a protected place after the call: that is the other
+//! process's own rename, which it could do with any file of its own.
+
+use std::path::{Path, PathBuf};
+
+use cap_std::fs::Dir;
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use pathgrammar::RelPath;
+use rootid::WorkspaceRoot;
+
+use crate::error::{CallError, ErrorKind, ToolError};
+
+/// The default protected paths: git's hooks (programs git runs) and its repository
+/// configuration (which names programs git runs: `core.fsmonitor`, `core.hooksPath`, filter
+/// and diff drivers, aliases).
+pub const DEFAULT_PROTECTED: &[&str] = &[".git/hooks/**", ".git/config"];
+
+/// The most patterns a list holds.
+pub const MAX_PROTECTED_PATTERNS: usize = 256;
+
+/// The longest pattern, in bytes.
+pub const MAX_PATTERN_BYTES: usize = 1024;
+
+/// A pattern the list refused: empty, too long, holding NUL, a negation, a glob that does not
+/// compile, or one pattern too many.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {pattern:?}")]
+pub struct ProtectError {
+    pattern: String,
+    reason: &'static str,
+}
+
+/// A list of protected paths (see the module docs), compiled.
+#[derive(Debug, Clone)]
+pub struct ProtectedPaths {
+    patterns: Vec<String>,
+    defaults: usize,
+    matches: GlobSet,
+    holders: GlobSet,
+}
+
+impl Default for ProtectedPaths {
+    /// The defaults alone ([`DEFAULT_PROTECTED`]).
+    fn default() -> Self {
+        Self::new(true, &[] as &[&str]).expect("the defaults compile")
+    }
+}
+
+impl ProtectedPaths {
+    /// The list: [`DEFAULT_PROTECTED`] when `defaults`, then `extra`, in that order.
+    pub fn new<S: AsRef<str>>(defaults: bool, extra: &[S]) -> Result<Self, ProtectError> {
+        let mut patterns: Vec<String> = Vec::new();
+        if defaults {
+            patterns.extend(DEFAULT_PROTECTED.iter().map(|&p| p.to_owned()));
+        }
+        let default_count = patterns.len();
+        patterns.extend(extra.iter().map(|p| p.as_ref().to_owned()));
+        let mut matches = GlobSetBuilder::new();
+        let mut holders = GlobSetBuilder::new();
+        for (i, pattern) in patterns.iter().enumerate() {
+            let refuse = |reason| ProtectError {
+                pattern: pattern.clone(),
+                reason,
+            };
+            if i >= MAX_PROTECTED_PATTERNS {
+                return Err(refuse("more than 256 protected patterns"));
+            }
+            let anchored = anchored(pattern).map_err(refuse)?;
+            for glob in expansions(&anchored) {
+                matches.add(compile(&glob).map_err(|_| refuse("not a valid glob"))?);
+            }
+            for glob in ancestors(&anchored) {
+                holders.add(compile(&glob).map_err(|_| refuse("not a valid glob"))?);
+            }
+        }
+        let build = |b: GlobSetBuilder| {
+            b.build().map_err(|_| ProtectError {
+                pattern: String::new(),
+                reason: "the patterns do not compile together",
+            })
+        };
+        Ok(Self {
+            patterns,
+            defaults: default_count,
+            matches: build(matches)?,
+            holders: build(holders)?,
+        })
+    }
+
+    /// No protected path at all.
+    pub fn none() -> Self {
+        Self::new(false, &[] as &[&str]).expect("an empty list compiles")
+    }
+
+    /// The patterns as given, the defaults first.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    /// How many of [`patterns`](Self::patterns) are the defaults (0 or all of
+    /// [`DEFAULT_PROTECTED`]).
+    pub fn default_count(&self) -> usize {
+        self.defaults
+    }
+
+    /// Whether the list is empty (nothing is protected).
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// Whether `rel` (relative to the root, plain names) is protected: it or a directory above
+    /// it matches a pattern.
+    pub fn is_protected(&self, rel: &Path) -> bool {
+        if self.patterns.is_empty() || rel.as_os_str().is_empty() {
+            return false;
+        }
+        rel.ancestors()
+            .filter(|p| !p.as_os_str().is_empty())
+            .any(|p| self.matches.is_match(p))
+    }
+
+    /// Whether `rel` could hold a protected path beneath it (for the defaults: `.git`), or is
+    /// protected itself: an entry there is never moved away, nor anything moved in.
+    pub fn may_hold(&self, rel: &Path) -> bool {
+        !rel.as_os_str().is_empty() && (self.holders.is_match(rel) || self.is_protected(rel))
+    }
+
+    /// The existing paths of the list beneath `root` (an absolute, canonical directory),
+    /// outermost first: what the sandbox keeps read-only for children. A pattern's literal
+    /// part is looked up directly; a pattern with wildcards is matched against the entries
+    /// of the directories its literal part names, at most [`MAX_EXPANDED`] paths in all
+    /// (beyond that, `Err` with the count reached: a caller must not run a child with part
+    /// of the list left writable).
+    pub fn existing_beneath(&self, root: &Path) -> Result<Vec<PathBuf>, usize> {
+        let mut found: Vec<PathBuf> = Vec::new();
+        for pattern in &self.patterns {
+            let Ok(anchored) = anchored(pattern) else {
+                continue;
+            };
+            let stem = anchored.strip_suffix("/**").unwrap_or(&anchored);
+            let literal: Vec<&str> = stem
+                .split('/')
+                .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
+                .collect();
+            let literal_path: PathBuf = literal.iter().collect();
+            if literal.len() == stem.split('/').count() {
+                // No wildcard: the path itself, if it exists (a symlink is not followed: the
+                // sandbox's mount would land on its target).
+                if std::fs::symlink_metadata(root.join(&literal_path)).is_ok() {
+                    found.push(literal_path);
+                }
+                continue;
+            }
+            walk_matching(self, root, &literal_path, &mut found)?;
+        }
+        found.sort_by_key(|p| p.components().count());
+        found.dedup();
+        // Beneath an entry already in the list: covered by its mount.
+        let mut outermost: Vec<PathBuf> = Vec::new();
+        for p in found {
+            if !outermost.iter().any(|o| p.starts_with(o)) {
+                outermost.push(p);
+            }
+        }
+        Ok(outermost)
+    }
+}
+
+fn refused() -> CallError {
+    CallError::Failed(ToolError::failed(ErrorKind::PathProtected))
+}
+
+impl ProtectedPaths {
+    /// The path as the model wrote it: `PATH_PROTECTED` when it is protected.
+    pub(crate) fn check_written(&self, path: &RelPath) -> Result<(), CallError> {
+        match self.is_protected(Path::new(path.as_str())) {
+            true => Err(refused()),
+            false => Ok(()),
+        }
+    }
+
+    /// The path as the model wrote it, for either end of a move: `PATH_PROTECTED` when it is
+    /// protected or may hold a protected path.
+    pub(crate) fn check_moved(&self, path: &RelPath) -> Result<(), CallError> {
+        match self.may_hold(Path::new(path.as_str())) {
+            true => Err(refused()),
+            false => Ok(()),
+        }
+    }
+
+    /// The entry `name` in the held directory `dir`, judged where `dir` really stands beneath
+    /// the root now: `PATH_PROTECTED` when it is protected (or, with `holders`, may hold a
+    /// protected path). A directory no longer beneath the root is `PATH_OUTSIDE_WORKSPACE`.
+    pub(crate) fn check_in(
+        &self,
+        root: &WorkspaceRoot,
+        dir: &Dir,
+        name: &str,
+        holders: bool,
+    ) -> Result<(), CallError> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let place = match place_of(root, dir)? {
+            Some(place) => place.join(name),
+            None => {
+                return Err(CallError::Failed(ToolError::failed(
+                    ErrorKind::PathOutsideWorkspace,
+                )));
+            }
+        };
+        let hit = match holders {
+            true => self.may_hold(&place),
+            false => self.is_protected(&place),
+        };
+        match hit {
+            true => Err(refused()),
+            false => Ok(()),
+        }
+    }
+}
+
+/// How often [`place_of`] looks again at a directory another process keeps moving.
+const PLACE_TRIES: usize = 4;
+
+/// Where the held directory `dir` stands beneath the root (`None`: not beneath it). A
+/// directory renamed while it is named can make a look fail (`ESTALE`, `ENOENT`): looked at
+/// again, at most [`PLACE_TRIES`] times, then `PATH_CHANGED_DURING_READ` (it kept moving:
+/// nothing was done); any other failure is `WRITE_FAILED`.
+fn place_of(root: &WorkspaceRoot, dir: &Dir) -> Result<Option<PathBuf>, CallError> {
+    let mut last = None;
+    for _ in 0..PLACE_TRIES {
+        match beneath::path_beneath(dir, root.dir()) {
+            Ok(place) => return Ok(place),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ESTALE | libc::ENOENT)) => {
+                last = Some(e);
+            }
+            Err(e) => {
+                return Err(
+                    CallError::Failed(ToolError::failed(ErrorKind::WriteFailed)).with_source(e)
+                );
+            }
+        }
+    }
+    let moved = CallError::Failed(ToolError::failed(ErrorKind::PathChangedDuringRead));
+    Err(match last {
+        Some(e) => moved.with_source(e),
+        None => moved,
+    })
+}
+
+/// The most paths [`ProtectedPaths::existing_beneath`] gives (and entries it looks at).
+pub const MAX_EXPANDED: usize = 4096;
+
+/// Every entry beneath `start` (relative to `root`) matching the list, depth first, without
+/// following symlinks; at most [`MAX_EXPANDED`] entries looked at.
+fn walk_matching(
+    list: &ProtectedPaths,
+    root: &Path,
+    start: &Path,
+    found: &mut Vec<PathBuf>,
+) -> Result<(), usize> {
+    let mut stack = vec![start.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(root.join(&dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MAX_EXPANDED {
+                return Err(seen);
+            }
+            let rel = dir.join(entry.file_name());
+            if list.is_protected(&rel) {
+                found.push(rel);
+            } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(rel);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A pattern made relative to the root: `/x` and `x/` lose the slash, a pattern without a
+/// `/` gets `**/` in front (it matches at any depth).
+fn anchored(pattern: &str) -> Result<String, &'static str> {
+    if pattern.is_empty() || pattern.trim().is_empty() {
+        return Err("an empty protected pattern");
+    }
+    if pattern.len() > MAX_PATTERN_BYTES {
+        return Err("a protected pattern over 1024 bytes");
+    }
+    if pattern.contains('\0') {
+        return Err("a protected pattern holding NUL");
+    }
+    if pattern.starts_with('!') {
+        return Err("negation is not offered in protected patterns");
+    }
+    let trimmed = pattern.strip_suffix('/').unwrap_or(pattern);
+    let (body, rooted) = match trimmed.strip_prefix('/') {
+        Some(rest) => (rest, true),
+        None => (trimmed, false),
+    };
+    if body.is_empty()
+        || body
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return Err("a protected pattern must name paths beneath the root");
+    }
+    Ok(if rooted || body.contains('/') {
+        body.to_owned()
+    } else {
+        format!("**/{body}")
+    })
+}
+
+/// The globs that match what an anchored pattern protects (itself; `x/**` also `x`).
+fn expansions(anchored: &str) -> Vec<String> {
+    let mut out = vec![anchored.to_owned()];
+    if let Some(stem) = anchored.strip_suffix("/**") {
+        out.push(stem.to_owned());
+    }
+    out
+}
+
+/// The globs matching the directories above what an anchored pattern protects: its leading
+/// components (`.git` for `.git/hooks/**`); after a `**` component, anything beneath.
+fn ancestors(anchored: &str) -> Vec<String> {
+    let stem = anchored.strip_suffix("/**").unwrap_or(anchored);
+    let parts: Vec<&str> = stem.split('/').collect();
+    let mut out = Vec::new();
+    for n in 1..parts.len() {
+        let prefix = parts[..n].join("/");
+        if parts[n - 1] == "**" {
+            out.push(prefix);
+            break;
+        }
+        out.push(prefix);
+    }
+    out
+}
+
+fn compile(glob: &str) -> Result<globset::Glob, globset::Error> {
+    GlobBuilder::new(glob)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> &Path {
+        Path::new(s)
+    }
+
+    #[test]
+    fn defaults_protect_hooks_and_config_and_nothing_else() {
+        let list = ProtectedPaths::default();
+        for yes in [
+            ".git/hooks",
+            ".git/hooks/pre-commit",
+            ".git/hooks/sub/x",
+            ".git/config",
+        ] {
+            assert!(list.is_protected(p(yes)), "{yes}");
+        }
+        for no in [
+            ".git",
+            ".git/HEAD",
+            ".git/objects/ab/cd",
+            ".git/config.lock",
+            ".git/index",
+            "hooks/pre-commit",
+            "sub/.git/hooks/pre-commit",
+            "src/config",
+            "",
+        ] {
+            assert!(!list.is_protected(p(no)), "{no}");
+        }
+        assert!(list.may_hold(p(".git")));
+        assert!(list.may_hold(p(".git/hooks")));
+        assert!(!list.may_hold(p("src")));
+        assert!(!list.may_hold(p(".github")));
+        assert_eq!(list.default_count(), 2);
+    }
+
+    #[test]
+    fn unprotected_defaults_protect_nothing() {
+        let list = ProtectedPaths::none();
+        assert!(list.is_empty());
+        assert!(!list.is_protected(p(".git/hooks/pre-commit")));
+        assert!(!list.may_hold(p(".git")));
+        let extra = ProtectedPaths::new(false, &["Makefile"]).unwrap();
+        assert!(!extra.is_protected(p(".git/config")));
+        assert!(extra.is_protected(p("Makefile")));
+    }
+
+    #[test]
+    fn patterns_are_gitignore_style() {
+        let list = ProtectedPaths::new(false, &["*.sh", "/.envrc", "ci/", ".vscode/**"]).unwrap();
+        assert!(list.is_protected(p("run.sh")));
+        assert!(list.is_protected(p("deep/down/run.sh")));
+        assert!(!list.is_protected(p("run.shx")));
+        assert!(list.is_protected(p(".envrc")));
+        assert!(!list.is_protected(p("sub/.envrc")));
+        assert!(list.is_protected(p("ci")));
+        assert!(list.is_protected(p("ci/deploy.yml")));
+        // As in gitignore, a trailing `/` does not anchor.
+        assert!(list.is_protected(p("sub/ci")));
+        assert!(list.is_protected(p(".vscode")));
+        assert!(list.is_protected(p(".vscode/tasks.json")));
+        // `*.sh` may match beneath any directory: every directory may hold one.
+        assert!(list.may_hold(p("src")));
+    }
+
+    #[test]
+    fn bad_patterns_are_refused() {
+        for bad in [
+            "", " ", "!x", "../x", "a//b", "/", "a/./b", "a\0b", "[", "a/{b",
+        ] {
+            assert!(ProtectedPaths::new(false, &[bad]).is_err(), "{bad:?}");
+        }
+        let long = "a".repeat(MAX_PATTERN_BYTES);
+        assert!(ProtectedPaths::new(false, &[long.as_str()]).is_ok());
+        let longer = "a".repeat(MAX_PATTERN_BYTES + 1);
+        assert!(ProtectedPaths::new(false, &[longer.as_str()]).is_err());
+    }
+
+    #[test]
+    fn pattern_count_at_n_and_n_plus_one() {
+        let names: Vec<String> = (0..MAX_PROTECTED_PATTERNS)
+            .map(|i| format!("f{i}"))
+            .collect();
+        assert!(ProtectedPaths::new(false, &names).is_ok());
+        assert!(ProtectedPaths::new(true, &names).is_err());
+        let fewer = &names[..MAX_PROTECTED_PATTERNS - DEFAULT_PROTECTED.len()];
+        assert!(ProtectedPaths::new(true, fewer).is_ok());
+    }
+
+    #[test]
+    fn existing_beneath_lists_the_outermost_existing_paths() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::create_dir_all(root.join(".git/hooks/sub")).unwrap();
+        std::fs::write(root.join(".git/config"), "").unwrap();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/b/run.sh"), "").unwrap();
+        std::fs::write(root.join("a/x.txt"), "").unwrap();
+        let list = ProtectedPaths::new(true, &["*.sh", "missing/file"]).unwrap();
+        let got = list.existing_beneath(root).unwrap();
+        let want: Vec<PathBuf> = [".git/config", ".git/hooks", "a/b/run.sh"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        let mut sorted = got.clone();
+        sorted.sort();
+        assert_eq!(sorted, want);
+        assert!(
+            ProtectedPaths::none()
+                .existing_beneath(root)
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,459 @@
+//! Red team: a model plants a git hook or a `core.fsmonitor` command, which the user's own
+//! `git` would run on the host, outside any sandbox, at the next `git commit`. Through the
+//! built binary, in a real repository, with the real `git`:
+//!
+//! * the write tools refuse both (`PATH_PROTECTED`), and `git commit` on the host then runs
+//!   nothing planted; with `--unprotect-defaults` (the naive twin) the same calls land and the
+//!   host's `git commit` runs them;
+//! * a sandboxed `run_command` script (`--sandbox`) cannot write the hooks or `.git/config`
+//!   (`EROFS`: a mount namespace of the run's own binds them read-only) while `git add` and
+//!   `git commit` through `run_command` work; the twin without the list plants both;
+//! * where no mount namespace can be made (namespaces refused, `CAP_SYS_ADMIN` dropped), a
+//!   sandboxed call in a repository is refused (`NODE_SANDBOX_UNAVAILABLE`) rather than run
+//!   with the hooks writable, and runs once the defaults are dropped;
+//! * in the container-like setup of the other suites (a private mount namespace, the cgroup
+//!   file system read-only, `CAP_SYS_ADMIN` dropped) the user namespace nodeexec makes still
+//!   gives the mount namespace: the hooks stay read-only and `git commit` works.
+//!
+//! `git init` is the one git step that cannot run under `--sandbox`: it rewrites
+//! `.git/config` through a lock file whose mode it copies with `chmod`, which the sandbox's
+//! metadata rule refuses everywhere ([`git_init_is_refused_by_the_metadata_rule`]); the
+//! repository here is made by the user, outside, as a user's own repository is.
+
+mod support;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+use support::{call_lines, census_flags};
+
+/// git under the sandbox: no user or system configuration (the user's `~/.gitconfig` is
+/// unreadable there), an identity of its own.
+const GIT_ENV: [&str; 4] = [
+    "--env",
+    "GIT_CONFIG_GLOBAL=/dev/null",
+    "--env",
+    "GIT_CONFIG_NOSYSTEM=1",
+];
+
+/// `git` with an identity, as scripts in the sandbox call it.
+const GIT: &str = "git -c user.name=t -c user.email=t@example.invalid";
+
+/// Whether `git` is on PATH; a test that needs it says loudly when it is not.
+fn have_git(test: &str) -> bool {
+    let found = host_git(Path::new("/"), &["--version"]).is_some();
+    if !found {
+        eprintln!("!!! {test}: NOT RUN, no git on PATH");
+    }
+    found
+}
+
+/// The host's `git <args>` in `dir`, as the user would run it (outside any sandbox): its
+/// stdout if it exited 0.
+fn host_git(dir: &Path, args: &[&str]) -> Option<String> {
+    // The user's own git on the host, not a tool's child process.
+    #[allow(clippy::disallowed_methods)]
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A repository the user made (`git init` on the host, one commit), and where a planted
+/// command would leave its mark (outside the workspace, as an attacker's would).
+struct Repository {
+    workspace: tempfile::TempDir,
+    marks: tempfile::TempDir,
+}
+
+impl Repository {
+    fn new() -> Self {
+        let repository = Self {
+            workspace: tempfile::tempdir().unwrap(),
+            marks: tempfile::tempdir().unwrap(),
+        };
+        let ws = repository.ws();
+        std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+        host_git(ws, &["init", "-q"]).expect("git init");
+        host_git(ws, &["add", "a.txt"]).expect("git add");
+        host_git(ws, &["commit", "-qm", "first"]).expect("git commit");
+        // git's own sample is executable: renamed to `pre-commit`, it runs.
+        assert!(ws.join(".git/hooks/pre-commit.sample").exists());
+        repository
+    }
+
+    fn ws(&self) -> &Path {
+        self.workspace.path()
+    }
+
+    fn mark(&self, name: &str) -> PathBuf {
+        self.marks.path().join(name)
+    }
+
+    /// The user's next commit on the host; the marks it left.
+    fn user_commits(&self) -> Vec<String> {
+        std::fs::write(self.ws().join("b.txt"), "by the user\n").unwrap();
+        host_git(self.ws(), &["add", "b.txt"]).expect("the user's git add");
+        // A planted hook may fail the commit: what matters is what ran.
+        let _ = host_git(self.ws(), &["commit", "-qm", "by the user"]);
+        let mut marks: Vec<String> = std::fs::read_dir(self.marks.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        marks.sort();
+        marks
+    }
+
+    /// The commits' subjects, newest first.
+    fn log(&self) -> Vec<String> {
+        host_git(self.ws(), &["log", "--format=%s"])
+            .expect("git log")
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// A hook body that leaves `mark` behind when git runs it (temporary paths hold no quote or
+/// space, so the scripts below may quote it in single quotes).
+fn hook(mark: &Path) -> String {
+    format!("#!/bin/sh\ntouch {}\n", mark.display())
+}
+
+/// `core.fsmonitor` naming a command that leaves `mark` behind (git runs it through the shell
+/// at every status, add and commit).
+fn fsmonitor(mark: &Path) -> String {
+    format!(
+        "[core]\n\tfsmonitor = \"touch {}; false\"\n",
+        mark.display()
+    )
+}
+
+/// The records of `calls` (tool name, arguments) through `confine call --root ws <flags>`.
+fn call(ws: &Path, flags: &[&str], calls: &[(&str, Value)]) -> Vec<Value> {
+    let input: String = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, arguments))| {
+            format!(
+                "{}\n",
+                json!({"id": i, "name": name, "arguments": arguments})
+            )
+        })
+        .collect();
+    let census = census_flags();
+    let mut all: Vec<&str> = flags.to_vec();
+    all.extend(census.iter().map(String::as_str));
+    let mut records = call_lines(ws, &all, &input);
+    records.sort_by_key(|r| r["id"].as_u64());
+    records
+}
+
+/// What a run_command record said: its stdout, or its error token.
+fn ran(record: &Value) -> String {
+    match record["isError"] == true {
+        true => record["content"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        false => record["content"]["stdout"].as_str().unwrap().to_owned(),
+    }
+}
+
+/// The tools' attack: a hook written, git's executable sample overwritten, the configuration
+/// given a `core.fsmonitor` by `write_file` and by `edit_file`.
+fn tool_attack(repository: &Repository) -> Vec<(&'static str, Value)> {
+    let config = std::fs::read_to_string(repository.ws().join(".git/config")).unwrap();
+    let planted = fsmonitor(&repository.mark("fsmonitor-write"));
+    vec![
+        (
+            "write_file",
+            json!({"path": ".git/hooks/pre-commit.sample",
+                   "content": hook(&repository.mark("sample"))}),
+        ),
+        (
+            "move_file",
+            json!({"source": ".git/hooks/pre-commit.sample",
+                   "destination": ".git/hooks/pre-commit"}),
+        ),
+        (
+            "write_file",
+            json!({"path": ".git/config", "content": format!("{config}{planted}")}),
+        ),
+    ]
+}
+
+#[test]
+fn the_tools_refuse_a_planted_hook_and_fsmonitor_and_the_users_commit_runs_nothing() {
+    const TEST: &str =
+        "the_tools_refuse_a_planted_hook_and_fsmonitor_and_the_users_commit_runs_nothing";
+    if !have_git(TEST) {
+        return;
+    }
+    let refused = json!({"error": {"code": "TOOL_EXECUTION_FAILED", "message": "PATH_PROTECTED"}});
+    let repository = Repository::new();
+    let calls = tool_attack(&repository);
+    let records = call(repository.ws(), &[], &calls);
+    for (record, (name, _)) in records.iter().zip(&calls) {
+        assert_eq!(record["content"], refused, "{name}");
+    }
+    let edit = json!([{"oldText": "bare = false", "newText": format!(
+        "bare = false\n\tfsmonitor = \"touch {}; false\"", repository.mark("fsmonitor-edit").display())}]);
+    let records = call(
+        repository.ws(),
+        &[],
+        &[("edit_file", json!({"path": ".git/config", "edits": edit}))],
+    );
+    assert_eq!(records[0]["content"], refused);
+    assert!(repository.user_commits().is_empty());
+    assert_eq!(repository.log(), ["by the user", "first"]);
+
+    // The naive twin: without the list, every call lands and the user's commit runs them.
+    let repository = Repository::new();
+    let calls = tool_attack(&repository);
+    let records = call(repository.ws(), &["--unprotect-defaults"], &calls);
+    for (record, (name, _)) in records.iter().zip(&calls) {
+        assert_eq!(record["isError"], false, "{name}: {record}");
+    }
+    assert_eq!(repository.user_commits(), ["fsmonitor-write", "sample"]);
+}
+
+/// The sandboxed script's attack, then its honest work: plant the hook (the executable
+/// sample overwritten and renamed), give `.git/config` a `core.fsmonitor` (appended, and by
+/// `git config`), move `.git` aside; then `git add` and `git commit`. One line per step.
+fn script_attack(repository: &Repository) -> String {
+    let sample = hook(&repository.mark("sample"));
+    let planted = fsmonitor(&repository.mark("fsmonitor-append"));
+    let by_git = format!(
+        "touch {}; false",
+        repository.mark("fsmonitor-config").display()
+    );
+    format!(
+        "printf '%s' '{sample}' > .git/hooks/pre-commit.sample; echo sample=$?\n\
+         mv .git/hooks/pre-commit.sample .git/hooks/pre-commit; echo rename=$?\n\
+         printf '%s' '{planted}' >> .git/config; echo append=$?\n\
+         {GIT} config core.fsmonitor \"{by_git}\" 2>/dev/null; echo config=$?\n\
+         mv .git .git-aside 2>/dev/null; echo aside=$?\n\
+         echo work > c.txt && {GIT} add c.txt && {GIT} commit -qm 'by the agent'; echo commit=$?\n"
+    )
+}
+
+#[test]
+fn a_sandboxed_script_cannot_plant_a_hook_or_fsmonitor_while_git_commit_works() {
+    const TEST: &str = "a_sandboxed_script_cannot_plant_a_hook_or_fsmonitor_while_git_commit_works";
+    if !have_git(TEST) {
+        return;
+    }
+    let sandboxed = ["--sandbox", "--allow-commands", GIT_ENV[0], GIT_ENV[1]];
+    let sandboxed = [&sandboxed[..], &GIT_ENV[2..]].concat();
+    let repository = Repository::new();
+    let script = script_attack(&repository);
+    let records = call(
+        repository.ws(),
+        &sandboxed,
+        &[("run_command", json!({"command": script}))],
+    );
+    assert_eq!(
+        ran(&records[0]),
+        "sample=2\nrename=1\nappend=2\nconfig=4\naside=1\ncommit=0\n",
+        "{}",
+        records[0]
+    );
+    assert_eq!(repository.log(), ["by the agent", "first"]);
+    assert!(repository.user_commits().is_empty());
+    assert_eq!(repository.log(), ["by the user", "by the agent", "first"]);
+
+    // The twin without the list: the same script plants both, and the user's commit runs
+    // them (git config still fails on its chmod; the append is enough).
+    let repository = Repository::new();
+    let script = script_attack(&repository);
+    let naive = [&sandboxed[..], &["--unprotect-defaults"]].concat();
+    let records = call(
+        repository.ws(),
+        &naive,
+        &[("run_command", json!({"command": script}))],
+    );
+    assert_eq!(
+        ran(&records[0]),
+        "sample=0\nrename=0\nappend=0\nconfig=4\naside=0\ncommit=128\n",
+        "{}",
+        records[0]
+    );
+    std::fs::rename(
+        repository.ws().join(".git-aside"),
+        repository.ws().join(".git"),
+    )
+    .unwrap();
+    assert_eq!(repository.user_commits(), ["fsmonitor-append", "sample"]);
+}
+
+/// `git init` under `--sandbox`: refused by the metadata rule (`chmod` of the lock file of
+/// `.git/config`), the documented loss; the same without `--sandbox` makes the repository.
+#[test]
+fn git_init_is_refused_by_the_metadata_rule() {
+    const TEST: &str = "git_init_is_refused_by_the_metadata_rule";
+    if !have_git(TEST) {
+        return;
+    }
+    let command = json!({"command": format!("{GIT} init -q . 2>&1; echo init=$?")});
+    let sandboxed = [&["--sandbox", "--allow-commands"][..], &GIT_ENV].concat();
+    let ws = tempfile::tempdir().unwrap();
+    let records = call(ws.path(), &sandboxed, &[("run_command", command.clone())]);
+    let said = ran(&records[0]);
+    assert!(
+        said.contains("chmod on") && said.ends_with("init=128\n"),
+        "{said}"
+    );
+    let ws = tempfile::tempdir().unwrap();
+    let plain = [&["--allow-commands"][..], &GIT_ENV].concat();
+    let records = call(ws.path(), &plain, &[("run_command", command)]);
+    assert_eq!(ran(&records[0]), "init=0\n");
+}
+
+/// `confine call <flags>` run under `prefix` (a shell that sets up a container-like
+/// environment, then runs its arguments), with one run_command call; its record.
+fn call_under(prefix: &[&str], ws: &Path, flags: &[&str], command: &str) -> Value {
+    let line = json!({"id": 1, "name": "run_command", "arguments": {"command": command}});
+    #[allow(clippy::disallowed_methods)]
+    let mut child = std::process::Command::new(prefix[0])
+        .args(&prefix[1..])
+        .arg(env!("CARGO_BIN_EXE_confine"))
+        .args(["call", "--root"])
+        .arg(ws)
+        .args(flags)
+        .args(census_flags())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{prefix:?}: {e}"));
+    writeln!(child.stdin.take().unwrap(), "{line}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|_| {
+        panic!(
+            "{prefix:?}: no record; stdout {text}; stderr {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// A user namespace of its own in which no further namespace can be made
+/// (`max_user_namespaces` 0) and `CAP_SYS_ADMIN` is dropped: as a container whose seccomp
+/// profile refuses namespaces. `None` where no user namespace can be made to begin with.
+fn no_namespaces() -> Option<[&'static str; 10]> {
+    let script = "echo 0 > /proc/sys/user/max_user_namespaces \
+        && exec capsh --drop=cap_sys_admin -- -c 'exec \"$0\" \"$@\"' \"$@\"";
+    let prefix = [
+        "unshare",
+        "-U",
+        "-r",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        "sh",
+    ];
+    #[allow(clippy::disallowed_methods)]
+    let works = std::process::Command::new(prefix[0])
+        .args(&prefix[1..])
+        .arg("true")
+        .status()
+        .is_ok_and(|s| s.success());
+    works.then_some(prefix)
+}
+
+#[test]
+fn without_a_mount_namespace_a_sandboxed_call_in_a_repository_is_refused() {
+    const TEST: &str = "without_a_mount_namespace_a_sandboxed_call_in_a_repository_is_refused";
+    if !have_git(TEST) {
+        return;
+    }
+    let Some(prefix) = no_namespaces() else {
+        eprintln!(
+            "!!! {TEST}: NOT RUN, no user namespace (with capsh) can be made here to refuse \
+             namespaces inside"
+        );
+        return;
+    };
+    let repository = Repository::new();
+    let sandboxed = [&["--sandbox", "--allow-commands"][..], &GIT_ENV].concat();
+    let plant = format!(
+        "printf '%s' '{}' > .git/hooks/pre-commit.sample; echo sample=$?",
+        hook(&repository.mark("sample"))
+    );
+    let record = call_under(&prefix, repository.ws(), &sandboxed, &plant);
+    assert_eq!(ran(&record), "NODE_SANDBOX_UNAVAILABLE", "{record}");
+    assert!(repository.user_commits().is_empty());
+    // Without a repository the same sandboxed call runs (nothing to protect exists)...
+    let empty = tempfile::tempdir().unwrap();
+    let record = call_under(&prefix, empty.path(), &sandboxed, "echo ran");
+    assert_eq!(ran(&record), "ran\n", "{record}");
+    // ...and with the defaults dropped it runs in the repository, hooks writable: the twin.
+    let naive = [&sandboxed[..], &["--unprotect-defaults"]].concat();
+    let record = call_under(&prefix, repository.ws(), &naive, &plant);
+    assert_eq!(ran(&record), "sample=0\n", "{record}");
+    let record = call_under(
+        &prefix,
+        repository.ws(),
+        &naive,
+        "mv .git/hooks/pre-commit.sample .git/hooks/pre-commit",
+    );
+    assert_eq!(record["isError"], false, "{record}");
+    assert_eq!(repository.user_commits(), ["sample"]);
+}
+
+#[test]
+fn in_the_container_like_setup_the_hooks_stay_read_only_and_git_commit_works() {
+    const TEST: &str = "in_the_container_like_setup_the_hooks_stay_read_only_and_git_commit_works";
+    if !have_git(TEST) {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!(
+            "!!! {TEST}: NOT RUN as an ordinary user (it needs root, to remount the cgroup \
+             file system and drop a capability); CI runs it as root"
+        );
+        return;
+    }
+    let script = "mount --bind /sys/fs/cgroup /sys/fs/cgroup \
+        && mount -o remount,bind,ro /sys/fs/cgroup \
+        && exec capsh --drop=cap_sys_admin -- -c 'exec \"$0\" \"$@\"' \"$@\"";
+    let container = [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        "sh",
+    ];
+    let repository = Repository::new();
+    let sandboxed = [&["--sandbox", "--allow-commands"][..], &GIT_ENV].concat();
+    let record = call_under(
+        &container,
+        repository.ws(),
+        &sandboxed,
+        &script_attack(&repository),
+    );
+    assert_eq!(
+        ran(&record),
+        "sample=2\nrename=1\nappend=2\nconfig=4\naside=1\ncommit=0\n",
+        "{record}"
+    );
+    assert!(repository.user_commits().is_empty());
+    assert_eq!(repository.log(), ["by the user", "by the agent", "first"]);
+}
