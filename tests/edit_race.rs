@@ -289,3 +289,63 @@ fn edit_answers_match_the_file_with_a_writer_appending_by_path() {
 fn edit_answers_match_the_file_with_a_writer_holding_the_file_open() {
     race(Mode::Holding, on_disk());
 }
+
+/// A directory the server may write and search but not read (mode 0300, a drop box): the
+/// edited file is installed, but the directory cannot be opened for its `fsync`. The edit is
+/// in place, so the answer is a success (it was `WRITE_FAILED`, an error telling the model
+/// nothing happened, while the file held the edit). As root, whom the kernel lets read any
+/// directory, the server runs as the user `nobody` (uid 65534) over a workspace given to it.
+#[test]
+fn an_edit_in_a_directory_that_cannot_be_read_answers_what_it_did() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let dirs = Sibling::fast("unused");
+    let drop_box = dirs.root.join("drop");
+    std::fs::create_dir(&drop_box).unwrap();
+    std::fs::write(drop_box.join("f.txt"), "one <EDIT-1> two\n").unwrap();
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        for entry in [&dirs.base, &dirs.root, &drop_box, &drop_box.join("f.txt")] {
+            std::os::unix::fs::chown(entry, Some(65534), Some(65534)).unwrap();
+        }
+    }
+    std::fs::set_permissions(&drop_box, std::fs::Permissions::from_mode(0o300)).unwrap();
+    let mut server = support::confine();
+    server
+        .args(["call", "--root"])
+        .arg(&dirs.root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if root {
+        server.uid(65534).gid(65534);
+    }
+    let mut child = match server.spawn() {
+        Ok(child) => child,
+        Err(e) if root && e.kind() == std::io::ErrorKind::PermissionDenied => {
+            eprintln!(
+                "!!! an_edit_in_a_directory_that_cannot_be_read_answers_what_it_did: NOT RUN \
+                 as root (the user nobody cannot run the built binary here: {e}); the \
+                 ordinary-user CI run covers it"
+            );
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let call = json!({"id": 1, "name": "edit_file", "arguments": {"path": "drop/f.txt",
+        "edits": [{"oldText": "<EDIT-1>", "newText": "<DONE-1>"}]}});
+    writeln!(child.stdin.take().unwrap(), "{call}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    std::fs::set_permissions(&drop_box, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let text = std::fs::read_to_string(drop_box.join("f.txt")).unwrap();
+    assert_eq!(text, "one <DONE-1> two\n", "the edit is in place");
+    assert_eq!(answer["isError"], false, "{answer}");
+    assert_eq!(answer["content"]["replacements"], 1, "{answer}");
+    assert!(
+        pify_entries(&dirs.base).is_empty(),
+        "{:?}",
+        pify_entries(&dirs.base)
+    );
+}
