@@ -26,7 +26,9 @@
 //! append through a descriptor opened on the file an edit then replaces lands in the replaced
 //! file, which no name holds any more: the limit every editor that replaces by rename shares
 //! (docs/SECURITY.md gives the figures). `EDIT_RACE_RUNS=<n>` sets the runs of each mode
-//! (default 2) to measure rates.
+//! (default 2) to measure rates, `EDIT_RACE_DISK=1` runs on the default temporary directory
+//! instead of tmpfs, and `EDIT_RACE_MEASURE=1` reports untrue answers without failing (to
+//! count them over many runs).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
