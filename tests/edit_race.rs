@@ -327,8 +327,9 @@ fn an_edit_in_a_directory_that_cannot_be_read_answers_what_it_did() {
         Err(e) if root && e.kind() == std::io::ErrorKind::PermissionDenied => {
             eprintln!(
                 "!!! an_edit_in_a_directory_that_cannot_be_read_answers_what_it_did: NOT RUN \
-                 as root (the user nobody cannot run the built binary here: {e}); the \
-                 ordinary-user CI run covers it"
+                 as root (the server cannot be started as the user nobody here, no \
+                 CAP_SETUID or the built binary out of that user's reach: {e}); the \
+                 ordinary-user run covers it"
             );
             return;
         }
