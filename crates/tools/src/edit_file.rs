@@ -35,6 +35,14 @@
 //!    nothing. A writer that does not take the lock and writes in place (same file) after the
 //!    last check and before the rename still loses its write to this edit's content: the file
 //!    then holds the edit applied to the text this call read, never a mix of the two.
+//!    The same holds for a writer that appends (`O_APPEND`) through a descriptor it opened on
+//!    the file before the commit: its later appends land in the replaced file, which no name
+//!    holds any more (the limit every editor that replaces by rename shares; docs/SECURITY.md
+//!    gives the measured figures). Edits never lose an append made before the last check;
+//! 6. the answer is true to the file: an error means the edit is not in place, a success that
+//!    it is. The one failure that comes once the name was seen holding the edited file, the
+//!    directory's `fsync`, answers success (logged for the operator): an error there would
+//!    invite a retry that could apply the edit twice.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -287,8 +295,12 @@ fn edit(
         }
         _ => Ok(()),
     };
+    // Set when the installation failed only at the directory's fsync, once the edited file
+    // was confirmed at the name: the edit has landed.
+    let landed = std::cell::Cell::new(false);
     let token = |e: &atomicwrite::Error| {
         use atomicwrite::ErrorKind as K;
+        landed.set(e.step() == Step::SyncDir);
         match e.kind() {
             // The target was replaced by something else since it was read.
             K::TargetSymlink | K::TargetNotRegular => ErrorKind::EditConflict,
@@ -300,7 +312,7 @@ fn edit(
             _ => ErrorKind::WriteFailed,
         }
     };
-    install_checked(
+    let installed = install_checked(
         root,
         protected,
         parent,
@@ -309,8 +321,28 @@ fn edit(
         cancel,
         &unchanged,
         &token,
-    )?;
-    Ok(output)
+    );
+    settle(installed.map(drop), landed.get(), output)
+}
+
+/// The answer once the installation returned: an error only when the edit is not in place.
+/// A failure at the directory's fsync comes after the check that the name holds the edited
+/// file: the edit has landed and the answer says so (the failure goes to the operator's log),
+/// since an error would tell the model nothing happened, and a retried edit could then apply
+/// twice (`replaceAll`, or a `newText` that still holds its `oldText`).
+fn settle(
+    installed: Result<(), CallError>,
+    landed: bool,
+    output: EditOutput,
+) -> Result<EditOutput, CallError> {
+    match installed {
+        Ok(()) => Ok(output),
+        Err(e) if landed => {
+            tracing::warn!(path = %output.path, error = ?e, "edit_file: the edit is in place, its directory's fsync failed");
+            Ok(output)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 impl TypedTool for EditTool {
@@ -470,6 +502,27 @@ mod tests {
             "f",
         );
         assert_eq!(err_of(over).0, ErrorKind::FileTooLarge);
+    }
+
+    fn output() -> EditOutput {
+        EditOutput {
+            path: "f.txt".into(),
+            bytes: 3,
+            replacements: 1,
+            diff: String::new(),
+        }
+    }
+
+    /// A failure at the directory's fsync comes after the name was seen holding the edit: the
+    /// answer is a success. Any other failure stays the failure.
+    #[test]
+    fn a_failure_once_the_edit_is_in_place_answers_success() {
+        let fsync = || failed(ErrorKind::WriteFailed);
+        assert_eq!(settle(Err(fsync()), true, output()), Ok(output()));
+        assert_eq!(settle(Err(fsync()), false, output()), Err(fsync()));
+        let conflict = || failed(ErrorKind::EditConflict);
+        assert_eq!(settle(Err(conflict()), false, output()), Err(conflict()));
+        assert_eq!(settle(Ok(()), false, output()), Ok(output()));
     }
 
     /// The conflict check run just before the rename, with the file changed in between.
