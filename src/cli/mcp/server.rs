@@ -69,6 +69,19 @@ pub async fn until_id(
     >,
     id: &Value,
 ) -> Result<(), String> {
+    answers_until(client_lines, id).await.map(drop)
+}
+
+/// Read the server's lines up to the response with `id` (included): every answer (a line
+/// without a `method`) read, in order. Every line must be a JSON-RPC 2.0 object.
+#[cfg(any(test, fuzzing))]
+pub async fn answers_until(
+    client_lines: &mut tokio::io::Lines<
+        tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>,
+    >,
+    id: &Value,
+) -> Result<Vec<Value>, String> {
+    let mut answers = Vec::new();
     loop {
         let line = client_lines
             .next_line()
@@ -79,8 +92,13 @@ pub async fn until_id(
         if v["jsonrpc"] != "2.0" {
             return Err(format!("not JSON-RPC 2.0: {line}"));
         }
-        if &v["id"] == id && v.get("method").is_none() {
-            return Ok(());
+        if v.get("method").is_some() {
+            continue;
+        }
+        let done = &v["id"] == id;
+        answers.push(v);
+        if done {
+            return Ok(answers);
         }
     }
 }
