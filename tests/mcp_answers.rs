@@ -821,6 +821,79 @@ fn a_signal_ends_an_idle_or_uninitialized_server_with_status_0() {
     }
 }
 
+/// `confine call` waiting for its next line: a signal ends it too.
+#[test]
+fn a_signal_ends_an_idle_confine_call_with_status_0() {
+    let tmp = workspace();
+    for signal in [Signal::TERM, Signal::INT] {
+        let mut child = support::spawn_call(tmp.path(), &[]);
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let line = json!({"id": 1, "name": "read_file", "arguments": {"path": "a.txt"}});
+        writeln!(stdin, "{line}").unwrap();
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        assert!(answer.contains("\"isError\":false"), "{answer}");
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        let status = wait_for(&mut child, Duration::from_secs(3))
+            .unwrap_or_else(|| panic!("{signal:?}: confine call did not exit within 3 s"));
+        assert_eq!(status.code(), Some(0), "{signal:?}");
+        drop(stdin);
+    }
+}
+
+/// A client that pipelines calls and reads nothing: the server has stopped reading, answers
+/// wait, and a signal still ends it within 3 s with status 0.
+#[test]
+fn a_signal_ends_a_server_whose_client_does_not_read() {
+    let tmp = workspace();
+    std::fs::write(tmp.path().join("big.txt"), "x".repeat(12_000)).unwrap();
+    for signal in [Signal::TERM, Signal::INT] {
+        let mut child = spawn(tmp.path(), &[]);
+        let mut stdin = child.stdin.take().unwrap();
+        let mut input = format!("{}\n", initialize()).into_bytes();
+        for i in 0..3_000 {
+            let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                              "params": {"name": "read_file", "arguments": {"path": "big.txt"}}});
+            input.extend_from_slice(format!("{call}\n").as_bytes());
+        }
+        let total = input.len();
+        let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let writer = std::thread::spawn({
+            let written = written.clone();
+            move || {
+                for chunk in input.chunks(4096) {
+                    if stdin.write_all(chunk).is_err() {
+                        return;
+                    }
+                    written.fetch_add(chunk.len(), std::sync::atomic::Ordering::Relaxed);
+                }
+                // Hold stdin open: the end of input must not be what ends the server.
+                std::thread::sleep(Duration::from_secs(10));
+            }
+        });
+        let (mut last, mut still) = (0, 0);
+        let until = Instant::now() + Duration::from_secs(60);
+        while still < 10 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = written.load(std::sync::atomic::Ordering::Relaxed);
+            (still, last) = if now == last {
+                (still + 1, last)
+            } else {
+                (0, now)
+            };
+        }
+        assert!(last < total, "the server read everything: nothing waits");
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        let status = wait_for(&mut child, Duration::from_secs(3))
+            .unwrap_or_else(|| panic!("{signal:?}: a server with unread answers did not exit"));
+        assert_eq!(status.code(), Some(0), "{signal:?}");
+        writer.join().unwrap();
+    }
+}
+
 /// The instructions a model reads at initialization, over the wire.
 fn instructions(flags: &[&str]) -> String {
     let tmp = workspace();
