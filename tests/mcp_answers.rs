@@ -505,6 +505,37 @@ fn a_burst_of_mixed_lines_is_answered_line_for_line() {
         .map(|a| (a["error"]["code"].as_i64().unwrap(), a["id"].clone()))
         .collect();
     assert_eq!(got, expected);
+
+    // Requests rmcp refuses (unknown method, unknown tool), far more than the 64 calls that
+    // may be in flight: each releases its place, each is answered once, and the session goes
+    // on.
+    let mut burst = Vec::new();
+    for i in 0..300u64 {
+        let line = if i.is_multiple_of(2) {
+            json!({"jsonrpc": "2.0", "id": i, "method": "no/such"})
+        } else {
+            json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                   "params": {"name": "no_such", "arguments": {}}})
+        };
+        burst.extend_from_slice(format!("{line}\n").as_bytes());
+    }
+    let last = json!({"jsonrpc": "2.0", "id": "after", "method": "tools/call",
+                      "params": {"name": "read_file", "arguments": {"path": "a.txt"}}});
+    burst.extend_from_slice(last.to_string().as_bytes());
+    let answers = server.answers_to_request(&burst, Some(&json!("after")));
+    let mut seen = vec![0; 300];
+    for a in &answers {
+        if a["id"] == "after" {
+            assert_eq!(a["result"]["isError"], false, "{a}");
+            continue;
+        }
+        let i = a["id"].as_u64().unwrap() as usize;
+        let code = if i.is_multiple_of(2) { -32601 } else { -32602 };
+        assert_eq!(a["error"]["code"], code, "{a}");
+        seen[i] += 1;
+    }
+    assert!(seen.iter().all(|n| *n == 1), "{seen:?}");
+    assert_eq!(answers.len(), 301);
     server.finish();
 }
 
