@@ -7,7 +7,9 @@
 //! [`MAX_LINE_BYTES`] (4 MiB, see [`super::lines`] for why) is answered the same way with the
 //! message `LINE_TOO_LONG`, without being read into memory: its bytes are dropped up to the
 //! next newline, and the stream goes on. Blank lines are skipped. SIGINT or
-//! SIGTERM cancels the running call (its processes die before we exit, status 130).
+//! SIGTERM (or another ending signal, see [`super::common::ending_signal`]) cancels the
+//! running call and ends the command with status 0 once its processes are dead, within a
+//! second, also while it waits for input.
 //!
 //! The whole workspace tool set is served by default; `--read-only` and `--tools a,b` narrow
 //! it as for `confine mcp`.
@@ -45,7 +47,12 @@ pub fn run(args: Args) -> ExitCode {
         Ok(rt) => rt,
         Err(_) => return super::common::usage("cannot start the async runtime"),
     };
-    runtime.block_on(serve(registry))
+    let code = runtime.block_on(serve(registry));
+    // A signal can end `serve` while a blocking read of stdin is in progress; dropping the
+    // runtime would wait for that read, that is for the client's next line. Every call has
+    // ended by now, so nothing else is left behind.
+    runtime.shutdown_background();
+    code
 }
 
 async fn serve(registry: ToolRegistry) -> ExitCode {
@@ -66,7 +73,7 @@ async fn serve(registry: ToolRegistry) -> ExitCode {
                     Ok(bytes) => Some(framer.push(bytes)),
                     Err(_) => return super::common::usage("stdin cannot be read"),
                 },
-                _ = cancel.cancelled() => return ExitCode::from(130),
+                _ = cancel.cancelled() => return ExitCode::SUCCESS,
             };
             match pushed {
                 None => break framer.finish(),
@@ -93,7 +100,7 @@ async fn serve(registry: ToolRegistry) -> ExitCode {
             Decoded::Invalid(invalid) => invalid,
             Decoded::Call(id, call) => match execute_tool_call(&registry, &call, &cancel).await {
                 Ok(result) => answer(&id, &result),
-                Err(_cancelled) => return ExitCode::from(130),
+                Err(_cancelled) => return ExitCode::SUCCESS,
             },
         };
         if write_line(&out).is_err() {

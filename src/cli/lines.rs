@@ -18,12 +18,7 @@
 //! bounds lines at 16 MiB but drops an oversized one without an answer, which leaves the
 //! client waiting forever.
 
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll, ready};
-
 use serde_json::Value;
-use tokio::io::{AsyncRead, ReadBuf};
 
 /// The longest line read, in bytes, not counting its newline.
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
@@ -204,100 +199,49 @@ impl IdScan {
     }
 }
 
-/// An [`AsyncRead`] that passes lines within the bound through unchanged (each with its
-/// newline) and puts, in place of an oversized line, the line `replace` makes of its frame.
-pub struct BoundedLines<R> {
-    inner: R,
-    framer: Framer,
-    replace: fn(Option<Value>) -> Vec<u8>,
-    scratch: Box<[u8]>,
-    start: usize,
-    end: usize,
-    out: Vec<u8>,
-    out_pos: usize,
-    eof: bool,
+/// The top-level `"id"` of a JSON object, read without parsing the whole (so it is found in a
+/// message too deep to parse), when it is a JSON string or number whose value ended with a `,`
+/// or the object's `}`.
+pub fn top_level_id(bytes: &[u8]) -> Option<Value> {
+    let mut scan = IdScan::default();
+    scan.feed(bytes);
+    scan.id()
 }
 
-impl<R> BoundedLines<R> {
-    /// Wrap `inner`, bounding its lines at `max` bytes.
-    pub fn new(inner: R, max: usize, replace: fn(Option<Value>) -> Vec<u8>) -> Self {
-        Self {
-            inner,
-            framer: Framer::new(max),
-            replace,
-            scratch: vec![0; 16 * 1024].into_boxed_slice(),
-            start: 0,
-            end: 0,
-            out: Vec::new(),
-            out_pos: 0,
-            eof: false,
+/// Whether `bytes` nest arrays and objects deeper than `max` levels (the outermost object is
+/// level 1); brackets inside strings do not count. Constant memory, one pass, stops at the
+/// first level over `max`.
+pub fn nests_deeper_than(bytes: &[u8], max: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
         }
     }
-
-    fn emit(&mut self, frame: Frame) {
-        self.out = match frame {
-            Frame::Line(mut line) => {
-                line.push(b'\n');
-                line
-            }
-            Frame::Oversized { id } => {
-                let mut line = (self.replace)(id);
-                line.push(b'\n');
-                line
-            }
-        };
-        self.out_pos = 0;
-    }
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        loop {
-            if this.out_pos < this.out.len() {
-                let n = buf.remaining().min(this.out.len() - this.out_pos);
-                buf.put_slice(&this.out[this.out_pos..this.out_pos + n]);
-                this.out_pos += n;
-                if this.out_pos == this.out.len() {
-                    this.out = Vec::new();
-                    this.out_pos = 0;
-                }
-                return Poll::Ready(Ok(()));
-            }
-            if this.start < this.end {
-                let (n, frame) = this.framer.push(&this.scratch[this.start..this.end]);
-                this.start += n;
-                if let Some(frame) = frame {
-                    this.emit(frame);
-                }
-                continue;
-            }
-            if this.eof {
-                return Poll::Ready(Ok(()));
-            }
-            let mut read = ReadBuf::new(&mut this.scratch);
-            ready!(Pin::new(&mut this.inner).poll_read(cx, &mut read))?;
-            let n = read.filled().len();
-            this.start = 0;
-            this.end = n;
-            if n == 0 {
-                this.eof = true;
-                if let Some(frame) = this.framer.finish() {
-                    this.emit(frame);
-                }
-            }
-        }
-    }
+    false
 }
 
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
-    use tokio::io::AsyncReadExt;
 
     use super::*;
 
@@ -398,17 +342,37 @@ mod tests {
         assert_eq!(framer.push(b"\n").1, Some(Frame::Oversized { id: None }));
     }
 
-    #[tokio::test]
-    async fn the_reader_passes_lines_and_replaces_oversized_ones() {
-        fn replace(id: Option<Value>) -> Vec<u8> {
-            format!("TOO LONG {}", id.unwrap_or(Value::Null)).into_bytes()
-        }
-        let long = format!(r#"{{"id":3,"p":"{}"}}"#, "y".repeat(40));
-        let input = format!("a\n{long}\nb");
-        let mut reader = BoundedLines::new(input.as_bytes(), 16, replace);
-        let mut out = String::new();
-        reader.read_to_string(&mut out).await.unwrap();
-        assert_eq!(out, "a\nTOO LONG 3\nb\n");
+    #[test]
+    fn nesting_is_counted_outside_strings_at_the_bound_and_one_more() {
+        let nest = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(!nests_deeper_than(nest(128).as_bytes(), 128));
+        assert!(nests_deeper_than(nest(129).as_bytes(), 128));
+        let in_string = format!("{{\"a\":\"{}\\\"{}\"}}", "[".repeat(300), "{".repeat(300));
+        assert!(!nests_deeper_than(in_string.as_bytes(), 2));
+        assert!(nests_deeper_than(b"{\"a\":{\"b\":[1]}}", 2));
+        assert!(!nests_deeper_than(b"{\"a\":{\"b\":[1]}}", 3));
+    }
+
+    #[test]
+    fn the_top_level_id_is_read_from_a_message_that_does_not_parse() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","params":{}{},"id":"d-1"}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert_eq!(
+            top_level_id(deep.as_bytes()),
+            Some(serde_json::json!("d-1"))
+        );
+        assert_eq!(
+            top_level_id(br#"{"id": 4, "method": 7"#),
+            Some(serde_json::json!(4))
+        );
+        // An id whose value never ended is not read.
+        assert_eq!(top_level_id(br#"{"id": 4"#), None);
+        assert_eq!(top_level_id(br#"{"params":{"id":4}}"#), None);
+        assert_eq!(top_level_id(br#"{"id":true}"#), None);
+        assert_eq!(top_level_id(b"\xff\xfe"), None);
     }
 
     proptest! {

@@ -13,18 +13,24 @@
 //!   MCP specification shows for unknown tools).
 //! - `tools/call` whose `params` do not have the shape of a call (`arguments` that is not an
 //!   object, a `name` that is not a string) is the JSON-RPC error `-32602`, invalid params.
-//! - A message longer than [`MAX_LINE_BYTES`] (4 MiB, see [`super::lines`] for why) is never
-//!   read into memory: it is dropped up to its newline and answered with the JSON-RPC error
-//!   `-32600` (invalid request), carrying the request's `id` when the message held a
-//!   top-level one (it is found wherever it stands, even after the large part), else `null`;
-//!   the session goes on.
+//! - Every request is answered exactly once, whatever the line holds (see [`gate`] and
+//!   [`triage`]): a line that is not JSON (invalid UTF-8 included) is `-32700` with `id: null`;
+//!   JSON that is not a JSON-RPC request is `-32600` with its `id` where it is a string or a
+//!   number; nesting deeper than 128 levels is `-32600` with its `id`; a message longer than
+//!   [`lines::MAX_LINE_BYTES`] (4 MiB, see [`super::lines`] for why) is never read into
+//!   memory and is `-32600` with the `id` found in it; a second request with the `id` of one
+//!   still in flight is `-32600`, and the first is answered as usual. Notifications and blank
+//!   lines get no answer. The session goes on after each.
+//! - At most 64 calls run at once per connection and at most 16 MiB of answers wait for the
+//!   client; beyond either, the server stops reading input until the client reads.
 //! - `notifications/cancelled` cancels the call's token: the node process group is killed and
 //!   reaped and the script removed before the call's future completes; no response is sent
 //!   for a cancelled request (the protocol says so). Requests run concurrently on a
 //!   multi-thread runtime, each with its own token, so a cancelled call disturbs no other.
 //! - End of input cancels every running call at once (their processes die), then the server
-//!   exits 0. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or SIGALRM does the same
-//!   and exits 130.
+//!   exits 0. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or SIGALRM does the same,
+//!   also before the session is initialized and while answers wait for a client that does
+//!   not read (those are dropped after 200 ms), and exits 0 within a second.
 //! - One banner line goes to stderr at start; logs (tracing, filtered by `CONFINE_LOG`, default
 //!   `warn`) go to stderr; stdout carries nothing but the protocol.
 //!
@@ -32,15 +38,18 @@
 //! [`ToolArgs::node_options`], the same path `confine call` uses.
 
 mod eof;
+mod gate;
 mod server;
 mod stdio;
+mod triage;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::common::{ToolArgs, usage};
-use super::lines::MAX_LINE_BYTES;
+use super::lines;
 pub use server::ConfineServer;
 
 /// Arguments of `confine mcp`.
@@ -58,7 +67,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let server = ConfineServer::new(registry, args.tools.read_only, args.tools.timeout_ms);
+    let server = ConfineServer::new(registry, setting(&args.tools));
     // A multi-thread runtime so that concurrent calls run concurrently; a few workers are
     // plenty for a stdio server and keep its resident memory small.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
@@ -80,21 +89,47 @@ pub fn run(args: Args) -> ExitCode {
             .display(),
     );
     let code = runtime.block_on(serve(server));
-    // Nothing is left running after `serve`; do not wait on a blocking task that never ends.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    // Every call has ended when `serve` returns; what may still run is a blocking read of
+    // stdin (a terminal or a file), which must not hold the exit.
+    runtime.shutdown_timeout(Duration::from_millis(100));
     code
 }
 
-/// Serve until end of input or a signal.
+/// What the instructions say of the flags.
+fn setting(args: &ToolArgs) -> server::Setting {
+    server::Setting {
+        read_only: args.read_only,
+        timeout_ms: args.timeout_ms,
+        sandbox: args.sandbox,
+    }
+}
+
+/// Serve until end of input or a signal; both end with status 0.
 async fn serve(server: ConfineServer) -> ExitCode {
     use rmcp::ServiceExt;
 
     let shutdown = server.shutdown_token();
+    let signalled = CancellationToken::new();
+    // Watched from the start, so that a signal during the initialization ends the server too.
+    let watcher = tokio::spawn({
+        let signalled = signalled.clone();
+        let calls = shutdown.clone();
+        async move {
+            super::common::ending_signal().await;
+            tracing::info!("signal received: cancelling running calls");
+            signalled.cancel();
+            calls.cancel();
+        }
+    });
     let (stdin, stdout) = stdio::stdio();
     // End of input cancels every running call at once, instead of after rmcp's drain delay.
-    let stdin = super::lines::BoundedLines::new(stdin, MAX_LINE_BYTES, server::too_large_stand_in);
     let stdin = eof::CancelOnEof::new(stdin, shutdown.clone());
-    let running = match server.serve((stdin, stdout)).await {
+    let transport = gate::Gate::new(stdin, stdout, gate::Limits::SERVED, signalled.clone());
+    let running = tokio::select! {
+        served = server.serve(transport) => served,
+        () = signalled.cancelled() => return ExitCode::SUCCESS,
+    };
+    let running = match running {
         Ok(running) => running,
         // The input ended before the session began: nothing to serve, a clean end.
         Err(e) if shutdown.is_cancelled() => {
@@ -108,25 +143,19 @@ async fn serve(server: ConfineServer) -> ExitCode {
         }
     };
     let stop = running.cancellation_token();
-    let signalled = CancellationToken::new();
-    let on_signal = signalled.clone();
-    let calls = shutdown.clone();
-    let watcher = tokio::spawn(async move {
-        super::common::ending_signal().await;
-        tracing::info!("signal received: cancelling running calls");
-        on_signal.cancel();
-        calls.cancel();
-        stop.cancel();
+    let on_signal = tokio::spawn({
+        let signalled = signalled.clone();
+        async move {
+            signalled.cancelled().await;
+            stop.cancel();
+        }
     });
     let quit = running.waiting().await;
     watcher.abort();
+    on_signal.abort();
     shutdown.cancel();
     tracing::info!(?quit, "MCP server stopped");
-    if signalled.is_cancelled() {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    }
+    ExitCode::SUCCESS
 }
 
 #[cfg(test)]
@@ -189,10 +218,12 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let handler = ConfineServer::new(registry, true, None);
-        let io = runtime.block_on(test_session(handler, |read| {
-            super::super::lines::BoundedLines::new(read, 512, server::too_large_stand_in)
-        }));
+        let handler = ConfineServer::new(registry, server::Setting::default());
+        let limits = gate::Limits {
+            line_bytes: 512,
+            ..gate::Limits::SERVED
+        };
+        let io = runtime.block_on(test_session(handler, limits));
         let io = std::cell::RefCell::new(io);
         let next = std::cell::Cell::new(0u64);
         proptest!(ProptestConfig::with_cases(256), |(messages in proptest::collection::vec(message(), 1..5))| {
@@ -209,5 +240,78 @@ mod tests {
             });
             prop_assert_eq!(answered, Ok(Ok(())), "the ping after the messages is answered");
         });
+    }
+
+    /// The instructions for the flags `flags`, through the real flag parser and registry.
+    fn instructions_for(flags: &[&str]) -> String {
+        use rmcp::ServerHandler as _;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            tools: ToolArgs,
+        }
+        use clap::Parser as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_str().unwrap();
+        let cli = Cli::parse_from(["confine", "--root", root].iter().chain(flags));
+        let registry = cli.tools.registry().expect("a registry");
+        let server = ConfineServer::new(registry, setting(&cli.tools));
+        server
+            .get_info()
+            .instructions
+            .expect("instructions")
+            .to_string()
+    }
+
+    #[test]
+    fn instructions_never_claim_confinement_for_unsandboxed_runners() {
+        const UNCONFINED: &str = "not confined to the workspace: what they run has this \
+                                  server's own access to the machine";
+        const ALL_CONFINED: &str = "These tools work inside one directory, the workspace, and \
+                                    cannot reach outside it.";
+        const SANDBOXED: &str = "under a kernel sandbox";
+
+        let default = instructions_for(&[]);
+        assert!(
+            default.contains(&format!("node_process is {UNCONFINED}")),
+            "{default}"
+        );
+        assert!(!default.contains(ALL_CONFINED), "{default}");
+        assert!(!default.contains(SANDBOXED), "{default}");
+        assert!(default.starts_with("The file tools work inside one directory"));
+
+        let commands = instructions_for(&["--allow-commands"]);
+        assert!(
+            commands.contains(&format!("node_process and run_command are {UNCONFINED}")),
+            "{commands}"
+        );
+        assert!(commands.contains("run_command runs a shell command"));
+        assert!(!commands.contains(ALL_CONFINED), "{commands}");
+
+        let sandboxed = instructions_for(&["--sandbox", "--allow-commands"]);
+        assert!(
+            sandboxed.contains(&format!("node_process and run_command run {SANDBOXED}")),
+            "{sandboxed}"
+        );
+        assert!(sandboxed.contains("NODE_SANDBOX_UNAVAILABLE"));
+        assert!(!sandboxed.contains("not confined"), "{sandboxed}");
+        assert!(!sandboxed.contains(ALL_CONFINED), "{sandboxed}");
+
+        let only_node = instructions_for(&["--sandbox"]);
+        assert!(
+            only_node.contains(&format!("node_process runs {SANDBOXED}")),
+            "{only_node}"
+        );
+        assert!(!only_node.contains("run_command"), "{only_node}");
+
+        let read_only = instructions_for(&["--read-only"]);
+        assert!(read_only.starts_with(ALL_CONFINED), "{read_only}");
+        assert!(read_only.contains("This server is read-only"));
+        assert!(!read_only.contains("node_process"), "{read_only}");
+        assert!(!read_only.contains("run_command"), "{read_only}");
+
+        // A chosen subset without runners is wholly confined; with node_process it is not.
+        assert!(instructions_for(&["--tools", "read_file,grep"]).starts_with(ALL_CONFINED));
+        assert!(instructions_for(&["--tools", "read_file,node_process"]).contains(UNCONFINED));
     }
 }

@@ -20,21 +20,6 @@ use tools::{ToolCall, ToolRegistry, execute_tool_call_record};
 /// seen only for calls cut short by the end of input or a signal.
 const REQUEST_CANCELLED: ErrorCode = ErrorCode(-32800);
 
-/// The method of the stand-in request that replaces a message over the line bound (see
-/// [`too_large_stand_in`]); answered with `-32600`.
-const TOO_LARGE_METHOD: &str = "confine/messageTooLarge";
-
-/// The line read in place of a message over the line bound: a request of [`TOO_LARGE_METHOD`]
-/// with the dropped message's id, which the handler answers with `-32600`; without an id, a
-/// message of no valid shape, which rmcp answers with `-32600` and a `null` id.
-pub fn too_large_stand_in(id: Option<Value>) -> Vec<u8> {
-    let message = match id {
-        Some(id) => serde_json::json!({"jsonrpc": "2.0", "id": id, "method": TOO_LARGE_METHOD}),
-        None => serde_json::json!({"jsonrpc": "2.0", "id": null}),
-    };
-    message.to_string().into_bytes()
-}
-
 /// One client end of a session served over an in-memory pipe: the writer, and the server's
 /// lines.
 #[cfg(any(test, fuzzing))]
@@ -43,25 +28,19 @@ pub type TestClient = (
     tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
 );
 
-/// Serve `handler` over an in-memory pipe (its reading end wrapped by `wrap`, the line bound
-/// under test) and hold an initialized session with it, as a client would: for the property
-/// tests and the `mcp_messages` fuzz target.
+/// Serve `handler` over an in-memory pipe through the stdio transport (within `limits`, the
+/// bounds under test) and hold an initialized session with it, as a client would: for the
+/// property tests and the `mcp_messages` fuzz target.
 #[cfg(any(test, fuzzing))]
-pub async fn test_session<R>(
-    handler: ConfineServer,
-    wrap: impl FnOnce(tokio::io::ReadHalf<tokio::io::DuplexStream>) -> R,
-) -> TestClient
-where
-    R: tokio::io::AsyncRead + Send + Unpin + 'static,
-{
+pub async fn test_session(handler: ConfineServer, limits: super::gate::Limits) -> TestClient {
     use rmcp::ServiceExt;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
     let (client, served) = tokio::io::duplex(1 << 20);
     let (read, write) = tokio::io::split(served);
-    let read = wrap(read);
+    let transport = super::gate::Gate::new(read, write, limits, CancellationToken::new());
     tokio::spawn(async move {
-        let running = handler.serve((read, write)).await.expect("initialized");
+        let running = handler.serve(transport).await.expect("initialized");
         let _ = running.waiting().await;
     });
     let (read, mut write) = tokio::io::split(client);
@@ -90,6 +69,19 @@ pub async fn until_id(
     >,
     id: &Value,
 ) -> Result<(), String> {
+    answers_until(client_lines, id).await.map(drop)
+}
+
+/// Read the server's lines up to the response with `id` (included): every answer (a line
+/// without a `method`) read, in order. Every line must be a JSON-RPC 2.0 object.
+#[cfg(any(test, fuzzing))]
+pub async fn answers_until(
+    client_lines: &mut tokio::io::Lines<
+        tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>,
+    >,
+    id: &Value,
+) -> Result<Vec<Value>, String> {
+    let mut answers = Vec::new();
     loop {
         let line = client_lines
             .next_line()
@@ -100,10 +92,26 @@ pub async fn until_id(
         if v["jsonrpc"] != "2.0" {
             return Err(format!("not JSON-RPC 2.0: {line}"));
         }
-        if &v["id"] == id && v.get("method").is_none() {
-            return Ok(());
+        if v.get("method").is_some() {
+            continue;
+        }
+        let done = &v["id"] == id;
+        answers.push(v);
+        if done {
+            return Ok(answers);
         }
     }
+}
+
+/// How the server was started, as far as the instructions tell the model.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Setting {
+    /// `--read-only`: only the tools that change nothing.
+    pub read_only: bool,
+    /// `--timeout-ms`: node_process's time bound (default 500).
+    pub timeout_ms: Option<u64>,
+    /// `--sandbox`: node_process and run_command run under the kernel sandbox.
+    pub sandbox: bool,
 }
 
 /// Serves the tools of one registry to one MCP client.
@@ -116,15 +124,15 @@ pub struct ConfineServer {
 }
 
 impl ConfineServer {
-    /// A server for `registry`. `read_only` and `timeout_ms` only shape the instructions.
-    pub fn new(registry: ToolRegistry, read_only: bool, timeout_ms: Option<u64>) -> Self {
+    /// A server for `registry`; `setting` only shapes the instructions.
+    pub fn new(registry: ToolRegistry, setting: Setting) -> Self {
         let listed: Arc<[Tool]> = registry
             .definitions()
             .into_iter()
             .map(to_mcp_tool)
             .collect();
         Self {
-            instructions: instructions(&registry, read_only, timeout_ms).into(),
+            instructions: instructions(&registry, setting).into(),
             registry: Arc::new(registry),
             listed,
             shutdown: CancellationToken::new(),
@@ -201,11 +209,21 @@ fn annotations(hints: tools::ToolHints) -> ToolAnnotations {
     a
 }
 
-/// The instructions sent to the client at initialization, for the model.
-fn instructions(registry: &ToolRegistry, read_only: bool, timeout_ms: Option<u64>) -> String {
-    let mut text = String::from(
-        "These tools work inside one directory, the workspace, and cannot reach outside it. \
-         Paths are relative to the workspace root with `/` separators (for example \
+/// The instructions sent to the client at initialization, for the model. They claim
+/// confinement only for what is confined: without `--sandbox`, node_process and run_command
+/// run with the server's own access to the machine, and the text says so.
+fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
+    let runners: Vec<&str> = ["node_process", tools::RUN_COMMAND]
+        .into_iter()
+        .filter(|name| registry.get(name).is_some())
+        .collect();
+    let mut text = String::from(if runners.is_empty() {
+        "These tools work inside one directory, the workspace, and cannot reach outside it."
+    } else {
+        "The file tools work inside one directory, the workspace, and cannot reach outside it."
+    });
+    text.push_str(
+        " Paths are relative to the workspace root with `/` separators (for example \
          `src/index.js`); absolute paths, `..` segments and symlinks that leave the workspace \
          are refused. Every result is a JSON object; a failure is \
          {\"error\": {\"code\", \"message\"}} with isError true, and its message is a stable \
@@ -218,7 +236,7 @@ fn instructions(registry: &ToolRegistry, read_only: bool, timeout_ms: Option<u64
         );
     }
     if registry.get("node_process").is_some() {
-        let ms = timeout_ms.unwrap_or(500);
+        let ms = setting.timeout_ms.unwrap_or(500);
         text.push_str(&format!(
             " node_process runs CommonJS source with Node.js in the workspace root as working \
              directory, with no stdin and a time bound of {ms} ms; stdout and stderr are each \
@@ -226,7 +244,35 @@ fn instructions(registry: &ToolRegistry, read_only: bool, timeout_ms: Option<u64
              servers or long jobs."
         ));
     }
-    if read_only {
+    if registry.get(tools::RUN_COMMAND).is_some() {
+        text.push_str(
+            " run_command runs a shell command (/bin/sh -c) in the workspace root, for the \
+             project's tests and builds.",
+        );
+    }
+    if !runners.is_empty() {
+        let which = runners.join(" and ");
+        let (run, are) = if runners.len() == 1 {
+            ("runs", "is")
+        } else {
+            ("run", "are")
+        };
+        if setting.sandbox {
+            text.push_str(&format!(
+                " {which} {run} under a kernel sandbox: what they run reads only the workspace \
+                 and what a program needs to run, writes only inside the workspace, and opens \
+                 no socket; a call the kernel cannot confine is refused with \
+                 NODE_SANDBOX_UNAVAILABLE."
+            ));
+        } else {
+            text.push_str(&format!(
+                " {which} {are} not confined to the workspace: what they run has this server's \
+                 own access to the machine (every file, process and network its user can \
+                 reach); the workspace is only their working directory."
+            ));
+        }
+    }
+    if setting.read_only {
         text.push_str(" This server is read-only: only tools that change nothing are offered.");
     }
     text
@@ -268,13 +314,6 @@ impl ServerHandler for ConfineServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
         match request.method.as_str() {
-            TOO_LARGE_METHOD => Err(ErrorData::invalid_request(
-                format!(
-                    "Message too large: over {} bytes; it was not read",
-                    super::MAX_LINE_BYTES
-                ),
-                None,
-            )),
             "tools/call" => Err(ErrorData::invalid_params(
                 "tools/call params must be an object with a string `name` and an object \
                  `arguments`",
@@ -370,7 +409,11 @@ mod tests {
     fn read_only_instructions_name_only_read_only_tools() {
         let tmp = tempfile::tempdir().unwrap();
         let registry = tools::create_read_only_tools(tmp.path()).unwrap();
-        let server = ConfineServer::new(registry, true, None);
+        let setting = Setting {
+            read_only: true,
+            ..Setting::default()
+        };
+        let server = ConfineServer::new(registry, setting);
         assert_eq!(server.tool_names(), tools::READ_ONLY_TOOLS);
         for tool in server.listed.iter() {
             let a = tool.annotations.as_ref().expect("annotations");
