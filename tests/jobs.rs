@@ -630,3 +630,25 @@ fn a_job_runs_under_the_sandbox_and_the_environment_allowlist_as_a_run_does() {
         "a sandboxed job wrote outside its workspace"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_job_output_no_job_is_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry =
+        tools::create_selected_tools(dir.path(), options(|_| {}), &["run_command"]).unwrap();
+    let (is_error, record) = call(
+        &registry,
+        "run_command",
+        json!({"command": "sleep 60", "background": true}),
+    )
+    .await;
+    assert!(is_error, "{record}");
+    assert_eq!(error_code(&record), "INVALID_RUN_COMMAND_INPUT", "{record}");
+    let (is_error, record) = call(&registry, "run_command", json!({"command": "echo ran"})).await;
+    assert!(!is_error, "{record}");
+    // With job_output beside it, the same call starts a job.
+    let registry =
+        tools::create_selected_tools(dir.path(), options(|_| {}), &["run_command", "job_output"])
+            .unwrap();
+    start(&registry, "true").await;
+}

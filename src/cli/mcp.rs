@@ -286,6 +286,13 @@ mod tests {
             "{commands}"
         );
         assert!(commands.contains("run_command runs a shell command"));
+        assert!(
+            commands.contains("background: true starts a job"),
+            "{commands}"
+        );
+        assert!(!default.contains("job_output"), "{default}");
+        let no_jobs = instructions_for(&["--allow-commands", "--tools", "run_command"]);
+        assert!(!no_jobs.contains("job_output"), "{no_jobs}");
         assert!(!commands.contains(ALL_CONFINED), "{commands}");
 
         let sandboxed = instructions_for(&["--sandbox", "--allow-commands"]);

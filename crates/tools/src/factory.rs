@@ -127,6 +127,7 @@ fn build_tool(
     root: &Arc<WorkspaceRoot>,
     options: &NodeProcessOptions,
     jobs: &Arc<JobTable>,
+    with_job_tools: bool,
 ) -> Option<Result<Arc<dyn Tool>, BuildError>> {
     let protected = &options.protected;
     let tool: Arc<dyn Tool> = match name {
@@ -143,12 +144,12 @@ fn build_tool(
         "grep" => Arc::new(GrepTool::new(root.clone())),
         RUN_COMMAND => {
             let commands = options.commands.as_ref()?;
-            Arc::new(RunCommandTool::with_jobs(
-                root.clone(),
-                options,
-                commands,
-                jobs.clone(),
-            ))
+            let tool = RunCommandTool::with_jobs(root.clone(), options, commands, jobs.clone());
+            Arc::new(if with_job_tools {
+                tool
+            } else {
+                tool.without_jobs()
+            })
         }
         "job_output" => {
             options.commands.as_ref()?;
@@ -198,17 +199,19 @@ pub fn create_selected_tools<S: AsRef<str>>(
         .and_then(|c| c.max_jobs)
         .unwrap_or(DEFAULT_MAX_JOBS);
     let jobs = Arc::new(JobTable::new(max_jobs));
+    // Jobs are started only where their output can be read.
+    let with_job_tools = names.iter().any(|n| n.as_ref() == "job_output");
     let mut tools = Vec::new();
     for name in WORKSPACE_TOOLS {
         if names.iter().any(|n| n.as_ref() == *name) {
-            let tool =
-                build_tool(name, &root, &options, &jobs).expect("every listed name builds")?;
+            let tool = build_tool(name, &root, &options, &jobs, with_job_tools)
+                .expect("every listed name builds")?;
             tools.push(tool);
         }
     }
     for name in COMMAND_TOOLS {
         if names.iter().any(|n| n.as_ref() == *name)
-            && let Some(tool) = build_tool(name, &root, &options, &jobs)
+            && let Some(tool) = build_tool(name, &root, &options, &jobs, with_job_tools)
         {
             tools.push(tool?);
         }

@@ -158,6 +158,8 @@ pub struct RunCommandTool {
     max_timeout: Duration,
     job_timeout: Duration,
     jobs: Arc<JobTable>,
+    /// Whether `background: true` is accepted (false where no tool reads the jobs).
+    offers_jobs: bool,
 }
 
 impl RunCommandTool {
@@ -199,7 +201,15 @@ impl RunCommandTool {
             max_timeout,
             job_timeout,
             jobs,
+            offers_jobs: true,
         }
+    }
+
+    /// Refuse `background: true` (`INVALID_RUN_COMMAND_INPUT`): for a tool set that serves
+    /// `run_command` without `job_output`, where a job's output could never be read.
+    pub fn without_jobs(mut self) -> Self {
+        self.offers_jobs = false;
+        self
     }
 
     /// The table this tool's background jobs go to.
@@ -331,6 +341,9 @@ impl TypedTool for RunCommandTool {
 
     fn check(&self, input: RunCommandInput) -> Result<CommandRun, ToolError> {
         if input.command.is_empty() || input.command.contains('\0') {
+            return Err(ToolError::invalid(ErrorKind::InvalidRunCommandInput));
+        }
+        if input.background && !self.offers_jobs {
             return Err(ToolError::invalid(ErrorKind::InvalidRunCommandInput));
         }
         if input.command.len() > MAX_COMMAND_BYTES {

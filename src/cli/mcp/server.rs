@@ -250,6 +250,15 @@ fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
              project's tests and builds.",
         );
     }
+    if registry.get("job_output").is_some() {
+        text.push_str(
+            " For a dev server, a watcher or a long build, run_command with background: true \
+             starts a job and answers its jobId at once; job_output {jobId, waitMs} reads what \
+             it wrote since the last look (64 KiB a stream at most), job_stop ends it, \
+             job_list lists them. Jobs share the loopback with later run_command calls and \
+             end when this server ends.",
+        );
+    }
     if !runners.is_empty() {
         let which = runners.join(" and ");
         let (run, are) = if runners.len() == 1 {
