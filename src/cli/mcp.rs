@@ -101,6 +101,8 @@ fn setting(args: &ToolArgs) -> server::Setting {
         read_only: args.read_only,
         timeout_ms: args.timeout_ms,
         sandbox: args.sandbox,
+        command_timeout_ms: args.command_timeout_ms,
+        command_max_timeout_ms: args.command_max_timeout_ms,
     }
 }
 
@@ -261,6 +263,87 @@ mod tests {
             .instructions
             .expect("instructions")
             .to_string()
+    }
+
+    /// The names `tools/list` gives for `flags`, through the real flag parser and registry.
+    fn listed_for(flags: &[&str]) -> Vec<String> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            tools: ToolArgs,
+        }
+        use clap::Parser as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_str().unwrap();
+        let cli = Cli::parse_from(["confine", "--root", root].iter().chain(flags));
+        let registry = cli.tools.registry().expect("a registry");
+        registry.tools().map(|t| t.name().to_owned()).collect()
+    }
+
+    #[test]
+    fn instructions_name_exactly_the_tools_offered_and_the_bounds_in_force() {
+        let every: Vec<&str> = tools::WORKSPACE_TOOLS
+            .iter()
+            .chain(tools::COMMAND_TOOLS)
+            .copied()
+            .collect();
+        let sets: [&[&str]; 6] = [
+            &[],
+            &["--read-only"],
+            &["--tools", "read_file,grep"],
+            &["--tools", "read_lines,write_file"],
+            &["--allow-commands"],
+            &[
+                "--allow-commands",
+                "--tools",
+                "run_command,job_output,edit_file",
+            ],
+        ];
+        for flags in sets {
+            let text = instructions_for(flags);
+            let listed = listed_for(flags);
+            assert!(
+                text.contains(&format!("This server offers: {}.", listed.join(", "))),
+                "{flags:?}: {text}"
+            );
+            // Every tool it does not offer goes unnamed, anywhere in the text.
+            for name in &every {
+                let named = text
+                    .match_indices(name)
+                    .any(|(i, _)| !text[i + name.len()..].starts_with(|c: char| c == '_'));
+                assert_eq!(
+                    named,
+                    listed.iter().any(|l| l == name),
+                    "{flags:?}: {name} in {text}"
+                );
+            }
+        }
+        let default = instructions_for(&[]);
+        assert!(default.contains("at most 65,536 bytes; for a larger file use read_lines"));
+        assert!(default.contains("a time bound of 500 ms"), "{default}");
+        let no_lines = instructions_for(&["--tools", "read_file"]);
+        assert!(no_lines.contains("(FILE_TOO_LARGE beyond)"), "{no_lines}");
+        let bounds = instructions_for(&[
+            "--allow-commands",
+            "--timeout-ms",
+            "900",
+            "--command-timeout-ms",
+            "5000",
+            "--command-max-timeout-ms",
+            "9000",
+        ]);
+        assert!(bounds.contains("a time bound of 900 ms"), "{bounds}");
+        assert!(
+            bounds.contains(
+                "a time bound of 5000 ms unless timeoutMs asks for another, at most 9000 ms"
+            ),
+            "{bounds}"
+        );
+        let commands = instructions_for(&["--allow-commands"]);
+        assert!(
+            commands.contains("120000 ms unless timeoutMs asks for another, at most 600000 ms"),
+            "{commands}"
+        );
     }
 
     #[test]

@@ -112,6 +112,10 @@ pub struct Setting {
     pub timeout_ms: Option<u64>,
     /// `--sandbox`: node_process and run_command run under the kernel sandbox.
     pub sandbox: bool,
+    /// `--command-timeout-ms`: run_command's default bound (default 120,000).
+    pub command_timeout_ms: Option<u64>,
+    /// `--command-max-timeout-ms`: the most a run_command call may ask for (default 600,000).
+    pub command_max_timeout_ms: Option<u64>,
 }
 
 /// Serves the tools of one registry to one MCP client.
@@ -213,15 +217,18 @@ fn annotations(hints: tools::ToolHints) -> ToolAnnotations {
 /// confinement only for what is confined: without `--sandbox`, node_process and run_command
 /// run with the server's own access to the machine, and the text says so.
 fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
+    let offered = |name: &str| registry.get(name).is_some();
     let runners: Vec<&str> = ["node_process", tools::RUN_COMMAND]
         .into_iter()
-        .filter(|name| registry.get(name).is_some())
+        .filter(|name| offered(name))
         .collect();
     let mut text = String::from(if runners.is_empty() {
         "These tools work inside one directory, the workspace, and cannot reach outside it."
     } else {
         "The file tools work inside one directory, the workspace, and cannot reach outside it."
     });
+    let names: Vec<&str> = registry.tools().map(|t| t.name()).collect();
+    text.push_str(&format!(" This server offers: {}.", names.join(", ")));
     text.push_str(
         " Paths are relative to the workspace root with `/` separators (for example \
          `src/index.js`); absolute paths, `..` segments and symlinks that leave the workspace \
@@ -229,13 +236,29 @@ fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
          {\"error\": {\"code\", \"message\"}} with isError true, and its message is a stable \
          token such as FILE_NOT_FOUND or INVALID_RELATIVE_PATH.",
     );
-    if registry.get("write_file").is_some() {
+    if offered("read_file") {
+        text.push_str(" read_file reads a UTF-8 text file of at most 65,536 bytes");
+        text.push_str(if offered("read_lines") {
+            "; for a larger file use read_lines, a window of lines of a file of any size."
+        } else {
+            " (FILE_TOO_LARGE beyond)."
+        });
+    } else if offered("read_lines") {
+        text.push_str(" read_lines reads a window of lines of a file of any size.");
+    }
+    if offered("write_file") {
         text.push_str(
             " write_file replaces or creates a UTF-8 text file of at most 65,536 bytes \
              atomically, creating missing parent directories.",
         );
     }
-    if registry.get("node_process").is_some() {
+    if offered("edit_file") {
+        text.push_str(
+            " edit_file replaces exact text: each oldText must match the file exactly, once \
+             unless replaceAll; a miss changes nothing.",
+        );
+    }
+    if offered("node_process") {
         let ms = setting.timeout_ms.unwrap_or(500);
         text.push_str(&format!(
             " node_process runs CommonJS source with Node.js in the workspace root as working \
@@ -244,19 +267,31 @@ fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
              servers or long jobs."
         ));
     }
-    if registry.get(tools::RUN_COMMAND).is_some() {
-        text.push_str(
+    if offered(tools::RUN_COMMAND) {
+        let max = setting.command_max_timeout_ms.unwrap_or(600_000);
+        let default = setting.command_timeout_ms.unwrap_or(120_000).min(max);
+        text.push_str(&format!(
             " run_command runs a shell command (/bin/sh -c) in the workspace root, for the \
-             project's tests and builds.",
-        );
+             project's tests and builds, with a time bound of {default} ms unless timeoutMs \
+             asks for another, at most {max} ms; each output stream keeps its first and last \
+             16 KiB."
+        ));
     }
-    if registry.get("job_output").is_some() {
+    if offered("job_output") {
         text.push_str(
             " For a dev server, a watcher or a long build, run_command with background: true \
              starts a job and answers its jobId at once; job_output {jobId, waitMs} reads what \
-             it wrote since the last look (64 KiB a stream at most), job_stop ends it, \
-             job_list lists them. Jobs share the loopback with later run_command calls and \
-             end when this server ends.",
+             it wrote since the last look (64 KiB a stream at most)",
+        );
+        if offered("job_stop") {
+            text.push_str(", job_stop ends it");
+        }
+        if offered("job_list") {
+            text.push_str(", job_list lists them");
+        }
+        text.push_str(
+            ". Jobs share the loopback with later run_command calls and end when this server \
+             ends.",
         );
     }
     if !runners.is_empty() {
