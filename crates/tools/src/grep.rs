@@ -4,12 +4,28 @@
 //! The search is `grep-searcher` driven by a `grep-regex` matcher (the engine ripgrep uses):
 //! it finds candidate lines with the regex's literal optimizations over the whole buffer
 //! rather than trying every line. Files of one directory are searched on a small pool of
-//! threads (one per core); the results are put back in name order.
+//! threads (one per core, fewer when wide context windows would pass the memory budget); the
+//! results are put back in name order.
+//!
+//! # Bounded whatever the files hold
+//!
+//! A call holds at most 64 MiB of its own, and a scan ends:
+//! - each file is read as `crate::scan` reads it: up to the size it had when its search
+//!   began, holes skipped (one NUL byte each: line numbers are those of the file as written),
+//!   cancellation checked before every read;
+//! - a line longer than [`MAX_SEARCHED_LINE`] (1 MiB) is searched in its first 1 MiB only, the
+//!   rest read and dropped up to its line end, and counted in `longLinesCut`;
+//! - the searcher's line window is capped ([`window_limit`]: the context lines before a
+//!   match and the line itself, each at most 1 MiB), and as many files are searched at once as
+//!   such windows fit in [`WINDOWS_BUDGET`];
+//! - a regular expression whose compiled form would pass [`MAX_REGEX_BYTES`] (16 MiB) is
+//!   `INVALID_REGEX`, and its lazy DFA's cache is [`REGEX_CACHE_BYTES`] per searching thread.
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use beneath::{Symlinks, WalkDir};
 use globset::GlobMatcher;
@@ -27,8 +43,11 @@ use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::find_files::{MAX_PATTERN_BYTES, compile_glob};
 use crate::list_directory::check_dir_path;
+use crate::scan::{LineCut, ScanReader, is_cancelled};
 use crate::tool::{ToolHints, TypedTool};
 use crate::walk::{FileAt, Ignores, WalkSpec, failed, start_error, walk};
+
+pub use crate::scan::MAX_SEARCHED_LINE;
 
 /// The most matches one call returns, and the default.
 pub const MAX_MATCHES: usize = 1_000;
@@ -40,6 +59,15 @@ pub const MAX_CONTEXT_LINES: usize = 10;
 pub const MAX_LINE_CHARS: usize = 500;
 /// A file with a NUL byte in its first this many bytes is binary and skipped.
 pub const BINARY_PROBE_BYTES: usize = 8 * 1024;
+/// The largest compiled form of a pattern (each of its automata), in bytes: past it the
+/// pattern is `INVALID_REGEX`.
+pub const MAX_REGEX_BYTES: usize = 16 << 20;
+/// The cache of the pattern's lazy DFA, per searching thread, in bytes.
+pub const REGEX_CACHE_BYTES: usize = 2 << 20;
+/// What the line windows of the files searched at once may hold together, caches included.
+pub const WINDOWS_BUDGET: usize = 24 << 20;
+/// The buffer a search reads into before its window grows.
+const READ_CHUNK: usize = 64 * 1024;
 
 /// The arguments of `grep`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -91,6 +119,13 @@ pub struct GrepOutput {
     pub matches: Vec<GrepMatch>,
     /// How many files were searched (binary files and files the glob excludes are not).
     pub files_searched: usize,
+    /// Lines longer than 1 MiB met in the files searched: each was searched in its first
+    /// 1 MiB only.
+    pub long_lines_cut: u64,
+    /// Entries the walk left out because no tool could be given their path back (a name the
+    /// path grammar refuses, a path over 4,096 bytes); a directory counts once, its contents
+    /// unseen.
+    pub skipped: usize,
     /// More than `maxMatches` matched: the rest were left out.
     pub truncated: bool,
 }
@@ -138,10 +173,12 @@ impl GrepTool {
                 let path = req.path.as_ref().map_or("", RelPath::as_str);
                 let mut searcher = searcher(req.context);
                 let mut matches = Vec::new();
-                let searched = search_file(
+                let (searched, cut) = search_file(
                     &mut searcher,
                     req,
                     std::fs::File::from(fd),
+                    &st,
+                    cancel,
                     path,
                     req.max + 1,
                     &mut matches,
@@ -151,6 +188,8 @@ impl GrepTool {
                 return Ok(GrepOutput {
                     matches,
                     files_searched: usize::from(searched),
+                    long_lines_cut: cut,
+                    skipped: 0,
                     truncated,
                 });
             }
@@ -168,19 +207,43 @@ impl GrepTool {
             limit: req.max,
         };
         let ignores = Ignores::above(&self.root, req.path.as_ref());
-        let searched = std::sync::atomic::AtomicUsize::new(0);
+        let counts = Counts::default();
         let walked = walk(start, ignores, &spec, |dir, files| {
-            search_batch(dir, files, req, cancel, &searched)
+            search_batch(dir, files, req, cancel, &counts)
         })?;
         let mut matches = walked.items;
         let truncated = walked.truncated || matches.len() > req.max;
         matches.truncate(req.max);
         Ok(GrepOutput {
             matches,
-            files_searched: searched.into_inner(),
+            files_searched: counts.searched.into_inner(),
+            long_lines_cut: counts.cut.into_inner(),
+            skipped: walked.skipped,
             truncated,
         })
     }
+}
+
+/// What the searches of one call count together.
+#[derive(Default)]
+struct Counts {
+    searched: AtomicUsize,
+    cut: AtomicU64,
+}
+
+/// The most a search's line window may grow to beyond its read buffer, with `context` lines
+/// before a match: those lines and the line itself, each at most 1 MiB and its line end, plus
+/// a read's worth of the next. Lines are cut before the searcher sees them, so a window never
+/// needs more; the searcher enforces it (a search that would need more fails, never grows).
+pub fn window_limit(context: usize) -> usize {
+    (context + 2) * (MAX_SEARCHED_LINE + 1) + READ_CHUNK
+}
+
+/// How many files one call searches at once: as many as their windows (and the regex caches)
+/// fit in [`WINDOWS_BUDGET`], at least one, at most the threads of the pool.
+fn search_width(context: usize) -> usize {
+    let one = READ_CHUNK + window_limit(context) + REGEX_CACHE_BYTES;
+    (WINDOWS_BUDGET / one).clamp(1, rayon::current_num_threads().max(1))
 }
 
 fn searcher(context: usize) -> Searcher {
@@ -189,6 +252,7 @@ fn searcher(context: usize) -> Searcher {
         .before_context(context)
         .after_context(context)
         .binary_detection(BinaryDetection::none())
+        .heap_limit(Some(window_limit(context)))
         .build()
 }
 
@@ -199,7 +263,7 @@ fn search_batch(
     files: &[FileAt<'_>],
     req: &GrepRequest,
     cancel: &CancellationToken,
-    searched: &std::sync::atomic::AtomicUsize,
+    counts: &Counts,
 ) -> Result<Vec<Vec<GrepMatch>>, CallError> {
     let one = |f: &FileAt<'_>, searcher: &mut Searcher| -> Result<Vec<GrepMatch>, CallError> {
         if cancel.is_cancelled() {
@@ -207,41 +271,76 @@ fn search_batch(
         }
         if let Some((glob, by_name)) = &req.glob {
             let subject = if *by_name {
-                f.rel.rsplit('/').next().unwrap_or(f.rel)
+                f.rel.rsplit('/').next().unwrap_or(&f.rel)
             } else {
-                f.rel
+                &f.rel
             };
             if !glob.is_match(subject) {
                 return Ok(Vec::new());
             }
         }
-        let Some((file, _)) = dir
+        let Some((file, st)) = dir
             .open_file(f.entry)
             .map_err(|_| failed(ErrorKind::ReadFailed))?
         else {
             return Ok(Vec::new()); // a symlink, FIFO, … or changed since the listing
         };
         let mut out = Vec::new();
-        if search_file(searcher, req, file, &f.path, req.max + 1, &mut out)? {
-            searched.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (searched, cut) = search_file(
+            searcher,
+            req,
+            file,
+            &st,
+            cancel,
+            &f.path,
+            req.max + 1,
+            &mut out,
+        )?;
+        if searched {
+            counts.searched.fetch_add(1, Ordering::Relaxed);
         }
+        counts.cut.fetch_add(cut, Ordering::Relaxed);
         Ok(out)
     };
-    files
-        .par_iter()
-        .map_init(|| searcher(req.context), |s, f| one(f, s))
-        .collect()
+    // At most `search_width` chunks, each searched in order by one thread: that many windows
+    // at once.
+    let chunk = files.len().div_ceil(search_width(req.context)).max(1);
+    let per_chunk: Vec<Vec<Vec<GrepMatch>>> = files
+        .par_chunks(chunk)
+        .map(|part| {
+            let mut s = searcher(req.context);
+            part.iter().map(|f| one(f, &mut s)).collect()
+        })
+        .collect::<Result<_, CallError>>()?;
+    Ok(per_chunk.into_iter().flatten().collect())
 }
 
-/// Search one opened file; false when it was skipped as binary.
+/// A scan's read error as the call's: its cancellation, or `READ_FAILED`.
+fn scan_error(e: &io::Error, cancel: &CancellationToken) -> CallError {
+    if is_cancelled(e) || cancel.is_cancelled() {
+        Cancelled.into()
+    } else {
+        failed(ErrorKind::ReadFailed)
+    }
+}
+
+/// Search one opened file (its `fstat` is `st`); whether it was searched (false when skipped
+/// as binary), and how many of its lines were cut.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one search's inputs, each distinct"
+)]
 fn search_file(
     searcher: &mut Searcher,
     req: &GrepRequest,
-    mut file: std::fs::File,
+    file: std::fs::File,
+    st: &rustix::fs::Stat,
+    cancel: &CancellationToken,
     path: &str,
     budget: usize,
     out: &mut Vec<GrepMatch>,
-) -> Result<bool, CallError> {
+) -> Result<(bool, u64), CallError> {
+    let mut file = LineCut::new(ScanReader::new(file, st, cancel));
     let mut probe = [0u8; BINARY_PROBE_BYTES];
     let mut filled = 0;
     while filled < probe.len() {
@@ -249,12 +348,12 @@ fn search_file(
             Ok(0) => break,
             Ok(n) => filled += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Err(failed(ErrorKind::ReadFailed)),
+            Err(e) => return Err(scan_error(&e, cancel)),
         }
     }
     let head = &probe[..filled];
     if head.contains(&0) {
-        return Ok(false);
+        return Ok((false, 0));
     }
     let mut sink = Collect {
         path,
@@ -265,11 +364,11 @@ fn search_file(
         recent: VecDeque::new(),
     };
     sink.first = sink.out.len();
-    let reader = io::Cursor::new(head).chain(file);
+    let mut reader = io::Cursor::new(head).chain(&mut file);
     searcher
-        .search_reader(&req.matcher, reader, &mut sink)
-        .map_err(|_| failed(ErrorKind::ReadFailed))?;
-    Ok(true)
+        .search_reader(&req.matcher, &mut reader, &mut sink)
+        .map_err(|e| scan_error(&e, cancel))?;
+    Ok((true, file.cut))
 }
 
 /// A line as a result shows it: no line end, lossy UTF-8, at most 500 characters.
@@ -367,8 +466,9 @@ impl TypedTool for GrepTool {
         never following symlinks. `glob` keeps only matching files (`*.rs` matches the name at \
         any depth; a glob with `/` matches the path relative to `path`). ignoreCase, \
         contextLines (0-10, default 0), maxMatches (1-1000, default 200). Returns {matches: \
-        [{path, line, text, before?, after?}], filesSearched, truncated}; lines are cut at 500 \
-        characters.";
+        [{path, line, text, before?, after?}], filesSearched, longLinesCut, skipped, truncated}; \
+        lines are cut at 500 characters; a line over 1 MiB is searched in its first 1 MiB only \
+        (counted in longLinesCut); skipped counts entries whose paths no tool could take back.";
     const HINTS: ToolHints = ToolHints::read_only("Search file contents");
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidGrepInput;
     const FAILED: ErrorKind = ErrorKind::ReadFailed;
@@ -397,6 +497,8 @@ impl TypedTool for GrepTool {
         let matcher = RegexMatcherBuilder::new()
             .case_insensitive(input.ignore_case.unwrap_or(false))
             .line_terminator(Some(b'\n'))
+            .size_limit(MAX_REGEX_BYTES)
+            .dfa_size_limit(REGEX_CACHE_BYTES)
             .build(&input.pattern)
             .map_err(|_| ToolError::invalid(ErrorKind::InvalidRegex))?;
         Ok(GrepRequest {

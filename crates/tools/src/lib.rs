@@ -70,6 +70,7 @@ mod progress;
 pub mod read_file;
 pub mod read_lines;
 pub mod run_command;
+mod scan;
 mod tool;
 mod walk;
 pub mod write_file;
