@@ -108,6 +108,7 @@ impl FindTool {
             include_ignored: req.include_ignored,
             cancel,
             limit: MAX_FIND_RESULTS,
+            stop: None,
         };
         let walked = walk(start, ignores, &spec, |_, files| {
             Ok(files

@@ -19,13 +19,17 @@
 //!   match and the line itself, each at most 1 MiB), and as many files are searched at once as
 //!   such windows fit in [`WINDOWS_BUDGET`];
 //! - a regular expression whose compiled form would pass [`MAX_REGEX_BYTES`] (16 MiB) is
-//!   `INVALID_REGEX`, and its lazy DFA's cache is [`REGEX_CACHE_BYTES`] per searching thread.
+//!   `INVALID_REGEX`, and its lazy DFA's cache is [`REGEX_CACHE_BYTES`] per searching thread;
+//! - the matches hold at most [`MAX_RESULT_BYTES`] (4 MiB of paths, lines, context lines): a
+//!   match that does not fit ends the result (`truncated`). The files searched at once share
+//!   it; from the first file (in name order) whose matches ended early, the files are searched
+//!   again one at a time, so the result is the longest prefix of the whole answer that fits.
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use beneath::{Symlinks, WalkDir};
 use globset::GlobMatcher;
@@ -66,6 +70,9 @@ pub const MAX_REGEX_BYTES: usize = 16 << 20;
 pub const REGEX_CACHE_BYTES: usize = 2 << 20;
 /// What the line windows of the files searched at once may hold together, caches included.
 pub const WINDOWS_BUDGET: usize = 24 << 20;
+/// The most bytes the matches of one call hold (paths, lines and context lines, as strings):
+/// past it the result ends with `truncated`.
+pub const MAX_RESULT_BYTES: usize = 4 << 20;
 /// The buffer a search reads into before its window grows.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -173,22 +180,24 @@ impl GrepTool {
                 let path = req.path.as_ref().map_or("", RelPath::as_str);
                 let mut searcher = searcher(req.context);
                 let mut matches = Vec::new();
-                let (searched, cut) = search_file(
+                let held = Held::default();
+                let one = search_file(
                     &mut searcher,
                     req,
                     std::fs::File::from(fd),
                     &st,
                     cancel,
+                    &held,
                     path,
                     req.max + 1,
                     &mut matches,
                 )?;
-                let truncated = matches.len() > req.max;
+                let truncated = one.stopped || matches.len() > req.max;
                 matches.truncate(req.max);
                 return Ok(GrepOutput {
                     matches,
-                    files_searched: usize::from(searched),
-                    long_lines_cut: cut,
+                    files_searched: usize::from(one.searched),
+                    long_lines_cut: one.long_lines_cut,
                     skipped: 0,
                     truncated,
                 });
@@ -196,6 +205,7 @@ impl GrepTool {
             _ => return Err(failed(ErrorKind::FileNotRegular)),
         }
         let start = WalkDir::from_fd(fd).map_err(|_| failed(ErrorKind::ReadFailed))?;
+        let counts = Counts::default();
         let spec = WalkSpec {
             root_id: self.root.identity(),
             prefix: req
@@ -205,14 +215,15 @@ impl GrepTool {
             include_ignored: false,
             cancel,
             limit: req.max,
+            stop: Some(&counts.held.full),
         };
         let ignores = Ignores::above(&self.root, req.path.as_ref());
-        let counts = Counts::default();
         let walked = walk(start, ignores, &spec, |dir, files| {
             search_batch(dir, files, req, cancel, &counts)
         })?;
         let mut matches = walked.items;
-        let truncated = walked.truncated || matches.len() > req.max;
+        let truncated =
+            walked.truncated || counts.held.full.load(Ordering::Relaxed) || matches.len() > req.max;
         matches.truncate(req.max);
         Ok(GrepOutput {
             matches,
@@ -229,6 +240,40 @@ impl GrepTool {
 struct Counts {
     searched: AtomicUsize,
     cut: AtomicU64,
+    held: Held,
+}
+
+/// The bytes the matches of one call hold, shared by the files searched at once.
+#[derive(Default)]
+struct Held {
+    bytes: AtomicUsize,
+    /// A match did not fit in [`MAX_RESULT_BYTES`]: the result ends before it.
+    full: AtomicBool,
+}
+
+impl Held {
+    /// Take `n` bytes if they fit.
+    fn take(&self, n: usize) -> bool {
+        let before = self.bytes.fetch_add(n, Ordering::Relaxed);
+        if before.saturating_add(n) > MAX_RESULT_BYTES {
+            self.bytes.fetch_sub(n, Ordering::Relaxed);
+            self.full.store(true, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+/// What searching one file gave besides its matches.
+struct FileSearch {
+    /// It was searched (not skipped as binary).
+    searched: bool,
+    long_lines_cut: u64,
+    /// The bytes its matches hold (taken from [`Held`]).
+    bytes: usize,
+    /// Its matches end early: one did not fit in [`MAX_RESULT_BYTES`] (or the call's result
+    /// was full before it began).
+    stopped: bool,
 }
 
 /// The most a search's line window may grow to beyond its read buffer, with `context` lines
@@ -265,9 +310,20 @@ fn search_batch(
     cancel: &CancellationToken,
     counts: &Counts,
 ) -> Result<Vec<Vec<GrepMatch>>, CallError> {
-    let one = |f: &FileAt<'_>, searcher: &mut Searcher| -> Result<Vec<GrepMatch>, CallError> {
+    let none = |stopped| FileSearch {
+        searched: false,
+        long_lines_cut: 0,
+        bytes: 0,
+        stopped,
+    };
+    let one = |f: &FileAt<'_>,
+               searcher: &mut Searcher|
+     -> Result<(Vec<GrepMatch>, FileSearch), CallError> {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
+        }
+        if counts.held.full.load(Ordering::Relaxed) {
+            return Ok((Vec::new(), none(true)));
         }
         if let Some((glob, by_name)) = &req.glob {
             let subject = if *by_name {
@@ -276,43 +332,77 @@ fn search_batch(
                 &f.rel
             };
             if !glob.is_match(subject) {
-                return Ok(Vec::new());
+                return Ok((Vec::new(), none(false)));
             }
         }
         let Some((file, st)) = dir
             .open_file(f.entry)
             .map_err(|_| failed(ErrorKind::ReadFailed))?
         else {
-            return Ok(Vec::new()); // a symlink, FIFO, … or changed since the listing
+            // A symlink, FIFO, … or changed since the listing.
+            return Ok((Vec::new(), none(false)));
         };
         let mut out = Vec::new();
-        let (searched, cut) = search_file(
+        let done = search_file(
             searcher,
             req,
             file,
             &st,
             cancel,
+            &counts.held,
             &f.path,
             req.max + 1,
             &mut out,
         )?;
-        if searched {
-            counts.searched.fetch_add(1, Ordering::Relaxed);
-        }
-        counts.cut.fetch_add(cut, Ordering::Relaxed);
-        Ok(out)
+        Ok((out, done))
     };
     // At most `search_width` chunks, each searched in order by one thread: that many windows
     // at once.
     let chunk = files.len().div_ceil(search_width(req.context)).max(1);
-    let per_chunk: Vec<Vec<Vec<GrepMatch>>> = files
+    let per_chunk: Vec<Vec<(Vec<GrepMatch>, FileSearch)>> = files
         .par_chunks(chunk)
         .map(|part| {
             let mut s = searcher(req.context);
             part.iter().map(|f| one(f, &mut s)).collect()
         })
         .collect::<Result<_, CallError>>()?;
-    Ok(per_chunk.into_iter().flatten().collect())
+    let mut results: Vec<(Vec<GrepMatch>, FileSearch)> = per_chunk.into_iter().flatten().collect();
+    // The result stays the longest prefix of the whole answer that fits: a later file may have
+    // filled it while an earlier one was searched, so from the first file (in name order)
+    // whose matches ended early, what they hold is given back and the files are searched
+    // again one at a time, until one ends early.
+    if let Some(first) = results.iter().position(|(_, done)| done.stopped) {
+        for (_, done) in results.drain(first..) {
+            counts.held.bytes.fetch_sub(done.bytes, Ordering::Relaxed);
+        }
+        counts.held.full.store(false, Ordering::Relaxed);
+        let mut s = searcher(req.context);
+        for f in &files[first..] {
+            let again = one(f, &mut s)?;
+            let stopped = again.1.stopped;
+            results.push(again);
+            if stopped {
+                break;
+            }
+        }
+    }
+    let mut ended = false;
+    let mut out = Vec::with_capacity(files.len());
+    for (matches, done) in results {
+        if ended {
+            counts.held.bytes.fetch_sub(done.bytes, Ordering::Relaxed);
+            out.push(Vec::new());
+            continue;
+        }
+        if done.searched {
+            counts.searched.fetch_add(1, Ordering::Relaxed);
+        }
+        counts.cut.fetch_add(done.long_lines_cut, Ordering::Relaxed);
+        ended = done.stopped;
+        out.push(matches);
+    }
+    out.resize_with(files.len(), Vec::new);
+    Ok(out)
 }
 
 /// A scan's read error as the call's: its cancellation, or `READ_FAILED`.
@@ -324,8 +414,7 @@ fn scan_error(e: &io::Error, cancel: &CancellationToken) -> CallError {
     }
 }
 
-/// Search one opened file (its `fstat` is `st`); whether it was searched (false when skipped
-/// as binary), and how many of its lines were cut.
+/// Search one opened file (its `fstat` is `st`), its matches' bytes taken from `held`.
 #[expect(
     clippy::too_many_arguments,
     reason = "one search's inputs, each distinct"
@@ -336,10 +425,11 @@ fn search_file(
     file: std::fs::File,
     st: &rustix::fs::Stat,
     cancel: &CancellationToken,
+    held: &Held,
     path: &str,
     budget: usize,
     out: &mut Vec<GrepMatch>,
-) -> Result<(bool, u64), CallError> {
+) -> Result<FileSearch, CallError> {
     let mut file = LineCut::new(ScanReader::new(file, st, cancel));
     let mut probe = [0u8; BINARY_PROBE_BYTES];
     let mut filled = 0;
@@ -353,10 +443,18 @@ fn search_file(
     }
     let head = &probe[..filled];
     if head.contains(&0) {
-        return Ok((false, 0));
+        return Ok(FileSearch {
+            searched: false,
+            long_lines_cut: 0,
+            bytes: 0,
+            stopped: false,
+        });
     }
     let mut sink = Collect {
         path,
+        held,
+        bytes: 0,
+        stopped: false,
         context: req.context,
         budget,
         out,
@@ -368,7 +466,12 @@ fn search_file(
     searcher
         .search_reader(&req.matcher, &mut reader, &mut sink)
         .map_err(|e| scan_error(&e, cancel))?;
-    Ok((true, file.cut))
+    Ok(FileSearch {
+        searched: true,
+        long_lines_cut: file.cut,
+        bytes: sink.bytes,
+        stopped: sink.stopped,
+    })
 }
 
 /// A line as a result shows it: no line end, lossy UTF-8, at most 500 characters.
@@ -386,6 +489,12 @@ fn shown(bytes: &[u8]) -> String {
 /// shared by two matches' contexts once; it is given to both here).
 struct Collect<'a> {
     path: &'a str,
+    /// The call's result bytes.
+    held: &'a Held,
+    /// The bytes this file's matches took from `held`.
+    bytes: usize,
+    /// A match did not fit: the search stopped before it.
+    stopped: bool,
     context: usize,
     budget: usize,
     out: &'a mut Vec<GrepMatch>,
@@ -408,6 +517,10 @@ impl Collect<'_> {
                 && m.line < line
                 && after.len() < self.context
             {
+                // Counted, never refused: at most `context` lines a match, each at most 500
+                // characters, after a match that fit.
+                self.held.bytes.fetch_add(text.len(), Ordering::Relaxed);
+                self.bytes += text.len();
                 after.push(text.to_owned());
             }
         }
@@ -435,6 +548,16 @@ impl Sink for Collect<'_> {
                 .map(|(_, t)| t.clone())
                 .collect()
         });
+        let cost = self.path.len()
+            + text.len()
+            + before
+                .as_ref()
+                .map_or(0, |b: &Vec<String>| b.iter().map(String::len).sum());
+        if !self.held.take(cost) {
+            self.stopped = true;
+            return Ok(false);
+        }
+        self.bytes += cost;
         self.saw(line, &text);
         self.out.push(GrepMatch {
             path: self.path.to_owned(),

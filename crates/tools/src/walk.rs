@@ -323,6 +323,8 @@ pub(crate) struct WalkSpec<'a> {
     pub(crate) cancel: &'a CancellationToken,
     /// Stop once more than this many items were produced (`truncated`).
     pub(crate) limit: usize,
+    /// Stop (`truncated`) once the tool sets this: its items filled what it may hold.
+    pub(crate) stop: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 /// What a walk produced.
@@ -417,8 +419,18 @@ pub(crate) fn walk<T: Send>(
             continue;
         }
         let i = top.next;
+        // The tool's items are full: what its last batch gave is kept, nothing more is read.
+        let beyond_batch = i >= top.batch_from + top.found.len();
+        if beyond_batch
+            && spec
+                .stop
+                .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            truncated = true;
+            continue;
+        }
         if top.entries[i].kind() != EntryKind::Directory {
-            if i >= top.batch_from + top.found.len() {
+            if beyond_batch {
                 offer_batch(top, &mut files)?;
             }
             top.next += 1;

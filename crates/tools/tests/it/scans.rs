@@ -512,3 +512,152 @@ fn walks_count_refused_names_and_paths_past_path_max_in_skipped() {
     let v = ok(&r, "find_files", json!({"pattern": "*", "path": seg}));
     assert_eq!(v["skipped"], 1);
 }
+
+/// The bytes a result's matches hold as the cap counts them: paths, lines, context lines.
+fn result_bytes(v: &Value) -> usize {
+    let text = |x: &Value| x.as_str().unwrap().len();
+    v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let ctx = |k: &str| {
+                m.get(k)
+                    .map_or(0, |l| l.as_array().unwrap().iter().map(text).sum())
+            };
+            text(&m["path"]) + text(&m["text"]) + ctx("before") + ctx("after")
+        })
+        .sum()
+}
+
+#[test]
+fn grep_result_of_4_mib_is_whole_and_one_byte_more_is_truncated() {
+    let cap = tools::grep::MAX_RESULT_BYTES;
+    let sb = Sandbox::disk("s");
+    // A path of 2,216 bytes and 1,000 lines of 1,978 or 1,982 bytes (496 or 497 characters):
+    // exactly 4 MiB of paths and lines.
+    let dir: Vec<String> = (b'a'..b'l')
+        .map(|c| char::from(c).to_string().repeat(200))
+        .collect();
+    let rel = format!("{}/f.txt", dir.join("/"));
+    assert_eq!(rel.len(), 2216);
+    std::fs::create_dir_all(sb.root.join(dir.join("/"))).unwrap();
+    let mut lines: Vec<String> = (0..1000)
+        .map(|i| format!("{}xx", "\u{1D11E}".repeat(if i < 76 { 495 } else { 494 })))
+        .collect();
+    assert_eq!(
+        lines.iter().map(String::len).sum::<usize>() + 1000 * 2216,
+        cap
+    );
+    let r = tools(&sb);
+    let args = json!({"pattern": "xx", "path": rel, "maxMatches": 1000});
+    std::fs::write(sb.root.join(&rel), lines.join("\n") + "\n").unwrap();
+    let v = ok(&r, "grep", args.clone());
+    assert_eq!(
+        (
+            v["matches"].as_array().unwrap().len(),
+            v["truncated"].as_bool()
+        ),
+        (1000, Some(false))
+    );
+    assert_eq!(result_bytes(&v), cap);
+    // One byte more: the last match does not fit.
+    lines[999].push('x');
+    std::fs::write(sb.root.join(&rel), lines.join("\n") + "\n").unwrap();
+    let v = ok(&r, "grep", args);
+    assert_eq!(
+        (
+            v["matches"].as_array().unwrap().len(),
+            v["truncated"].as_bool()
+        ),
+        (999, Some(true))
+    );
+    assert_eq!(v["matches"][998]["line"], 999);
+}
+
+#[test]
+fn grep_result_over_4_mib_across_files_is_a_truncated_prefix() {
+    let cap = tools::grep::MAX_RESULT_BYTES;
+    let sb = Sandbox::disk("s");
+    // 9 files of 100 matching lines of 1,000 bytes: 900 matches (under maxMatches), each with
+    // up to 20 context lines: some 19 MB of result before the cap.
+    let line = format!("{}\n", "é".repeat(500));
+    for f in 0..9 {
+        std::fs::write(sb.root.join(format!("f{f}.txt")), line.repeat(100)).unwrap();
+    }
+    let r = tools(&sb);
+    let v = ok(
+        &r,
+        "grep",
+        json!({"pattern": "é", "contextLines": 10, "maxMatches": 1000}),
+    );
+    assert_eq!(
+        v["truncated"],
+        true,
+        "900 matches of 20 KB do not fit: {} matches, {} bytes",
+        v["matches"].as_array().unwrap().len(),
+        result_bytes(&v)
+    );
+    let got: Vec<(String, u64)> = v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["path"].as_str().unwrap().to_owned(),
+                m["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(!got.is_empty() && got.len() < 900, "{}", got.len());
+    // A prefix of the whole answer: files in order, each from its first line, none skipped.
+    let want: Vec<(String, u64)> = (0..9)
+        .flat_map(|f| (1..=100).map(move |l| (format!("f{f}.txt"), l)))
+        .take(got.len())
+        .collect();
+    assert_eq!(got, want);
+    assert!(result_bytes(&v) <= cap, "{}", result_bytes(&v));
+    assert!(result_bytes(&v) > cap - 50_000, "{}", result_bytes(&v));
+
+    // Without context the files are searched two at once: 10 files of 100 lines of 2,000
+    // bytes at a path of 2,212 bytes, 1,000 matches of 4,212,000 bytes in all, just over.
+    let sb = Sandbox::disk("s");
+    let dir: String = (b'a'..b'l')
+        .map(|c| char::from(c).to_string().repeat(200))
+        .collect::<Vec<_>>()
+        .join("/");
+    std::fs::create_dir_all(sb.root.join(&dir)).unwrap();
+    let line = format!("{}\n", "\u{1D11E}".repeat(500));
+    for f in 0..10 {
+        std::fs::write(sb.root.join(format!("{dir}/{f}")), line.repeat(100)).unwrap();
+    }
+    let r = tools(&sb);
+    let v = ok(
+        &r,
+        "grep",
+        json!({"pattern": "\u{1D11E}", "maxMatches": 1000}),
+    );
+    let got: Vec<(String, u64)> = v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["path"].as_str().unwrap().to_owned(),
+                m["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, u64)> = (0..10)
+        .flat_map(|f| {
+            let path = format!("{dir}/{f}");
+            (1..=100).map(move |l| (path.clone(), l))
+        })
+        .take(got.len())
+        .collect();
+    assert_eq!(got, want, "a prefix");
+    assert_eq!(v["truncated"], true);
+    // As many as fit: 4,194,304 / 4,212 whole matches, whichever file filled it first.
+    assert_eq!(got.len(), 995);
+    assert!(result_bytes(&v) <= cap);
+}
