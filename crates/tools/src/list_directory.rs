@@ -80,6 +80,9 @@ impl ListTool {
         self.root.verify()?;
         let mut dir = open_start(&self.root, path, ErrorKind::ReadFailed)?;
         // Only the smallest names are kept while the directory is read, however many it holds.
+        // A name whose path would pass 4,096 bytes is left out (and counted) as a walk leaves
+        // it out: no tool could take it back.
+        let prefix = path.map_or(0, |p| p.as_str().len() + 1);
         let mut skipped = 0;
         let window = read_window(
             &mut dir,
@@ -88,6 +91,10 @@ impl ListTool {
             usize::MAX,
             cancel,
             |entry| match plain_name(entry.name()) {
+                Some(name) if prefix + name.len() > pathgrammar::MAX_PATH_BYTES => {
+                    skipped += 1;
+                    false
+                }
                 Some(name) => !is_temporary(name),
                 None => {
                     skipped += 1;

@@ -508,6 +508,19 @@ fn walks_count_refused_names_and_paths_past_path_max_in_skipped() {
     let v = ok(&r, "grep", json!({"pattern": "needle"}));
     assert_eq!(v["skipped"], 5, "{v}");
     assert_eq!(v["matches"].as_array().unwrap().len(), fits.len());
+    // Listing the deepest directory that fits (4,019 bytes): its deep.txt (4,028) is listed,
+    // the directory below (4,220) is counted.
+    let deepest: Vec<&str> = std::iter::repeat_n(seg.as_str(), 20).collect();
+    let v = ok(&r, "list_directory", json!({"path": deepest.join("/")}));
+    assert_eq!(
+        (
+            v["entries"].as_array().unwrap().len(),
+            v["skipped"].as_u64()
+        ),
+        (1, Some(1)),
+        "{v}"
+    );
+    assert_eq!(v["entries"][0]["name"], "deep.txt");
     // A walk below the refused ones counts nothing.
     let v = ok(&r, "find_files", json!({"pattern": "*", "path": seg}));
     assert_eq!(v["skipped"], 1);
