@@ -47,7 +47,7 @@ use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::find_files::{MAX_PATTERN_BYTES, compile_glob};
 use crate::list_directory::check_dir_path;
-use crate::scan::{LineCut, ScanReader, is_cancelled};
+use crate::scan::{LineCut, SEARCH_READ, ScanReader, is_cancelled};
 use crate::tool::{ToolHints, TypedTool};
 use crate::walk::{FileAt, Ignores, WalkSpec, failed, start_error, walk};
 
@@ -430,7 +430,7 @@ fn search_file(
     budget: usize,
     out: &mut Vec<GrepMatch>,
 ) -> Result<FileSearch, CallError> {
-    let mut file = LineCut::new(ScanReader::new(file, st, cancel));
+    let mut file = LineCut::new(ScanReader::new(file, st, cancel).max_read(SEARCH_READ));
     let mut probe = [0u8; BINARY_PROBE_BYTES];
     let mut filled = 0;
     while filled < probe.len() {

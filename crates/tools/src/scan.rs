@@ -13,9 +13,11 @@
 //!   call the file binary, as its real bytes (NUL) would. Holes are only looked for in a file
 //!   whose allocated blocks are fewer than its size says (`st_blocks`), so a dense file costs
 //!   no extra system call. Where the filesystem cannot report holes, the file is read as it is.
-//! - **Cancellation is checked before every read** (at most 64 KiB for `read_lines`, the
-//!   searcher's buffer for `grep`), so a call notices it within a read, also inside one line
-//!   of any length.
+//! - **Cancellation is checked before every read** (at most 64 KiB for `read_lines`,
+//!   [`SEARCH_READ`] for `grep`, whose searcher works on what each read gives), so a call
+//!   notices it within a read, also inside one line of any length. Within one read the regex
+//!   engine runs unchecked: a pattern it can only crawl through (some 0.3 MB/s for
+//!   `a[ab]{20}[^ab\n]` over random `a`/`b` lines, unoptimized) takes some 50 ms a read.
 //! - `grep` alone: a line longer than [`MAX_SEARCHED_LINE`] bytes is searched in its first
 //!   1 MiB only; the rest of it up to its line end is read and dropped, never kept
 //!   ([`LineCut`]), and counted (`longLinesCut`).
@@ -30,6 +32,10 @@ use tokio_util::sync::CancellationToken;
 /// The longest line `grep` searches whole, in bytes (without its `\n`): 1 MiB. A longer line is
 /// searched in its first 1 MiB.
 pub const MAX_SEARCHED_LINE: usize = 1 << 20;
+
+/// The most bytes one read of `grep`'s scan returns: the searcher searches each read's bytes
+/// before it reads again, so cancellation is checked at least every this many bytes searched.
+pub(crate) const SEARCH_READ: usize = 16 * 1024;
 
 /// The error a scan's read gives once the call is cancelled; the tool turns it into
 /// [`crate::Cancelled`].
@@ -56,6 +62,8 @@ pub(crate) struct ScanReader<'c> {
     sparse: bool,
     /// A hole was just skipped: its one NUL byte is due.
     hole_due: bool,
+    /// The most one read returns.
+    max_read: usize,
     cancel: &'c CancellationToken,
 }
 
@@ -72,8 +80,16 @@ impl<'c> ScanReader<'c> {
             data_end: if sparse { 0 } else { end },
             sparse,
             hole_due: false,
+            max_read: usize::MAX,
             cancel,
         }
+    }
+
+    /// Return at most `n` bytes a read, so that a caller that works on what each read gives
+    /// (a search) checks cancellation at least every `n` bytes.
+    pub(crate) fn max_read(mut self, n: usize) -> Self {
+        self.max_read = n.max(1);
+        self
     }
 
     /// Move past the hole (if any) at `pos`: afterwards `pos..data_end` is data, or
@@ -126,7 +142,7 @@ impl Read for ScanReader<'_> {
             return Ok(0);
         }
         let room = usize::try_from(self.data_end - self.pos).unwrap_or(usize::MAX);
-        let want = buf.len().min(room);
+        let want = buf.len().min(room).min(self.max_read);
         let n = loop {
             match rustix::io::pread(&self.file, &mut buf[..want], self.pos) {
                 Ok(n) => break n,
