@@ -50,8 +50,9 @@ const MAX_GITIGNORE_BYTES: u64 = 1 << 20;
 
 /// The bytes of entries all the directories open on one walk's stack may hold together.
 pub(crate) const WALK_ENTRIES_BUDGET: usize = 16 << 20;
-/// The smallest window a directory is read in.
-pub(crate) const MIN_WINDOW_BYTES: usize = 16 << 10;
+/// The smallest window a directory is read in: small, since the deepest path (4,096 bytes)
+/// may open some 2,000 directories at once, 8 MiB of windows at most beyond the shared budget.
+pub(crate) const MIN_WINDOW_BYTES: usize = 4 << 10;
 /// The most files of one directory handed to the tool at once.
 pub(crate) const FILES_PER_BATCH: usize = 1024;
 

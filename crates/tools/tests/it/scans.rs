@@ -674,3 +674,49 @@ fn grep_result_over_4_mib_across_files_is_a_truncated_prefix() {
     assert_eq!(got.len(), 995);
     assert!(result_bytes(&v) <= cap);
 }
+
+#[test]
+fn a_deep_wide_directory_read_in_small_windows_gives_every_entry_in_order() {
+    let sb = Sandbox::disk("s");
+    // Twelve levels down (windows of 4 KiB there, some 40 of these names), 300 files, every
+    // tenth ignored by a .gitignore, and directories among them holding one file each.
+    let deep: String = (0..12).map(|i| format!("level{i:02}/")).collect();
+    let dir = sb.root.join(&deep);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".gitignore"), "*-ignored.txt\n").unwrap();
+    let mut want = vec![format!("{deep}.gitignore")];
+    for i in 0..300 {
+        let name = if i % 10 == 0 {
+            format!("file{i:03}-{}-ignored.txt", "p".repeat(10))
+        } else {
+            format!("file{i:03}-{}.txt", "p".repeat(18))
+        };
+        std::fs::write(dir.join(&name), "x").unwrap();
+        if i % 10 != 0 {
+            want.push(format!("{deep}{name}"));
+        }
+        if i % 50 == 25 {
+            let sub = format!("file{i:03}-sub");
+            std::fs::create_dir(dir.join(&sub)).unwrap();
+            std::fs::write(dir.join(&sub).join("inner.txt"), "x").unwrap();
+            want.push(format!("{deep}{sub}/inner.txt"));
+        }
+    }
+    want.sort();
+    let r = tools(&sb);
+    let v = ok(&r, "find_files", json!({"pattern": "**/*"}));
+    assert_eq!(v["paths"], json!(want));
+    assert_eq!(
+        (v["truncated"].as_bool(), v["skipped"].as_u64()),
+        (Some(false), Some(0))
+    );
+    let v = ok(&r, "grep", json!({"pattern": "x", "maxMatches": 1000}));
+    let got: Vec<&str> = v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap())
+        .collect();
+    // Every file holds an `x`, the .gitignore's `.txt` too.
+    assert!(got == want, "grep's files differ from find_files'");
+}
