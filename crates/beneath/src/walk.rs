@@ -5,6 +5,7 @@
 use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io;
+use std::ops::ControlFlow;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -64,6 +65,11 @@ impl Entry {
         OsStr::from_bytes(self.name.to_bytes())
     }
 
+    /// The entry's name as UTF-8, when it is.
+    pub fn name_str(&self) -> Option<&str> {
+        self.name.to_str().ok()
+    }
+
     /// What the entry was when listed.
     pub fn kind(&self) -> EntryKind {
         self.kind
@@ -112,9 +118,24 @@ impl WalkDir {
     /// entry whose type the filesystem does not report is `lstat`ed; one that vanished
     /// meanwhile is left out.
     pub fn read_entries(&mut self) -> io::Result<Vec<Entry>> {
+        let mut out = Vec::new();
+        let _ = self.for_each_entry(|e| {
+            out.push(e);
+            ControlFlow::Continue(())
+        })?;
+        Ok(out)
+    }
+
+    /// Every entry but `.` and `..`, handed to `each` one at a time as the descriptor gives
+    /// them (from the start each time), so that a caller keeps only what it needs and may stop
+    /// (a cancelled call) between any two: `Break` when `each` stopped. Entries as
+    /// [`WalkDir::read_entries`] gives them.
+    pub fn for_each_entry(
+        &mut self,
+        mut each: impl FnMut(Entry) -> ControlFlow<()>,
+    ) -> io::Result<ControlFlow<()>> {
         self.dir.rewind();
         let fd = self.dir.fd()?.try_clone_to_owned()?;
-        let mut out = Vec::new();
         while let Some(entry) = self.dir.read() {
             let entry = entry?;
             let name = entry.file_name();
@@ -130,13 +151,16 @@ impl WalkDir {
                 },
                 t => EntryKind::of(t),
             };
-            out.push(Entry {
+            let entry = Entry {
                 name: name.to_owned(),
                 kind,
                 ino: entry.ino(),
-            });
+            };
+            if each(entry).is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
         }
-        Ok(out)
+        Ok(ControlFlow::Continue(()))
     }
 
     /// `lstat` of the entry `name`: a symlink is described, not followed.

@@ -42,6 +42,10 @@ pub struct FindInput {
 pub struct FindOutput {
     /// Matching paths relative to the workspace root, sorted.
     pub paths: Vec<String>,
+    /// Entries the walk left out because no tool could be given their path back (a name the
+    /// path grammar refuses, a path over 4,096 bytes); a directory counts once, its contents
+    /// unseen.
+    pub skipped: usize,
     /// More than [`MAX_FIND_RESULTS`] matched: the rest were left out.
     pub truncated: bool,
 }
@@ -104,12 +108,13 @@ impl FindTool {
             include_ignored: req.include_ignored,
             cancel,
             limit: MAX_FIND_RESULTS,
+            stop: None,
         };
         let walked = walk(start, ignores, &spec, |_, files| {
             Ok(files
                 .iter()
                 .map(|f| {
-                    if req.glob.is_match(f.rel) {
+                    if req.glob.is_match(&f.rel) {
                         vec![f.path.clone()]
                     } else {
                         Vec::new()
@@ -120,7 +125,11 @@ impl FindTool {
         let mut paths = walked.items;
         let truncated = walked.truncated || paths.len() > MAX_FIND_RESULTS;
         paths.truncate(MAX_FIND_RESULTS);
-        Ok(FindOutput { paths, truncated })
+        Ok(FindOutput {
+            paths,
+            skipped: walked.skipped,
+            truncated,
+        })
     }
 }
 
@@ -134,8 +143,8 @@ impl TypedTool for FindTool {
         never match `/`, `**/` matches any number of directories, `[...]` and `{a,b}` as in \
         the shell (for example `**/*.rs`). Entries excluded by .gitignore files are left out \
         unless includeIgnored is true; .git is never entered; symlinks are never followed. \
-        Returns {paths, truncated}: paths relative to the workspace root, sorted, at most \
-        1,000.";
+        Returns {paths, skipped, truncated}: paths relative to the workspace root, sorted, at \
+        most 1,000; skipped counts entries whose paths no tool could take back.";
     const HINTS: ToolHints = ToolHints::read_only("Find files");
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidFindInput;
     const FAILED: ErrorKind = ErrorKind::ReadFailed;

@@ -4,12 +4,32 @@
 //! The search is `grep-searcher` driven by a `grep-regex` matcher (the engine ripgrep uses):
 //! it finds candidate lines with the regex's literal optimizations over the whole buffer
 //! rather than trying every line. Files of one directory are searched on a small pool of
-//! threads (one per core); the results are put back in name order.
+//! threads (one per core, fewer when wide context windows would pass the memory budget); the
+//! results are put back in name order.
+//!
+//! # Bounded whatever the files hold
+//!
+//! A call holds at most 64 MiB of its own, and a scan ends:
+//! - each file is read as `crate::scan` reads it: up to the size it had when its search
+//!   began, holes skipped (one NUL byte each: line numbers are those of the file as written),
+//!   cancellation checked before every read;
+//! - a line longer than [`MAX_SEARCHED_LINE`] (1 MiB) is searched in its first 1 MiB only, the
+//!   rest read and dropped up to its line end, and counted in `longLinesCut`;
+//! - the searcher's line window is capped ([`window_limit`]: the context lines before a
+//!   match and the line itself, each at most 1 MiB), and as many files are searched at once as
+//!   such windows fit in [`WINDOWS_BUDGET`];
+//! - a regular expression whose compiled form would pass [`MAX_REGEX_BYTES`] (16 MiB) is
+//!   `INVALID_REGEX`, and its lazy DFA's cache is [`REGEX_CACHE_BYTES`] per searching thread;
+//! - the matches hold at most [`MAX_RESULT_BYTES`] (4 MiB of paths, lines, context lines): a
+//!   match that does not fit ends the result (`truncated`). The files searched at once share
+//!   it; from the first file (in name order) whose matches ended early, the files are searched
+//!   again one at a time, so the result is the longest prefix of the whole answer that fits.
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use beneath::{Symlinks, WalkDir};
 use globset::GlobMatcher;
@@ -27,8 +47,11 @@ use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::find_files::{MAX_PATTERN_BYTES, compile_glob};
 use crate::list_directory::check_dir_path;
+use crate::scan::{LineCut, SEARCH_READ, ScanReader, is_cancelled};
 use crate::tool::{ToolHints, TypedTool};
 use crate::walk::{FileAt, Ignores, WalkSpec, failed, start_error, walk};
+
+pub use crate::scan::MAX_SEARCHED_LINE;
 
 /// The most matches one call returns, and the default.
 pub const MAX_MATCHES: usize = 1_000;
@@ -40,6 +63,18 @@ pub const MAX_CONTEXT_LINES: usize = 10;
 pub const MAX_LINE_CHARS: usize = 500;
 /// A file with a NUL byte in its first this many bytes is binary and skipped.
 pub const BINARY_PROBE_BYTES: usize = 8 * 1024;
+/// The largest compiled form of a pattern (each of its automata), in bytes: past it the
+/// pattern is `INVALID_REGEX`.
+pub const MAX_REGEX_BYTES: usize = 16 << 20;
+/// The cache of the pattern's lazy DFA, per searching thread, in bytes.
+pub const REGEX_CACHE_BYTES: usize = 2 << 20;
+/// What the line windows of the files searched at once may hold together, caches included.
+pub const WINDOWS_BUDGET: usize = 24 << 20;
+/// The most bytes the matches of one call hold (paths, lines and context lines, as strings):
+/// past it the result ends with `truncated`.
+pub const MAX_RESULT_BYTES: usize = 4 << 20;
+/// The buffer a search reads into before its window grows.
+const READ_CHUNK: usize = 64 * 1024;
 
 /// The arguments of `grep`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -91,6 +126,13 @@ pub struct GrepOutput {
     pub matches: Vec<GrepMatch>,
     /// How many files were searched (binary files and files the glob excludes are not).
     pub files_searched: usize,
+    /// Lines longer than 1 MiB met in the files searched: each was searched in its first
+    /// 1 MiB only.
+    pub long_lines_cut: u64,
+    /// Entries the walk left out because no tool could be given their path back (a name the
+    /// path grammar refuses, a path over 4,096 bytes); a directory counts once, its contents
+    /// unseen.
+    pub skipped: usize,
     /// More than `maxMatches` matched: the rest were left out.
     pub truncated: bool,
 }
@@ -138,25 +180,32 @@ impl GrepTool {
                 let path = req.path.as_ref().map_or("", RelPath::as_str);
                 let mut searcher = searcher(req.context);
                 let mut matches = Vec::new();
-                let searched = search_file(
+                let held = Held::default();
+                let one = search_file(
                     &mut searcher,
                     req,
                     std::fs::File::from(fd),
+                    &st,
+                    cancel,
+                    &held,
                     path,
                     req.max + 1,
                     &mut matches,
                 )?;
-                let truncated = matches.len() > req.max;
+                let truncated = one.stopped || matches.len() > req.max;
                 matches.truncate(req.max);
                 return Ok(GrepOutput {
                     matches,
-                    files_searched: usize::from(searched),
+                    files_searched: usize::from(one.searched),
+                    long_lines_cut: one.long_lines_cut,
+                    skipped: 0,
                     truncated,
                 });
             }
             _ => return Err(failed(ErrorKind::FileNotRegular)),
         }
         let start = WalkDir::from_fd(fd).map_err(|_| failed(ErrorKind::ReadFailed))?;
+        let counts = Counts::default();
         let spec = WalkSpec {
             root_id: self.root.identity(),
             prefix: req
@@ -166,21 +215,80 @@ impl GrepTool {
             include_ignored: false,
             cancel,
             limit: req.max,
+            stop: Some(&counts.held.full),
         };
         let ignores = Ignores::above(&self.root, req.path.as_ref());
-        let searched = std::sync::atomic::AtomicUsize::new(0);
         let walked = walk(start, ignores, &spec, |dir, files| {
-            search_batch(dir, files, req, cancel, &searched)
+            search_batch(dir, files, req, cancel, &counts)
         })?;
         let mut matches = walked.items;
-        let truncated = walked.truncated || matches.len() > req.max;
+        let truncated =
+            walked.truncated || counts.held.full.load(Ordering::Relaxed) || matches.len() > req.max;
         matches.truncate(req.max);
         Ok(GrepOutput {
             matches,
-            files_searched: searched.into_inner(),
+            files_searched: counts.searched.into_inner(),
+            long_lines_cut: counts.cut.into_inner(),
+            skipped: walked.skipped,
             truncated,
         })
     }
+}
+
+/// What the searches of one call count together.
+#[derive(Default)]
+struct Counts {
+    searched: AtomicUsize,
+    cut: AtomicU64,
+    held: Held,
+}
+
+/// The bytes the matches of one call hold, shared by the files searched at once.
+#[derive(Default)]
+struct Held {
+    bytes: AtomicUsize,
+    /// A match did not fit in [`MAX_RESULT_BYTES`]: the result ends before it.
+    full: AtomicBool,
+}
+
+impl Held {
+    /// Take `n` bytes if they fit.
+    fn take(&self, n: usize) -> bool {
+        let before = self.bytes.fetch_add(n, Ordering::Relaxed);
+        if before.saturating_add(n) > MAX_RESULT_BYTES {
+            self.bytes.fetch_sub(n, Ordering::Relaxed);
+            self.full.store(true, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+/// What searching one file gave besides its matches.
+struct FileSearch {
+    /// It was searched (not skipped as binary).
+    searched: bool,
+    long_lines_cut: u64,
+    /// The bytes its matches hold (taken from [`Held`]).
+    bytes: usize,
+    /// Its matches end early: one did not fit in [`MAX_RESULT_BYTES`] (or the call's result
+    /// was full before it began).
+    stopped: bool,
+}
+
+/// The most a search's line window may grow to beyond its read buffer, with `context` lines
+/// before a match: those lines and the line itself, each at most 1 MiB and its line end, plus
+/// a read's worth of the next. Lines are cut before the searcher sees them, so a window never
+/// needs more; the searcher enforces it (a search that would need more fails, never grows).
+pub fn window_limit(context: usize) -> usize {
+    (context + 2) * (MAX_SEARCHED_LINE + 1) + READ_CHUNK
+}
+
+/// How many files one call searches at once: as many as their windows (and the regex caches)
+/// fit in [`WINDOWS_BUDGET`], at least one, at most the threads of the pool.
+fn search_width(context: usize) -> usize {
+    let one = READ_CHUNK + window_limit(context) + REGEX_CACHE_BYTES;
+    (WINDOWS_BUDGET / one).clamp(1, rayon::current_num_threads().max(1))
 }
 
 fn searcher(context: usize) -> Searcher {
@@ -189,6 +297,7 @@ fn searcher(context: usize) -> Searcher {
         .before_context(context)
         .after_context(context)
         .binary_detection(BinaryDetection::none())
+        .heap_limit(Some(window_limit(context)))
         .build()
 }
 
@@ -199,49 +308,129 @@ fn search_batch(
     files: &[FileAt<'_>],
     req: &GrepRequest,
     cancel: &CancellationToken,
-    searched: &std::sync::atomic::AtomicUsize,
+    counts: &Counts,
 ) -> Result<Vec<Vec<GrepMatch>>, CallError> {
-    let one = |f: &FileAt<'_>, searcher: &mut Searcher| -> Result<Vec<GrepMatch>, CallError> {
+    let none = |stopped| FileSearch {
+        searched: false,
+        long_lines_cut: 0,
+        bytes: 0,
+        stopped,
+    };
+    let one = |f: &FileAt<'_>,
+               searcher: &mut Searcher|
+     -> Result<(Vec<GrepMatch>, FileSearch), CallError> {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
+        if counts.held.full.load(Ordering::Relaxed) {
+            return Ok((Vec::new(), none(true)));
+        }
         if let Some((glob, by_name)) = &req.glob {
             let subject = if *by_name {
-                f.rel.rsplit('/').next().unwrap_or(f.rel)
+                f.rel.rsplit('/').next().unwrap_or(&f.rel)
             } else {
-                f.rel
+                &f.rel
             };
             if !glob.is_match(subject) {
-                return Ok(Vec::new());
+                return Ok((Vec::new(), none(false)));
             }
         }
-        let Some((file, _)) = dir
+        let Some((file, st)) = dir
             .open_file(f.entry)
             .map_err(|_| failed(ErrorKind::ReadFailed))?
         else {
-            return Ok(Vec::new()); // a symlink, FIFO, … or changed since the listing
+            // A symlink, FIFO, … or changed since the listing.
+            return Ok((Vec::new(), none(false)));
         };
         let mut out = Vec::new();
-        if search_file(searcher, req, file, &f.path, req.max + 1, &mut out)? {
-            searched.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        Ok(out)
+        let done = search_file(
+            searcher,
+            req,
+            file,
+            &st,
+            cancel,
+            &counts.held,
+            &f.path,
+            req.max + 1,
+            &mut out,
+        )?;
+        Ok((out, done))
     };
-    files
-        .par_iter()
-        .map_init(|| searcher(req.context), |s, f| one(f, s))
-        .collect()
+    // At most `search_width` chunks, each searched in order by one thread: that many windows
+    // at once.
+    let chunk = files.len().div_ceil(search_width(req.context)).max(1);
+    let per_chunk: Vec<Vec<(Vec<GrepMatch>, FileSearch)>> = files
+        .par_chunks(chunk)
+        .map(|part| {
+            let mut s = searcher(req.context);
+            part.iter().map(|f| one(f, &mut s)).collect()
+        })
+        .collect::<Result<_, CallError>>()?;
+    let mut results: Vec<(Vec<GrepMatch>, FileSearch)> = per_chunk.into_iter().flatten().collect();
+    // The result stays the longest prefix of the whole answer that fits: a later file may have
+    // filled it while an earlier one was searched, so from the first file (in name order)
+    // whose matches ended early, what they hold is given back and the files are searched
+    // again one at a time, until one ends early.
+    if let Some(first) = results.iter().position(|(_, done)| done.stopped) {
+        for (_, done) in results.drain(first..) {
+            counts.held.bytes.fetch_sub(done.bytes, Ordering::Relaxed);
+        }
+        counts.held.full.store(false, Ordering::Relaxed);
+        let mut s = searcher(req.context);
+        for f in &files[first..] {
+            let again = one(f, &mut s)?;
+            let stopped = again.1.stopped;
+            results.push(again);
+            if stopped {
+                break;
+            }
+        }
+    }
+    let mut ended = false;
+    let mut out = Vec::with_capacity(files.len());
+    for (matches, done) in results {
+        if ended {
+            counts.held.bytes.fetch_sub(done.bytes, Ordering::Relaxed);
+            out.push(Vec::new());
+            continue;
+        }
+        if done.searched {
+            counts.searched.fetch_add(1, Ordering::Relaxed);
+        }
+        counts.cut.fetch_add(done.long_lines_cut, Ordering::Relaxed);
+        ended = done.stopped;
+        out.push(matches);
+    }
+    out.resize_with(files.len(), Vec::new);
+    Ok(out)
 }
 
-/// Search one opened file; false when it was skipped as binary.
+/// A scan's read error as the call's: its cancellation, or `READ_FAILED`.
+fn scan_error(e: &io::Error, cancel: &CancellationToken) -> CallError {
+    if is_cancelled(e) || cancel.is_cancelled() {
+        Cancelled.into()
+    } else {
+        failed(ErrorKind::ReadFailed)
+    }
+}
+
+/// Search one opened file (its `fstat` is `st`), its matches' bytes taken from `held`.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one search's inputs, each distinct"
+)]
 fn search_file(
     searcher: &mut Searcher,
     req: &GrepRequest,
-    mut file: std::fs::File,
+    file: std::fs::File,
+    st: &rustix::fs::Stat,
+    cancel: &CancellationToken,
+    held: &Held,
     path: &str,
     budget: usize,
     out: &mut Vec<GrepMatch>,
-) -> Result<bool, CallError> {
+) -> Result<FileSearch, CallError> {
+    let mut file = LineCut::new(ScanReader::new(file, st, cancel).max_read(SEARCH_READ));
     let mut probe = [0u8; BINARY_PROBE_BYTES];
     let mut filled = 0;
     while filled < probe.len() {
@@ -249,15 +438,23 @@ fn search_file(
             Ok(0) => break,
             Ok(n) => filled += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Err(failed(ErrorKind::ReadFailed)),
+            Err(e) => return Err(scan_error(&e, cancel)),
         }
     }
     let head = &probe[..filled];
     if head.contains(&0) {
-        return Ok(false);
+        return Ok(FileSearch {
+            searched: false,
+            long_lines_cut: 0,
+            bytes: 0,
+            stopped: false,
+        });
     }
     let mut sink = Collect {
         path,
+        held,
+        bytes: 0,
+        stopped: false,
         context: req.context,
         budget,
         out,
@@ -265,11 +462,16 @@ fn search_file(
         recent: VecDeque::new(),
     };
     sink.first = sink.out.len();
-    let reader = io::Cursor::new(head).chain(file);
+    let mut reader = io::Cursor::new(head).chain(&mut file);
     searcher
-        .search_reader(&req.matcher, reader, &mut sink)
-        .map_err(|_| failed(ErrorKind::ReadFailed))?;
-    Ok(true)
+        .search_reader(&req.matcher, &mut reader, &mut sink)
+        .map_err(|e| scan_error(&e, cancel))?;
+    Ok(FileSearch {
+        searched: true,
+        long_lines_cut: file.cut,
+        bytes: sink.bytes,
+        stopped: sink.stopped,
+    })
 }
 
 /// A line as a result shows it: no line end, lossy UTF-8, at most 500 characters.
@@ -287,6 +489,12 @@ fn shown(bytes: &[u8]) -> String {
 /// shared by two matches' contexts once; it is given to both here).
 struct Collect<'a> {
     path: &'a str,
+    /// The call's result bytes.
+    held: &'a Held,
+    /// The bytes this file's matches took from `held`.
+    bytes: usize,
+    /// A match did not fit: the search stopped before it.
+    stopped: bool,
     context: usize,
     budget: usize,
     out: &'a mut Vec<GrepMatch>,
@@ -309,6 +517,10 @@ impl Collect<'_> {
                 && m.line < line
                 && after.len() < self.context
             {
+                // Counted, never refused: at most `context` lines a match, each at most 500
+                // characters, after a match that fit.
+                self.held.bytes.fetch_add(text.len(), Ordering::Relaxed);
+                self.bytes += text.len();
                 after.push(text.to_owned());
             }
         }
@@ -336,6 +548,16 @@ impl Sink for Collect<'_> {
                 .map(|(_, t)| t.clone())
                 .collect()
         });
+        let cost = self.path.len()
+            + text.len()
+            + before
+                .as_ref()
+                .map_or(0, |b: &Vec<String>| b.iter().map(String::len).sum());
+        if !self.held.take(cost) {
+            self.stopped = true;
+            return Ok(false);
+        }
+        self.bytes += cost;
         self.saw(line, &text);
         self.out.push(GrepMatch {
             path: self.path.to_owned(),
@@ -367,8 +589,9 @@ impl TypedTool for GrepTool {
         never following symlinks. `glob` keeps only matching files (`*.rs` matches the name at \
         any depth; a glob with `/` matches the path relative to `path`). ignoreCase, \
         contextLines (0-10, default 0), maxMatches (1-1000, default 200). Returns {matches: \
-        [{path, line, text, before?, after?}], filesSearched, truncated}; lines are cut at 500 \
-        characters.";
+        [{path, line, text, before?, after?}], filesSearched, longLinesCut, skipped, truncated}; \
+        lines are cut at 500 characters; a line over 1 MiB is searched in its first 1 MiB only \
+        (counted in longLinesCut); skipped counts entries whose paths no tool could take back.";
     const HINTS: ToolHints = ToolHints::read_only("Search file contents");
     const INVALID_INPUT: ErrorKind = ErrorKind::InvalidGrepInput;
     const FAILED: ErrorKind = ErrorKind::ReadFailed;
@@ -397,6 +620,8 @@ impl TypedTool for GrepTool {
         let matcher = RegexMatcherBuilder::new()
             .case_insensitive(input.ignore_case.unwrap_or(false))
             .line_terminator(Some(b'\n'))
+            .size_limit(MAX_REGEX_BYTES)
+            .dfa_size_limit(REGEX_CACHE_BYTES)
             .build(&input.pattern)
             .map_err(|_| ToolError::invalid(ErrorKind::InvalidRegex))?;
         Ok(GrepRequest {

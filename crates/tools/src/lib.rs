@@ -72,6 +72,7 @@ pub mod protect;
 pub mod read_file;
 pub mod read_lines;
 pub mod run_command;
+mod scan;
 mod tool;
 mod walk;
 pub mod write_file;

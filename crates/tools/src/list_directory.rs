@@ -1,5 +1,8 @@
 //! `list_directory`: the entries of one directory beneath the workspace, read from its
 //! descriptor, symlinks shown as symlinks.
+//!
+//! However many entries the directory holds, only the 1,001 smallest names are kept while it
+//! is read (the walk's bounded window), and cancellation is checked between entries.
 
 use std::sync::Arc;
 
@@ -13,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::blocking::off_reactor;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
-use crate::walk::{failed, is_temporary, open_start, plain_name};
+use crate::walk::{failed, is_temporary, open_start, plain_name, read_window};
 
 /// The most entries one call returns.
 pub const MAX_LIST_ENTRIES: usize = 1_000;
@@ -76,29 +79,41 @@ impl ListTool {
         }
         self.root.verify()?;
         let mut dir = open_start(&self.root, path, ErrorKind::ReadFailed)?;
-        let raw = dir
-            .read_entries()
-            .map_err(|_| failed(ErrorKind::ReadFailed))?;
+        // Only the smallest names are kept while the directory is read, however many it holds.
+        // A name whose path would pass 4,096 bytes is left out (and counted) as a walk leaves
+        // it out: no tool could take it back.
+        let prefix = path.map_or(0, |p| p.as_str().len() + 1);
         let mut skipped = 0;
-        let mut named = Vec::with_capacity(raw.len());
-        for entry in raw {
-            if cancel.is_cancelled() {
-                return Err(Cancelled.into());
-            }
-            match plain_name(entry.name()) {
-                Some(name) if is_temporary(name) => {}
-                Some(name) => named.push((name.to_owned(), entry)),
-                None => skipped += 1,
-            }
-        }
-        named.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let truncated = named.len() > MAX_LIST_ENTRIES;
+        let window = read_window(
+            &mut dir,
+            None,
+            MAX_LIST_ENTRIES + 1,
+            usize::MAX,
+            cancel,
+            |entry| match plain_name(entry.name()) {
+                Some(name) if prefix + name.len() > pathgrammar::MAX_PATH_BYTES => {
+                    skipped += 1;
+                    false
+                }
+                Some(name) => !is_temporary(name),
+                None => {
+                    skipped += 1;
+                    false
+                }
+            },
+        )?;
+        let mut named = window.entries;
+        let truncated = window.more || named.len() > MAX_LIST_ENTRIES;
         named.truncate(MAX_LIST_ENTRIES);
         let mut entries = Vec::with_capacity(named.len());
-        for (name, entry) in named {
+        for entry in named {
             if cancel.is_cancelled() {
                 return Err(Cancelled.into());
             }
+            let name = entry
+                .name_str()
+                .expect("only UTF-8 names are kept")
+                .to_owned();
             let (kind, bytes) = match entry.kind() {
                 EntryKind::File => match dir.stat_at(entry.name()) {
                     // Described as it is now (it may have changed since the listing).

@@ -14,6 +14,13 @@
 //! text are returned; `truncated` says that more lines follow. An `offset` past the end gives
 //! no text, `endLine` one less than `startLine`. After reading, the name must still lead to
 //! the file that was read (`PATH_CHANGED_DURING_READ`).
+//!
+//! Bounded in time whatever the file does (`crate::scan`): at most the size the file had when
+//! the call began is read, so a file that keeps growing cannot hold the call; holes are
+//! skipped, not read (an `offset` past the end of a 100 GiB sparse file answers at once), each
+//! read as one NUL byte: a hole holds no line end, so line numbers are those of the file as
+//! written, and the line a hole lies in shows one U+0000 where the hole was. Cancellation is
+//! checked before every read of at most 64 KiB, also inside one long line.
 
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
@@ -29,6 +36,7 @@ use crate::beneath::{identity_now, open_read_beneath};
 use crate::entry::{failed, normalize, run_on_root};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::open_error;
+use crate::scan::{ScanReader, is_cancelled};
 use crate::tool::{ToolHints, TypedTool};
 
 /// The most lines one call returns (and the default `limit`).
@@ -176,7 +184,7 @@ fn read_lines(
         open_read_beneath(root.dir(), rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
     // A regular file (checked before it was opened) of this identity.
     let opened = rootid::FileIdentity::of(&st);
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut reader = BufReader::with_capacity(64 * 1024, ScanReader::new(file, &st, cancel));
     let mut keep = Vec::with_capacity(KEEP_BYTES);
     let mut text = String::new();
     let mut line: u64 = 0;
@@ -189,8 +197,13 @@ fn read_lines(
         }
         let skipping = line + 1 < valid.offset;
         let cap = if skipping { 0 } else { KEEP_BYTES };
-        let Some((cut, newline)) = next_line(&mut reader, &mut keep, cap)
-            .map_err(|e| failed(ErrorKind::ReadFailed).with_source(e))?
+        let Some((cut, newline)) = next_line(&mut reader, &mut keep, cap).map_err(|e| {
+            if is_cancelled(&e) {
+                CallError::from(Cancelled)
+            } else {
+                failed(ErrorKind::ReadFailed).with_source(e)
+            }
+        })?
         else {
             break;
         };

@@ -15,10 +15,24 @@
 //! - after a directory's entries (and, for `grep`, its files) have been read, the directory
 //!   must still lie beneath the root, checked by climbing `..` on descriptors; what a
 //!   directory moved (or exchanged) out of the root gave is dropped, its subdirectories' too;
-//! - cancellation is checked between entries.
+//! - cancellation is checked between entries, also while a directory's entries are read;
+//! - what is left out because no tool could be given its path back (a name the grammar
+//!   refuses, a path over 4,096 bytes) is counted in `skipped` (a directory once: its
+//!   contents are not read); the temporaries, `.git` and ignored entries are not counted;
+//! - memory is bounded whatever a directory holds: a directory's entries are read in
+//!   *windows* ([`read_window`]): the smallest names (after the last window's) that fit in the
+//!   window's byte size, kept in a bounded heap while the descriptor is read once more from its
+//!   start. A directory that fits (nearly every one) is read once; a larger one is read once
+//!   per window, so time grows with its size squared over the window while memory stays put.
+//!   The directories open on the walk's stack share [`WALK_ENTRIES_BUDGET`]: each new one gets
+//!   half of what is left (never less than [`MIN_WINDOW_BYTES`]). Files are handed to the tool
+//!   [`FILES_PER_BATCH`] at a time.
 
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 use std::ffi::OsStr;
 use std::io::Read;
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use beneath::{Entry, EntryKind, FileId, FsErrorKind, Symlinks, WalkDir};
@@ -33,6 +47,14 @@ use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 
 /// The largest `.gitignore` read; a larger one is used up to this size.
 const MAX_GITIGNORE_BYTES: u64 = 1 << 20;
+
+/// The bytes of entries all the directories open on one walk's stack may hold together.
+pub(crate) const WALK_ENTRIES_BUDGET: usize = 16 << 20;
+/// The smallest window a directory is read in: small, since the deepest path (4,096 bytes)
+/// may open some 2,000 directories at once, 8 MiB of windows at most beyond the shared budget.
+pub(crate) const MIN_WINDOW_BYTES: usize = 4 << 10;
+/// The most files of one directory handed to the tool at once.
+pub(crate) const FILES_PER_BATCH: usize = 1024;
 
 /// The longest path a result may hold (the grammar's limit: a longer one could not be given
 /// back to any tool).
@@ -194,6 +216,95 @@ impl Ignores {
     }
 }
 
+/// What one entry held in a window costs, in bytes (its name and its bookkeeping).
+fn entry_bytes(e: &Entry) -> usize {
+    e.name().len() + 64
+}
+
+/// An entry ordered by its name's bytes.
+struct ByName(Entry);
+
+impl ByName {
+    fn key(&self) -> &[u8] {
+        use std::os::unix::ffi::OsStrExt;
+        self.0.name().as_bytes()
+    }
+}
+
+impl PartialEq for ByName {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl Eq for ByName {}
+impl PartialOrd for ByName {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByName {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(other.key())
+    }
+}
+
+/// One window of a directory's entries (see the module docs).
+pub(crate) struct Window {
+    /// The entries, sorted by name.
+    pub(crate) entries: Vec<Entry>,
+    /// Entries after these were left for a later window.
+    pub(crate) more: bool,
+}
+
+/// The entries of `dir` that `keep` accepts and whose names sort after `after`: the smallest
+/// ones, at most `max_entries` of them and (but at least one) within `max_bytes`. The
+/// descriptor is read from its start; cancellation is checked between entries.
+pub(crate) fn read_window(
+    dir: &mut WalkDir,
+    after: Option<&[u8]>,
+    max_entries: usize,
+    max_bytes: usize,
+    cancel: &CancellationToken,
+    mut keep: impl FnMut(&Entry) -> bool,
+) -> Result<Window, CallError> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut heap: BinaryHeap<ByName> = BinaryHeap::new();
+    let mut bytes = 0usize;
+    let mut more = false;
+    let flow = dir
+        .for_each_entry(|entry| {
+            if cancel.is_cancelled() {
+                return ControlFlow::Break(());
+            }
+            if after.is_some_and(|a| entry.name().as_bytes() <= a) || !keep(&entry) {
+                return ControlFlow::Continue(());
+            }
+            let full = heap.len() >= max_entries || bytes >= max_bytes;
+            if full
+                && heap
+                    .peek()
+                    .is_some_and(|top| top.key() < entry.name().as_bytes())
+            {
+                more = true;
+                return ControlFlow::Continue(());
+            }
+            bytes += entry_bytes(&entry);
+            heap.push(ByName(entry));
+            while heap.len() > 1 && (heap.len() > max_entries || bytes > max_bytes) {
+                let out = heap.pop().expect("not empty");
+                bytes -= entry_bytes(&out.0);
+                more = true;
+            }
+            ControlFlow::Continue(())
+        })
+        .map_err(|_| failed(ErrorKind::ReadFailed))?;
+    if flow.is_break() {
+        return Err(Cancelled.into());
+    }
+    let entries = heap.into_sorted_vec().into_iter().map(|e| e.0).collect();
+    Ok(Window { entries, more })
+}
+
 /// One file the walk offers to a tool.
 pub(crate) struct FileAt<'a> {
     /// The entry in its directory.
@@ -201,7 +312,7 @@ pub(crate) struct FileAt<'a> {
     /// Its path relative to the root.
     pub(crate) path: String,
     /// Its path relative to the start of the walk.
-    pub(crate) rel: &'a str,
+    pub(crate) rel: String,
 }
 
 /// What a walk is asked to do.
@@ -213,12 +324,16 @@ pub(crate) struct WalkSpec<'a> {
     pub(crate) cancel: &'a CancellationToken,
     /// Stop once more than this many items were produced (`truncated`).
     pub(crate) limit: usize,
+    /// Stop (`truncated`) once the tool sets this: its items filled what it may hold.
+    pub(crate) stop: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 /// What a walk produced.
 pub(crate) struct Walked<T> {
     pub(crate) items: Vec<T>,
     pub(crate) truncated: bool,
+    /// Entries left out because no tool could be given their path back.
+    pub(crate) skipped: usize,
 }
 
 struct Frame<T> {
@@ -227,16 +342,25 @@ struct Frame<T> {
     path: String,
     /// Path relative to the start.
     rel: String,
-    entries: Vec<(Entry, String)>,
-    /// The tool's items for each file entry, by index (computed when the directory opens).
+    /// The current window's entries (the ignored ones dropped), sorted by name.
+    entries: Vec<Entry>,
+    /// The current window was not the directory's last.
+    more: bool,
+    /// The last name the current window read (before the ignored ones were dropped).
+    last: Option<Vec<u8>>,
+    /// The window's size in bytes (its share of the walk's budget).
+    window: usize,
+    /// The tool's items for `entries[batch_from..batch_from + found.len()]`.
     found: Vec<Vec<T>>,
+    batch_from: usize,
     next: usize,
     out: Vec<T>,
+    skipped: usize,
     ignores_len: usize,
 }
 
-/// Walk from `start`, depth first in name order. `files` gets each directory's files at
-/// once (so a tool may search them in parallel) and returns, for each, its items.
+/// Walk from `start`, depth first in name order. `files` gets a directory's files a batch at
+/// a time (so a tool may search them in parallel) and returns, for each, its items.
 pub(crate) fn walk<T: Send>(
     start: WalkDir,
     mut ignores: Ignores,
@@ -246,22 +370,29 @@ pub(crate) fn walk<T: Send>(
     let mut stack: Vec<Frame<T>> = Vec::new();
     let mut produced = 0usize;
     let mut truncated = false;
+    let mut held = 0usize;
     let first = open_frame(
         start,
         spec.prefix.clone(),
         String::new(),
         &mut ignores,
         spec,
-        &mut files,
+        WALK_ENTRIES_BUDGET / 2,
     )?;
+    held += first.window;
     stack.push(first);
     loop {
         if spec.cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
         let top = stack.last_mut().expect("the start frame is popped last");
+        if !truncated && top.next == top.entries.len() && top.more {
+            next_window(top, &mut ignores, spec)?;
+            continue;
+        }
         if truncated || top.next == top.entries.len() {
             let frame = stack.pop().expect("not empty");
+            held -= frame.window;
             ignores.truncate(frame.ignores_len);
             // Only what a directory gave while it lay beneath the root is kept.
             let beneath = frame
@@ -272,6 +403,7 @@ pub(crate) fn walk<T: Send>(
                 Some(parent) => {
                     if beneath {
                         parent.out.extend(frame.out);
+                        parent.skipped += frame.skipped;
                     }
                 }
                 None => {
@@ -281,15 +413,29 @@ pub(crate) fn walk<T: Send>(
                     return Ok(Walked {
                         items: frame.out,
                         truncated,
+                        skipped: frame.skipped,
                     });
                 }
             }
             continue;
         }
         let i = top.next;
-        top.next += 1;
-        let found = std::mem::take(&mut top.found[i]);
-        if top.entries[i].0.kind() != EntryKind::Directory {
+        // The tool's items are full: what its last batch gave is kept, nothing more is read.
+        let beyond_batch = i >= top.batch_from + top.found.len();
+        if beyond_batch
+            && spec
+                .stop
+                .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            truncated = true;
+            continue;
+        }
+        if top.entries[i].kind() != EntryKind::Directory {
+            if beyond_batch {
+                offer_batch(top, &mut files)?;
+            }
+            top.next += 1;
+            let found = std::mem::take(&mut top.found[i - top.batch_from]);
             produced += found.len();
             top.out.extend(found);
             if produced > spec.limit {
@@ -297,7 +443,9 @@ pub(crate) fn walk<T: Send>(
             }
             continue;
         }
-        let (entry, name) = &top.entries[i];
+        top.next += 1;
+        let entry = &top.entries[i];
+        let name = entry.name_str().expect("only UTF-8 names are kept");
         let Some(child) = top
             .dir
             .open_dir(entry)
@@ -307,90 +455,141 @@ pub(crate) fn walk<T: Send>(
         };
         let path = join(&top.path, name);
         let rel = join(&top.rel, name);
-        let frame = open_frame(child, path, rel, &mut ignores, spec, &mut files)?;
+        let window = (WALK_ENTRIES_BUDGET.saturating_sub(held) / 2).max(MIN_WINDOW_BYTES);
+        let frame = open_frame(child, path, rel, &mut ignores, spec, window)?;
+        held += frame.window;
         stack.push(frame);
     }
 }
 
-/// Read a directory's entries, its `.gitignore`, filter and sort, and hand its files to the
-/// tool.
+/// Hand the tool the next batch of the frame's files, from `next` on: at most
+/// [`FILES_PER_BATCH`] files (and the directories between them, which get no items).
+fn offer_batch<T>(
+    frame: &mut Frame<T>,
+    files: &mut impl FnMut(&WalkDir, &[FileAt<'_>]) -> Result<Vec<Vec<T>>, CallError>,
+) -> Result<(), CallError> {
+    let from = frame.next;
+    let mut batch = Vec::new();
+    let mut at = Vec::new();
+    let mut to = from;
+    while to < frame.entries.len() && batch.len() < FILES_PER_BATCH {
+        let e = &frame.entries[to];
+        if e.kind() != EntryKind::Directory {
+            let name = e.name_str().expect("only UTF-8 names are kept");
+            batch.push(FileAt {
+                entry: e,
+                path: join(&frame.path, name),
+                rel: join(&frame.rel, name),
+            });
+            at.push(to - from);
+        }
+        to += 1;
+    }
+    let results = files(&frame.dir, &batch)?;
+    drop(batch);
+    let mut found: Vec<Vec<T>> = (from..to).map(|_| Vec::new()).collect();
+    for (i, items) in at.into_iter().zip(results) {
+        found[i] = items;
+    }
+    frame.found = found;
+    frame.batch_from = from;
+    Ok(())
+}
+
+/// Open a directory's frame: its `.gitignore` and its first window.
 fn open_frame<T>(
-    mut dir: WalkDir,
+    dir: WalkDir,
     path: String,
     rel: String,
     ignores: &mut Ignores,
     spec: &WalkSpec<'_>,
-    files: &mut impl FnMut(&WalkDir, &[FileAt<'_>]) -> Result<Vec<Vec<T>>, CallError>,
+    window: usize,
 ) -> Result<Frame<T>, CallError> {
-    let ignores_len = ignores.len();
-    let raw = dir
-        .read_entries()
-        .map_err(|_| failed(ErrorKind::ReadFailed))?;
-    let mut entries = Vec::with_capacity(raw.len());
-    for entry in raw {
-        if spec.cancel.is_cancelled() {
-            return Err(Cancelled.into());
-        }
-        let Some(name) = plain_name(entry.name()) else {
-            continue;
-        };
-        if is_temporary(name) || path.len() + 1 + name.len() > MAX_PATH_BYTES {
-            continue;
-        }
-        if entry.kind() == EntryKind::Directory && name == ".git" {
-            continue;
-        }
-        if name == ".gitignore"
-            && entry.kind() == EntryKind::File
-            && !spec.include_ignored
-            && let Some((file, _)) = dir
-                .open_file(&entry)
-                .map_err(|_| failed(ErrorKind::ReadFailed))?
-        {
-            ignores.push_from(&path, file);
-        }
-        let name = name.to_owned();
-        entries.push((entry, name));
-    }
-    if !spec.include_ignored && ignores.len() > 0 {
-        entries.retain(|(e, name)| {
-            !ignores.is_ignored(&join(&path, name), e.kind() == EntryKind::Directory)
-        });
-    }
-    entries.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-    let rels: Vec<String> = entries.iter().map(|(_, n)| join(&rel, n)).collect();
-    let offered: Vec<(usize, FileAt<'_>)> = entries
-        .iter()
-        .zip(&rels)
-        .enumerate()
-        .filter(|(_, ((e, _), _))| e.kind() != EntryKind::Directory)
-        .map(|(i, ((e, n), r))| {
-            (
-                i,
-                FileAt {
-                    entry: e,
-                    path: join(&path, n),
-                    rel: r.as_str(),
-                },
-            )
-        })
-        .collect();
-    let indices: Vec<usize> = offered.iter().map(|(i, _)| *i).collect();
-    let batch: Vec<FileAt<'_>> = offered.into_iter().map(|(_, f)| f).collect();
-    let results = files(&dir, &batch)?;
-    drop(batch);
-    let mut found: Vec<Vec<T>> = (0..entries.len()).map(|_| Vec::new()).collect();
-    for (i, items) in indices.into_iter().zip(results) {
-        found[i] = items;
-    }
-    Ok(Frame {
+    let mut frame = Frame {
         dir,
         path,
         rel,
-        entries,
-        found,
+        entries: Vec::new(),
+        more: false,
+        last: None,
+        window,
+        found: Vec::new(),
+        batch_from: 0,
         next: 0,
         out: Vec::new(),
-        ignores_len,
-    })
+        skipped: 0,
+        ignores_len: ignores.len(),
+    };
+    next_window(&mut frame, ignores, spec)?;
+    Ok(frame)
+}
+
+/// Read the frame's next window of entries (its first when none was read): filtered, the
+/// ignored ones dropped, sorted. The first window counts what is skipped and reads the
+/// directory's `.gitignore`.
+fn next_window<T>(
+    frame: &mut Frame<T>,
+    ignores: &mut Ignores,
+    spec: &WalkSpec<'_>,
+) -> Result<(), CallError> {
+    let first = frame.last.is_none();
+    let mut skipped = 0usize;
+    let mut gitignore = None;
+    let path = &frame.path;
+    let window = read_window(
+        &mut frame.dir,
+        frame.last.as_deref(),
+        usize::MAX,
+        frame.window,
+        spec.cancel,
+        |entry| {
+            let Some(name) = plain_name(entry.name()) else {
+                skipped += 1;
+                return false;
+            };
+            if is_temporary(name) {
+                return false;
+            }
+            if path.len() + 1 + name.len() > MAX_PATH_BYTES {
+                skipped += 1;
+                return false;
+            }
+            if entry.kind() == EntryKind::Directory && name == ".git" {
+                return false;
+            }
+            if first && name == ".gitignore" && entry.kind() == EntryKind::File {
+                gitignore = Some(entry.clone());
+            }
+            true
+        },
+    )?;
+    if first {
+        frame.skipped += skipped;
+        if let Some(entry) = gitignore
+            && !spec.include_ignored
+            && let Some((file, _)) = frame
+                .dir
+                .open_file(&entry)
+                .map_err(|_| failed(ErrorKind::ReadFailed))?
+        {
+            ignores.push_from(&frame.path, file);
+        }
+    }
+    let mut entries = window.entries;
+    if let Some(last) = entries.last() {
+        use std::os::unix::ffi::OsStrExt;
+        frame.last = Some(last.name().as_bytes().to_vec());
+    }
+    if !spec.include_ignored && ignores.len() > 0 {
+        entries.retain(|e| {
+            let name = e.name_str().expect("only UTF-8 names are kept");
+            !ignores.is_ignored(&join(&frame.path, name), e.kind() == EntryKind::Directory)
+        });
+    }
+    frame.entries = entries;
+    frame.more = window.more;
+    frame.next = 0;
+    frame.found = Vec::new();
+    frame.batch_from = 0;
+    Ok(())
 }

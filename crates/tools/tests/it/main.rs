@@ -5,6 +5,7 @@ mod file_attacks;
 mod file_tools;
 mod read_file;
 mod registry;
+mod scans;
 mod walk_race;
 mod walking;
 
