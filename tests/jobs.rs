@@ -652,3 +652,26 @@ async fn without_job_output_no_job_is_started() {
             .unwrap();
     start(&registry, "true").await;
 }
+
+#[test]
+fn jobs_end_with_the_servers_sigterm_and_sigint() {
+    use rustix::process::{Pid, Signal};
+    for signal in [Signal::TERM, Signal::INT] {
+        let dir = tempfile::tempdir().unwrap();
+        let m = marker();
+        let mut child = spawn_server(dir.path());
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdin.write_all(job_line(&m).as_bytes()).unwrap();
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        assert!(answer.contains("jobId"), "{answer}");
+        support::wait_alive_blocking(&m, 1);
+        let pid = Pid::from_raw(child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{signal:?}: {status}");
+        testkit::census::check(&m, Duration::from_secs(3)).unwrap();
+        drop(stdin);
+    }
+}
