@@ -44,12 +44,14 @@ pub fn js(source: &str) -> Command {
 
 /// A fork bomb (`b() { b | b & }; b` in a shell whose `$0` is `marker`) in `mode`, bounded to
 /// 32 processes and 2 seconds. A `sleep` started first (the marker in its environment, so the
-/// census counts it) holds the output open: the run lasts until its time bound even where the
-/// bomb dies out before it (every process's fork refused at once, under the bound).
+/// census counts it) and the shell's builtin `wait` for it (no fork needed, so no fork the
+/// bound refuses can end the shell) keep the program running: the run lasts until its time
+/// bound even where the bomb dies out before it (every process's fork refused at once, under
+/// the bound), since a run ends when its program exits.
 pub fn fork_bomb(marker: &str, mode: Containment) -> Command {
     let mut cmd = command("/bin/sh");
     cmd.arg("-c")
-        .arg("sleep 30 & b() { b | b & }; b; sleep 30")
+        .arg("sleep 30 & b() { b | b & }; b; wait")
         .arg(marker)
         .env("FORK_BOMB_MARKER", marker)
         .current_dir("/")
