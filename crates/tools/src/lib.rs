@@ -5,8 +5,11 @@
 //!
 //! Factories: [`create_coding_tools`] (the three coding tools), [`create_workspace_tools`]
 //! (the whole set, [`WORKSPACE_TOOLS`]), [`create_read_only_tools`] (those that change
-//! nothing, [`READ_ONLY_TOOLS`]) and [`create_selected_tools`] (any subset by name). Each
-//! tool's arguments, record and tokens are described in its module and in `docs/TOOLS.md`.
+//! nothing, [`READ_ONLY_TOOLS`]) and [`create_selected_tools`] (any subset by name). Where
+//! the embedder enables commands ([`NodeProcessOptions::commands`]), the set also holds
+//! [`COMMAND_TOOLS`]: `run_command` and the background-job tools `job_output`, `job_stop` and
+//! `job_list`, which share one [`JobTable`] per registry (see [`jobs`]). Each tool's arguments,
+//! record and tokens are described in its module and in `docs/TOOLS.md`.
 //!
 //! The file tools do their filesystem work on a thread pool of their own (never on the
 //! reactor), resolve every path on descriptors beneath the root (the `beneath` crate), and check
