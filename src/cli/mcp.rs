@@ -310,7 +310,7 @@ mod tests {
             for name in &every {
                 let named = text
                     .match_indices(name)
-                    .any(|(i, _)| !text[i + name.len()..].starts_with(|c: char| c == '_'));
+                    .any(|(i, _)| !text[i + name.len()..].starts_with('_'));
                 assert_eq!(
                     named,
                     listed.iter().any(|l| l == name),
