@@ -4,7 +4,8 @@
 //! which depend on no crate of ours); L1 `rootid`, `atomicwrite`,
 //! `nodeexec`; L2 `jail`, `tools`; 3 the repository's tooling (`grading`). A crate may depend
 //! (normally, for building, or for its tests) only on crates of a strictly lower layer, and
-//! every crate under `crates/` must have a layer (`ARCHITECTURE.md` has the map).
+//! every crate under `crates/` must have a layer (`ARCHITECTURE.md` has the map). A test-support
+//! crate ([`TEST_SUPPORT`]) is a dev-dependency only, of every crate and of the root package.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -24,6 +25,10 @@ pub const LAYERS: &[(&str, u8)] = &[
     // Repository tooling (`publish = false`): the case runner of the binary and the xtask.
     ("grading", 3),
 ];
+
+/// Crates of test support: a dev-dependency only, never a normal or build dependency of any
+/// crate (the root package included), so that nothing the binary links holds test code.
+pub const TEST_SUPPORT: &[&str] = &["testkit"];
 
 fn layer_of(name: &str) -> Option<u8> {
     LAYERS.iter().find(|(n, _)| *n == name).map(|&(_, l)| l)
@@ -62,6 +67,7 @@ pub fn violations(root: &Path) -> Vec<String> {
             ));
             continue;
         };
+        found.extend(test_support_in_product(&name, &doc));
         for table in ["dependencies", "dev-dependencies", "build-dependencies"] {
             let Some(deps) = doc.get(table).and_then(|d| d.as_table()) else {
                 continue;
@@ -75,6 +81,30 @@ pub fn violations(root: &Path) -> Vec<String> {
                     ));
                 }
             }
+        }
+    }
+    // The root package (the binary) too.
+    if let Ok(text) = std::fs::read_to_string(root.join("Cargo.toml")) {
+        match text.parse::<toml::Table>() {
+            Ok(doc) => found.extend(test_support_in_product("the root package", &doc)),
+            Err(e) => found.push(format!("Cargo.toml: {e}")),
+        }
+    }
+    found
+}
+
+/// A test-support crate among `doc`'s normal or build dependencies.
+fn test_support_in_product(name: &str, doc: &toml::Table) -> Vec<String> {
+    let mut found = Vec::new();
+    for table in ["dependencies", "build-dependencies"] {
+        let Some(deps) = doc.get(table).and_then(|d| d.as_table()) else {
+            continue;
+        };
+        for dep in deps.keys().filter(|d| TEST_SUPPORT.contains(&d.as_str())) {
+            found.push(format!(
+                "{name} has the test-support crate {dep} in [{table}]: test code would ship \
+                 in the product (a dev-dependency only)"
+            ));
         }
     }
     found
@@ -117,5 +147,64 @@ mod tests {
         let found = violations(tmp.path());
         assert_eq!(found.len(), 1, "{found:#?}");
         assert!(found[0].contains("tools"));
+    }
+
+    #[test]
+    fn test_support_in_a_normal_dependency_is_caught() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("crates/grading");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("Cargo.toml"),
+            "[package]\nname = \"grading\"\n[dependencies]\ntestkit = \"0.1\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            tmp.path().join("Cargo.toml"),
+            "[package]\nname = \"confine\"\n[build-dependencies]\ntestkit = \"0.1\"\n\
+             [dev-dependencies]\ntestkit = \"0.1\"\n",
+        )
+        .unwrap();
+        let found = violations(tmp.path());
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert!(found[0].contains("grading has the test-support crate testkit in [dependencies]"));
+        assert!(found[1].contains("the root package has the test-support crate testkit"));
+    }
+
+    /// What the manifests promise, as cargo resolves it: the binary's normal dependency tree
+    /// holds no test-support crate.
+    #[test]
+    fn the_binary_links_no_test_support() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = std::process::Command::new(cargo)
+            .args([
+                "tree",
+                "-e",
+                "normal",
+                "-p",
+                "confine",
+                "--prefix",
+                "none",
+                "--offline",
+            ])
+            .current_dir(crate::workspace_root())
+            .output()
+            .expect("cargo tree");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tree = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            tree.contains("grading v"),
+            "the tree names the binary's crates: {tree}"
+        );
+        for name in TEST_SUPPORT {
+            assert!(
+                !tree.lines().any(|l| l.starts_with(&format!("{name} v"))),
+                "{name} in the binary's tree:\n{tree}"
+            );
+        }
     }
 }

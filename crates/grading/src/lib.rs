@@ -225,38 +225,45 @@ pub struct JailOutcome {
     pub code: Option<&'static str>,
 }
 
-/// The temporary parent of one case: the root, its sibling, and their canonical paths (the
-/// tests' own fixture, `testkit::Sibling`, with the case names).
+/// The temporary parent of one case: the root, its prefix-sharing sibling holding the secret,
+/// and their canonical paths. Written here rather than taken from the tests' fixture crate, so
+/// that the binary links no test support.
 #[derive(Debug)]
 pub struct Sandbox {
-    sibling: testkit::Sibling,
+    tmp: tempfile::TempDir,
+    root: std::path::PathBuf,
+    outside: std::path::PathBuf,
 }
 
 impl Sandbox {
     /// Make the parent with `cc-task-abc` and `cc-task-abc-evil/secret.txt`.
     pub fn new() -> Result<Self, GradingError> {
         let build = || -> io::Result<Self> {
-            let parent = tempfile::Builder::new().prefix("confine-case-").tempdir()?;
-            let sibling =
-                testkit::Sibling::try_named(parent, ROOT_NAME, OUTSIDE_NAME, SECRET_CONTENT)?;
-            Ok(Self { sibling })
+            let tmp = tempfile::Builder::new().prefix("confine-case-").tempdir()?;
+            let base = tmp.path().canonicalize()?;
+            let (root, outside) = (base.join(ROOT_NAME), base.join(OUTSIDE_NAME));
+            std::fs::create_dir(&root)?;
+            std::fs::create_dir(&outside)?;
+            std::fs::write(outside.join(SECRET_NAME), SECRET_CONTENT)?;
+            Ok(Self { tmp, root, outside })
         };
         build().map_err(GradingError::Sandbox)
     }
 
     /// The root's canonical path.
     pub fn root(&self) -> &Path {
-        self.sibling.root()
+        &self.root
     }
 
     /// The sibling's canonical path.
     pub fn outside(&self) -> &Path {
-        self.sibling.outside()
+        &self.outside
     }
 
     /// Replace `$ROOT` and `$OUTSIDE` by the canonical paths.
     pub fn substitute(&self, s: &str) -> String {
-        self.sibling.substitute(s)
+        s.replace("$ROOT", &self.root.to_string_lossy())
+            .replace("$OUTSIDE", &self.outside.to_string_lossy())
     }
 
     /// Build `tree` beneath the root (see [`CaseTree::build_at`]).
@@ -266,7 +273,7 @@ impl Sandbox {
 
     /// Remove the parent and everything in it.
     pub fn close(self) -> Result<(), GradingError> {
-        self.sibling.close().map_err(GradingError::Sandbox)
+        self.tmp.close().map_err(GradingError::Sandbox)
     }
 }
 
