@@ -174,6 +174,10 @@ kinds! {
     /// The path is protected (a file programs on the host run or obey, such as a git hook or
     /// `.git/config`): no tool changes it, moves it, or creates beneath it.
     PathProtected => "PATH_PROTECTED",
+    /// read_media arguments are not exactly `{ "path": string }`.
+    InvalidReadMediaInput => "INVALID_READ_MEDIA_INPUT",
+    /// The file is not a PNG, JPEG, GIF or WebP whose width and height can be read.
+    FileNotMedia => "FILE_NOT_MEDIA",
 }
 
 impl fmt::Display for ErrorKind {
@@ -427,6 +431,8 @@ mod tests {
             "JOB_NOT_FOUND",
             "INVALID_JOB_INPUT",
             "PATH_PROTECTED",
+            "INVALID_READ_MEDIA_INPUT",
+            "FILE_NOT_MEDIA",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);

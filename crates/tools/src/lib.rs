@@ -1,5 +1,5 @@
 //! The tools an LLM agent calls inside one workspace (`read_file`, `write_file`,
-//! `node_process`, and the file tools `edit_file`, `read_lines`, `file_info`,
+//! `node_process`, and the file tools `edit_file`, `read_lines`, `read_media`, `file_info`,
 //! `create_directory`, `move_file`, `delete_file`), and the layer that serves them: the
 //! [`Tool`] trait with its [`ToolHints`], [`ToolRegistry`] and [`execute_tool_call`].
 //!
@@ -71,6 +71,7 @@ mod progress;
 pub mod protect;
 pub mod read_file;
 pub mod read_lines;
+pub mod read_media;
 pub mod run_command;
 mod tool;
 mod walk;
@@ -96,6 +97,7 @@ pub use progress::{ProgressReport, ProgressSink, with_progress};
 pub use protect::{DEFAULT_PROTECTED, ProtectError, ProtectedPaths};
 pub use read_file::{MAX_READ_BYTES, ReadTool};
 pub use read_lines::ReadLinesTool;
+pub use read_media::{MAX_MEDIA_BYTES, ReadMediaTool};
 pub use run_command::{RunCommandOptions, RunCommandTool};
 pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,
