@@ -58,7 +58,8 @@ kinds! {
     InvalidNodeProcessInput => "INVALID_NODE_PROCESS_INPUT",
     /// The path failed the portable grammar.
     InvalidRelativePath => "INVALID_RELATIVE_PATH",
-    /// A file (read) or content (write) is over 65,536 bytes.
+    /// A file (read) or content (write) is over 65,536 bytes; an image (read_media) over
+    /// 5,242,880.
     FileTooLarge => "FILE_TOO_LARGE",
     /// The node source is over 32,768 bytes.
     NodeSourceTooLarge => "NODE_SOURCE_TOO_LARGE",

@@ -13,7 +13,8 @@
 //! cancellation before each effect. Where no crate does the job, the code is ours: the
 //! line streaming of `read_lines` (bounded per line, so a file of any size and a line of any
 //! length cost bounded memory) and the exact-text replacement of `edit_file`; its diff is
-//! the `similar` crate's, its time format `chrono`'s.
+//! the `similar` crate's, its time format `chrono`'s; `read_media` takes an image's width and
+//! height from the `imagesize` crate and encodes it with `base64`.
 //!
 //! A tool validates its arguments before any effect (serde types with
 //! `deny_unknown_fields` that also give the JSON Schema, then the grammar and limits), and every

@@ -285,3 +285,77 @@ fn the_root_replaced_is_root_changed() {
     let r = call(&registry, "read_media", json!({"path": "a.png"}));
     assert_eq!(token(&r), "WORKSPACE_ROOT_CHANGED");
 }
+
+/// A thread flips `link` between an inside image and an outside one (a fresh symlink renamed
+/// over it) while reads run: not one returns the outside image. The naive twin, a plain read
+/// of the same path under the same race, does.
+#[test]
+fn a_symlink_swap_race_never_escapes() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let sb = Sandbox::disk("TOP SECRET");
+    let secret = media::png(1, 1);
+    std::fs::write(sb.outside.join("secret.png"), &secret).unwrap();
+    std::fs::write(sb.root.join("inside.png"), media::png(2, 1)).unwrap();
+    let link = sb.root.join("link");
+    symlink("inside.png", &link).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, root, outside) = (stop.clone(), sb.root.clone(), sb.outside.clone());
+        std::thread::spawn(move || {
+            let staging = root.join("link.staging");
+            let mut flip = false;
+            while !stop.load(Ordering::Relaxed) {
+                let _ = std::fs::remove_file(&staging);
+                if flip {
+                    symlink("inside.png", &staging).unwrap();
+                } else {
+                    symlink(outside.join("secret.png"), &staging).unwrap();
+                }
+                std::fs::rename(&staging, root.join("link")).unwrap();
+                flip = !flip;
+            }
+        })
+    };
+    let registry = tools::create_read_only_tools(&sb.root).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let (mut inside, mut refused, mut naive_escapes) = (0, 0, 0);
+    for _ in 0..2000 {
+        let call = tools::ToolCall::new("r", "read_media", &json!({"path": "link"}));
+        let r = rt
+            .block_on(tools::execute_tool_call(&registry, &call, &cancel))
+            .unwrap();
+        if r.is_error {
+            let t = token(&r);
+            assert!(
+                matches!(
+                    t.as_str(),
+                    "PATH_OUTSIDE_WORKSPACE" | "PATH_CHANGED_DURING_READ" | "FILE_NOT_FOUND"
+                ),
+                "{t}"
+            );
+            refused += 1;
+        } else {
+            assert_eq!(r.record()["width"], 2, "a guarded read escaped");
+            inside += 1;
+        }
+        if std::fs::read(&link).is_ok_and(|b| b == secret) {
+            naive_escapes += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(
+        inside > 0 && refused > 0,
+        "the race did not run: {inside} {refused}"
+    );
+    assert!(
+        naive_escapes > 0,
+        "the naive twin should have escaped at least once"
+    );
+}
