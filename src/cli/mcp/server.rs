@@ -235,12 +235,6 @@ fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
              atomically, creating missing parent directories.",
         );
     }
-    if registry.get("read_media").is_some() {
-        text.push_str(
-            " read_media shows you an image of the workspace (PNG, JPEG, GIF or WebP, at most \
-             5 MiB).",
-        );
-    }
     if registry.get("node_process").is_some() {
         let ms = setting.timeout_ms.unwrap_or(500);
         text.push_str(&format!(
@@ -286,6 +280,12 @@ fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
                  reach); the workspace is only their working directory."
             ));
         }
+    }
+    if registry.get("read_media").is_some() {
+        text.push_str(
+            " read_media shows you an image of the workspace (PNG, JPEG, GIF or WebP, at most \
+             5 MiB).",
+        );
     }
     if setting.read_only {
         text.push_str(" This server is read-only: only tools that change nothing are offered.");
