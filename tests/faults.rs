@@ -38,9 +38,8 @@ fn documented(tool: &str) -> &'static [&'static str] {
         "PATH_CHANGED_DURING_READ",
     ];
     let own: &[&str] = match tool {
-        "read_file" | "read_lines" | "list_directory" | "find_files" | "grep" | "file_info" => {
-            &["READ_FAILED"]
-        }
+        "read_file" | "read_lines" | "read_media" | "list_directory" | "find_files" | "grep"
+        | "file_info" => &["READ_FAILED"],
         "write_file" | "edit_file" | "create_directory" | "move_file" | "delete_file" => &[
             "WRITE_FAILED",
             "READ_FAILED",
@@ -193,6 +192,10 @@ fn every_tool(s: &mut Session, tag: &str) -> BTreeMap<&'static str, Answer> {
         s.call("read_lines", json!({"path": "keep.txt"})),
     );
     got.insert(
+        "read_media",
+        s.call("read_media", json!({"path": "pic.png"})),
+    );
+    got.insert(
         "list_directory",
         s.call("list_directory", json!({"path": "src"})),
     );
@@ -269,6 +272,7 @@ const TAGS: &[&str] = &["before", "blocks", "inodes", "freed", "ro", "rw", "afte
 fn populate(root: &Path) {
     std::fs::create_dir_all(root.join("src")).unwrap();
     std::fs::write(root.join("keep.txt"), OLD).unwrap();
+    std::fs::write(root.join("pic.png"), testkit::media::png(2, 3)).unwrap();
     std::fs::write(root.join("src/lib.rs"), "// needle\nfn main() {}\n").unwrap();
     std::fs::write(root.join("src/other.rs"), "fn other() {}\n").unwrap();
     let mut deep = root.join("deep");
@@ -302,6 +306,7 @@ fn reads_answer(got: &BTreeMap<&'static str, Answer>) {
     for tool in [
         "read_file",
         "read_lines",
+        "read_media",
         "list_directory",
         "find_files",
         "grep",
@@ -309,6 +314,7 @@ fn reads_answer(got: &BTreeMap<&'static str, Answer>) {
     ] {
         assert!(got[tool].is_ok(), "{tool}: {:?}", got[tool]);
     }
+    assert_eq!(got["read_media"].as_ref().unwrap()["height"], json!(3));
     assert_eq!(got["read_file"].as_ref().unwrap()["content"], json!(OLD));
     assert_eq!(
         got["find_files"].as_ref().unwrap()["paths"]
@@ -636,6 +642,9 @@ fn a_server_out_of_descriptors_fails_with_tokens_and_recovers() {
         if let Ok(read) = &got["read_file"] {
             assert_eq!(read["content"], json!(OLD));
         }
+        if let Ok(image) = &got["read_media"] {
+            assert_eq!(image["width"], json!(2), "{image}");
+        }
         if let Ok(found) = &got["find_files"] {
             assert_eq!(found["paths"].as_array().unwrap().len(), 3, "{found}");
         }
@@ -729,6 +738,7 @@ fn an_mcp_server_out_of_descriptors_answers_every_call_and_recovers() {
             json!({"path": "keep.txt", "edits": [{"oldText": "OLD", "newText": "EDITED"}]}),
         ),
         ("write_file", json!({"path": "keep.txt", "content": NEW})),
+        ("read_media", json!({"path": "pic.png"})),
     ];
     let mut id = 0;
     let mut call = |name: &str, arguments: &Value| {

@@ -41,8 +41,8 @@ pub struct ToolArgs {
     /// exist. Repeatable.
     #[arg(long, value_name = "PATH", requires = "sandbox", value_parser = existing_path)]
     pub sandbox_write: Vec<PathBuf>,
-    /// Offer only the tools that change nothing: read_file, read_lines, list_directory,
-    /// find_files, grep and file_info.
+    /// Offer only the tools that change nothing: read_file, read_lines, read_media,
+    /// list_directory, find_files, grep and file_info.
     #[arg(long)]
     pub read_only: bool,
     /// Offer only these tools (comma-separated names, for example `read_file,grep`); with

@@ -1,7 +1,8 @@
 // Drives `confine mcp` with the official MCP TypeScript SDK client, so that a client nobody
 // here wrote is the judge. Usage: node client.mjs <path to the confine binary>
 //
-// Checks: initialize, tools/list (three tools, closed schemas), each tool, refusals as tool
+// Checks: initialize, tools/list (three tools, closed schemas), each tool (read_media's image
+// item too), refusals as tool
 // errors (isError with structuredContent), an unknown tool as a protocol error, `--read-only`,
 // and a cancellation (AbortSignal on callTool -> notifications/cancelled) of a running
 // node_process, checking through /proc that the process is gone and that the server still
@@ -141,6 +142,35 @@ async function main() {
     check(
       'read_file',
       result.isError === false && consistent && same(record, { path: 'a.txt', content: 'alpha\n', bytes: 6 }),
+      result,
+    );
+  });
+
+  await step('read_media', async () => {
+    // A 1x1 PNG: the SDK must accept the image content item and its structuredContent.
+    const png = Buffer.from(
+      'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+      'base64',
+    );
+    fs.writeFileSync(path.join(root, 'dot.txt'), png);
+    const result = await client.callTool({ name: 'read_media', arguments: { path: 'dot.txt' } });
+    const [image, text] = result.content ?? [];
+    const expected = {
+      path: 'dot.txt',
+      mimeType: 'image/png',
+      bytes: png.length,
+      width: png.readUInt32BE(16),
+      height: png.readUInt32BE(20),
+    };
+    check(
+      'read_media: an image item, then the record as text and structuredContent',
+      result.isError === false &&
+        image?.type === 'image' &&
+        image.mimeType === 'image/png' &&
+        Buffer.from(image.data, 'base64').equals(png) &&
+        text?.type === 'text' &&
+        same(JSON.parse(text.text), expected) &&
+        same(result.structuredContent, expected),
       result,
     );
   });

@@ -1,7 +1,7 @@
 //! Helpers shared by this repository's tests, one copy each: the process census
 //! ([`census`]), the workspace beside a prefix-sharing sibling and leftover scans
-//! ([`fixture`]), the Node.js executable ([`node`], [`node_on_path`]), and unique names
-//! ([`unique`]).
+//! ([`fixture`]), the Node.js executable ([`node`], [`node_on_path`]), small images of each
+//! format `read_media` serves ([`media`]), and unique names ([`unique`]).
 //!
 //! A dev-dependency only (and a dependency of `xtask`, which runs the census after the test
 //! suites); never published. It depends on no crate of this workspace, so every crate's tests
@@ -9,6 +9,7 @@
 
 pub mod census;
 pub mod fixture;
+pub mod media;
 
 pub use fixture::{Sibling, assert_no_pify, pify_entries};
 

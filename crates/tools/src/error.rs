@@ -58,7 +58,8 @@ kinds! {
     InvalidNodeProcessInput => "INVALID_NODE_PROCESS_INPUT",
     /// The path failed the portable grammar.
     InvalidRelativePath => "INVALID_RELATIVE_PATH",
-    /// A file (read) or content (write) is over 65,536 bytes.
+    /// A file (read) or content (write) is over 65,536 bytes; an image (read_media) over
+    /// 5,242,880.
     FileTooLarge => "FILE_TOO_LARGE",
     /// The node source is over 32,768 bytes.
     NodeSourceTooLarge => "NODE_SOURCE_TOO_LARGE",
@@ -174,6 +175,10 @@ kinds! {
     /// The path is protected (a file programs on the host run or obey, such as a git hook or
     /// `.git/config`): no tool changes it, moves it, or creates beneath it.
     PathProtected => "PATH_PROTECTED",
+    /// read_media arguments are not exactly `{ "path": string }`.
+    InvalidReadMediaInput => "INVALID_READ_MEDIA_INPUT",
+    /// The file is not a PNG, JPEG, GIF or WebP whose width and height can be read.
+    FileNotMedia => "FILE_NOT_MEDIA",
 }
 
 impl fmt::Display for ErrorKind {
@@ -427,6 +432,8 @@ mod tests {
             "JOB_NOT_FOUND",
             "INVALID_JOB_INPUT",
             "PATH_PROTECTED",
+            "INVALID_READ_MEDIA_INPUT",
+            "FILE_NOT_MEDIA",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);

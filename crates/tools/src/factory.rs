@@ -17,6 +17,7 @@ use crate::move_file::MoveTool;
 use crate::node_process::{NodeProcessOptions, NodeProcessTool};
 use crate::read_file::ReadTool;
 use crate::read_lines::ReadLinesTool;
+use crate::read_media::ReadMediaTool;
 use crate::run_command::RunCommandTool;
 use crate::tool::{Tool, ToolRegistry};
 use crate::write_file::WriteTool;
@@ -89,6 +90,7 @@ pub const WORKSPACE_TOOLS: &[&str] = &[
     "node_process",
     "edit_file",
     "read_lines",
+    "read_media",
     "list_directory",
     "find_files",
     "grep",
@@ -102,6 +104,7 @@ pub const WORKSPACE_TOOLS: &[&str] = &[
 pub const READ_ONLY_TOOLS: &[&str] = &[
     "read_file",
     "read_lines",
+    "read_media",
     "list_directory",
     "find_files",
     "grep",
@@ -135,6 +138,7 @@ fn build_tool(
         "write_file" => Arc::new(WriteTool::new(root.clone()).protect(protected.clone())),
         "edit_file" => Arc::new(EditTool::new(root.clone()).protect(protected.clone())),
         "read_lines" => Arc::new(ReadLinesTool::new(root.clone())),
+        "read_media" => Arc::new(ReadMediaTool::new(root.clone())),
         "file_info" => Arc::new(InfoTool::new(root.clone())),
         "create_directory" => Arc::new(MkdirTool::new(root.clone()).protect(protected.clone())),
         "move_file" => Arc::new(MoveTool::new(root.clone()).protect(protected.clone())),

@@ -1,5 +1,5 @@
 //! The tools an LLM agent calls inside one workspace (`read_file`, `write_file`,
-//! `node_process`, and the file tools `edit_file`, `read_lines`, `file_info`,
+//! `node_process`, and the file tools `edit_file`, `read_lines`, `read_media`, `file_info`,
 //! `create_directory`, `move_file`, `delete_file`), and the layer that serves them: the
 //! [`Tool`] trait with its [`ToolHints`], [`ToolRegistry`] and [`execute_tool_call`].
 //!
@@ -16,7 +16,8 @@
 //! cancellation before each effect. Where no crate does the job, the code is ours: the
 //! line streaming of `read_lines` (bounded per line, so a file of any size and a line of any
 //! length cost bounded memory) and the exact-text replacement of `edit_file`; its diff is
-//! the `similar` crate's, its time format `chrono`'s.
+//! the `similar` crate's, its time format `chrono`'s; `read_media` takes an image's width and
+//! height from the `imagesize` crate and encodes it with `base64`.
 //!
 //! A tool validates its arguments before any effect (serde types with
 //! `deny_unknown_fields` that also give the JSON Schema, then the grammar and limits), and every
@@ -74,6 +75,7 @@ mod progress;
 pub mod protect;
 pub mod read_file;
 pub mod read_lines;
+pub mod read_media;
 pub mod run_command;
 mod scan;
 mod tool;
@@ -100,6 +102,7 @@ pub use progress::{ProgressReport, ProgressSink, with_progress};
 pub use protect::{DEFAULT_PROTECTED, ProtectError, ProtectedPaths};
 pub use read_file::{MAX_READ_BYTES, ReadTool};
 pub use read_lines::ReadLinesTool;
+pub use read_media::{MAX_MEDIA_BYTES, ReadMediaTool};
 pub use run_command::{RunCommandOptions, RunCommandTool};
 pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,

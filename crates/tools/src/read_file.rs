@@ -63,33 +63,7 @@ impl ReadTool {
         path: &RelPath,
         cancel: &CancellationToken,
     ) -> Result<ReadOutput, CallError> {
-        if cancel.is_cancelled() {
-            return Err(Cancelled.into());
-        }
-        self.root.verify()?;
-        let rel = Path::new(path.as_str());
-        let dir = self.root.dir();
-        // Located with O_PATH and checked to be a regular file before it is opened (a device
-        // or a FIFO is never opened); non-blocking all the same.
-        let (mut file, st) = open_read_beneath(dir, rel).map_err(|e| match e.raw_os_error() {
-            Some(libc::ESTALE) => failed(ErrorKind::PathChangedDuringRead),
-            _ => open_error(&e, ErrorKind::ReadFailed),
-        })?;
-        // A regular file (checked before it was opened), of this identity and size hint.
-        let opened = FileIdentity::of(&st);
-        let size = u64::try_from(st.st_size).unwrap_or(0);
-
-        let buf = read_bounded(&mut file, size, cancel, || {})?;
-
-        // The name must still lead (beneath the root) to the object that was read.
-        let now = identity_now(dir, rel)
-            .map_err(|e| failed(ErrorKind::PathChangedDuringRead).with_source(e))?;
-        if now != opened {
-            return Err(failed(ErrorKind::PathChangedDuringRead));
-        }
-        if cancel.is_cancelled() {
-            return Err(Cancelled.into());
-        }
+        let buf = read_whole(&self.root, path, MAX_READ_BYTES, cancel)?;
         let bytes = buf.len();
         let content =
             String::from_utf8(buf).map_err(|e| failed(ErrorKind::FileNotUtf8).with_source(e))?;
@@ -99,6 +73,47 @@ impl ReadTool {
             bytes,
         })
     }
+}
+
+/// The bytes of the regular file at `path` beneath `root`, at most `limit` of them
+/// (`FILE_TOO_LARGE` past it; never more than `limit + 1` bytes read).
+///
+/// The root is verified first; the file is located with `O_PATH` and checked to be a regular
+/// file before it is opened (a device or a FIFO is never opened; non-blocking all the same);
+/// after the read the name must still lead, beneath the root, to the object that was read
+/// (`PATH_CHANGED_DURING_READ`). Cancellation is checked before, during and after the read.
+/// `read_file` and `read_media` both read this way.
+pub(crate) fn read_whole(
+    root: &WorkspaceRoot,
+    path: &RelPath,
+    limit: usize,
+    cancel: &CancellationToken,
+) -> Result<Vec<u8>, CallError> {
+    if cancel.is_cancelled() {
+        return Err(Cancelled.into());
+    }
+    root.verify()?;
+    let rel = Path::new(path.as_str());
+    let dir = root.dir();
+    let (mut file, st) = open_read_beneath(dir, rel).map_err(|e| match e.raw_os_error() {
+        Some(libc::ESTALE) => failed(ErrorKind::PathChangedDuringRead),
+        _ => open_error(&e, ErrorKind::ReadFailed),
+    })?;
+    // A regular file (checked before it was opened), of this identity and size hint.
+    let opened = FileIdentity::of(&st);
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+
+    let buf = read_bounded_to(&mut file, size, limit, cancel, || {})?;
+
+    let now = identity_now(dir, rel)
+        .map_err(|e| failed(ErrorKind::PathChangedDuringRead).with_source(e))?;
+    if now != opened {
+        return Err(failed(ErrorKind::PathChangedDuringRead));
+    }
+    if cancel.is_cancelled() {
+        return Err(Cancelled.into());
+    }
+    Ok(buf)
 }
 
 /// Read at most `MAX_READ_BYTES + 1` bytes, checking `cancel` before every read; `after_read`
@@ -111,9 +126,21 @@ pub(crate) fn read_bounded(
     file: &mut impl Read,
     size: u64,
     cancel: &CancellationToken,
+    after_read: impl FnMut(),
+) -> Result<Vec<u8>, CallError> {
+    read_bounded_to(file, size, MAX_READ_BYTES, cancel, after_read)
+}
+
+/// [`read_bounded`] with another limit: at most `limit + 1` bytes are ever read, and a file
+/// over `limit` bytes is `FILE_TOO_LARGE` (`read_media` reads images up to its own limit).
+pub(crate) fn read_bounded_to(
+    file: &mut impl Read,
+    size: u64,
+    limit: usize,
+    cancel: &CancellationToken,
     mut after_read: impl FnMut(),
 ) -> Result<Vec<u8>, CallError> {
-    if size > MAX_READ_BYTES as u64 {
+    if size > limit as u64 {
         return Err(failed(ErrorKind::FileTooLarge));
     }
     let size = size as usize;
@@ -122,7 +149,7 @@ pub(crate) fn read_bounded(
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
-        let room = MAX_READ_BYTES + 1 - buf.len();
+        let room = limit + 1 - buf.len();
         let expected = size.saturating_sub(buf.len()) + 1;
         let want = room.min(CHUNK).min(expected.max(MIN_READ));
         let start = buf.len();
@@ -136,7 +163,7 @@ pub(crate) fn read_bounded(
         };
         buf.truncate(start + n);
         after_read();
-        if buf.len() > MAX_READ_BYTES {
+        if buf.len() > limit {
             return Err(failed(ErrorKind::FileTooLarge));
         }
         if n == 0 || (n < want && buf.len() == size) {

@@ -316,6 +316,12 @@ fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
             ));
         }
     }
+    if registry.get("read_media").is_some() {
+        text.push_str(
+            " read_media shows you an image of the workspace (PNG, JPEG, GIF or WebP, at most \
+             5 MiB).",
+        );
+    }
     if setting.read_only {
         text.push_str(" This server is read-only: only tools that change nothing are offered.");
     }
@@ -328,6 +334,29 @@ fn to_call_tool_result(record: Value, is_error: bool) -> CallToolResult {
     let mut out = CallToolResult::success(vec![ContentBlock::text(record.to_string())]);
     out.structured_content = Some(record);
     out.is_error = Some(is_error);
+    out
+}
+
+/// The MCP result of a successful `read_media` call: an `image` content item with the
+/// record's `data` and `mimeType`, then a text item with the record less `data`, which is
+/// also the `structuredContent` (`{path, mimeType, bytes, width, height}`). A record without
+/// `data` (never the tool's) keeps the ordinary shape.
+fn to_media_result(record: Value) -> CallToolResult {
+    let Value::Object(mut fields) = record else {
+        return to_call_tool_result(record, false);
+    };
+    let (Some(Value::String(data)), Some(Value::String(mime))) =
+        (fields.remove("data"), fields.get("mimeType").cloned())
+    else {
+        return to_call_tool_result(Value::Object(fields), false);
+    };
+    let rest = Value::Object(fields);
+    let mut out = CallToolResult::success(vec![
+        ContentBlock::image(data, mime),
+        ContentBlock::text(rest.to_string()),
+    ]);
+    out.structured_content = Some(rest);
+    out.is_error = Some(false);
     out
 }
 
@@ -420,6 +449,9 @@ impl ServerHandler for ConfineServer {
             }
         };
         match outcome {
+            Some((record, false)) if call.name == "read_media" => {
+                Ok(to_media_result(record).into())
+            }
             Some((record, is_error)) => Ok(to_call_tool_result(record, is_error).into()),
             None => Err(ErrorData::new(REQUEST_CANCELLED, "Request cancelled", None)),
         }
@@ -447,6 +479,28 @@ mod tests {
         assert_eq!(out.content.len(), 1);
         let text = out.content[0].as_text().expect("a text item");
         assert_eq!(text.text, result.content);
+    }
+
+    #[test]
+    fn a_media_record_maps_to_an_image_item_and_structured_content_without_data() {
+        let record = serde_json::json!({
+            "path": "a.png", "mimeType": "image/png", "bytes": 3, "width": 1, "height": 2,
+            "data": "AAEC",
+        });
+        let out = to_media_result(record);
+        assert_eq!(out.is_error, Some(false));
+        let rest = serde_json::json!({
+            "path": "a.png", "mimeType": "image/png", "bytes": 3, "width": 1, "height": 2,
+        });
+        assert_eq!(out.structured_content, Some(rest.clone()));
+        assert_eq!(out.content.len(), 2);
+        let image = out.content[0].as_image().expect("an image item first");
+        assert_eq!(
+            (image.data.as_str(), image.mime_type.as_str()),
+            ("AAEC", "image/png")
+        );
+        let text = out.content[1].as_text().expect("then a text item");
+        assert_eq!(serde_json::from_str::<Value>(&text.text).unwrap(), rest);
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod args_properties;
 mod file_attacks;
 mod file_tools;
 mod read_file;
+mod read_media;
 mod registry;
 mod scans;
 mod walk_race;
