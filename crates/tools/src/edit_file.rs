@@ -69,6 +69,9 @@ use crate::write_file::install_checked;
 use crate::write_file::lock::{TargetKey, lock_target};
 use crate::write_file::parent::{Parent, symlink_target_kind};
 
+mod closest;
+pub use closest::{MAX_CLOSEST_CHARS, MAX_OCCURRENCE_LINES};
+
 /// The most bytes a file may hold before and after the edits (`write_file`'s limit).
 pub const MAX_EDIT_BYTES: usize = 65_536;
 
@@ -156,7 +159,14 @@ pub(crate) struct Edited {
 }
 
 /// Apply `edits` to `original` (pure): the byte order mark and CRLF rules of the module docs.
-pub(crate) fn apply(original: &str, edits: &[EditSpec], label: &str) -> Result<Edited, CallError> {
+/// An edit that misses fails with its diagnostics (`closest`, `lines`); `cancel` is checked
+/// while the closest region is searched.
+pub(crate) fn apply(
+    original: &str,
+    edits: &[EditSpec],
+    label: &str,
+    cancel: &CancellationToken,
+) -> Result<Edited, CallError> {
     let (bom, body) = match original.strip_prefix(BOM) {
         Some(rest) => (BOM, rest),
         None => ("", original),
@@ -176,12 +186,22 @@ pub(crate) fn apply(original: &str, edits: &[EditSpec], label: &str) -> Result<E
         let old = lf(&edit.old_text);
         let new = lf(&edit.new_text);
         let found = text.matches(old.as_str()).count();
-        let fail = |kind| CallError::Failed(ToolError::failed(kind).with_edit(index));
+        let fail = |kind| ToolError::failed(kind).with_edit(index);
         match (found, edit.replace_all.unwrap_or(false)) {
-            (0, _) => return Err(fail(ErrorKind::EditTextNotFound)),
+            (0, _) => {
+                let mut e = fail(ErrorKind::EditTextNotFound);
+                if let Some(region) = closest::closest(&text, &old, crlf, cancel)? {
+                    e = e.with_field("closest", region);
+                }
+                return Err(e.into());
+            }
             (1, _) => text = text.replacen(old.as_str(), &new, 1),
             (_, true) => text = text.replace(old.as_str(), &new),
-            (_, false) => return Err(fail(ErrorKind::EditTextNotUnique)),
+            (_, false) => {
+                let lines = closest::occurrence_lines(&text, &old);
+                let e = fail(ErrorKind::EditTextNotUnique).with_field("lines", lines.into());
+                return Err(e.into());
+            }
         }
         replacements += found;
         if text.len() > 2 * MAX_EDIT_BYTES {
@@ -273,7 +293,7 @@ fn edit(
     let read = read_bounded(&mut file, meta.len(), cancel, || {})?;
     let original =
         std::str::from_utf8(&read).map_err(|e| failed(ErrorKind::FileNotUtf8).with_source(e))?;
-    let edited = apply(original, &valid.edits, valid.path.as_str())?;
+    let edited = apply(original, &valid.edits, valid.path.as_str(), cancel)?;
     let output = EditOutput {
         path: valid.path.as_str().to_owned(),
         bytes: edited.bytes.len(),
@@ -422,6 +442,11 @@ impl TypedTool for EditTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`super::apply`] never cancelled.
+    fn apply(original: &str, edits: &[EditSpec], label: &str) -> Result<Edited, CallError> {
+        super::apply(original, edits, label, &CancellationToken::new())
+    }
 
     fn spec(old: &str, new: &str, all: bool) -> EditSpec {
         EditSpec {
