@@ -15,7 +15,10 @@
 //!    `write_file`), must be regular, at most [`MAX_EDIT_BYTES`] and strict UTF-8;
 //! 3. the edits apply in order, each to the text the previous ones left: `oldText` must occur
 //!    exactly once (`EDIT_TEXT_NOT_FOUND`, `EDIT_TEXT_NOT_UNIQUE`; the record names the edit by
-//!    its index from 0), or at least once with `replaceAll`. A UTF-8 byte order mark is set
+//!    its index from 0), or at least once with `replaceAll`. A miss says why, in the record
+//!    beside `edit` (the private module `closest`, and docs/TOOLS.md): `closest` for a text not
+//!    found (the region most like `oldText`, with a hint), `lines` for a text found more than
+//!    once; nothing is ever applied by similarity. A UTF-8 byte order mark is set
 //!    aside and put back. A file whose every line ending is `\r\n` is edited as if it used
 //!    `\n` (edits may be given with either) and written back with `\r\n`; any other file is
 //!    matched byte for byte. The result must fit in [`MAX_EDIT_BYTES`] (`FILE_TOO_LARGE`);
@@ -374,7 +377,10 @@ impl TypedTool for EditTool {
         text replacement. `path` is relative to the workspace root. `edits` apply in order, \
         each to the text the previous ones left: `oldText` must occur exactly once (or set \
         `replaceAll: true` to replace every occurrence) and is replaced by `newText`; if any \
-        edit fails nothing is written and the error names the edit by index. Line endings and \
+        edit fails nothing is written and the error names the edit by index: a text not \
+        found comes with `closest` (the lines most like it, the text they hold, and a hint: \
+        `indentation`, `whitespace`, `quotes` or `different`), a text found more than once \
+        with `lines` (where each occurrence starts); resend the exact text. Line endings and \
         a byte order mark are kept. `dryRun: true` shows the diff without writing. Returns \
         {path, bytes, replacements, diff} with a unified diff of the change. Files over 65,536 \
         bytes, before or after, are refused.";
