@@ -78,12 +78,13 @@ fn is_blank(c: char) -> bool {
 /// `whitespace` but says where), `whitespace`, `quotes`, else `different`. A region that differs
 /// in two of these ways at once is `different`.
 pub(crate) fn hint(region: &str, old: &str) -> Hint {
-    let indent = |s: &str| s.trim_start_matches([' ', '\t']).to_owned();
-    if region.split('\n').count() == old.split('\n').count()
-        && region
-            .split('\n')
-            .map(indent)
-            .eq(old.split('\n').map(indent))
+    fn indent(s: &str) -> &str {
+        s.trim_start_matches([' ', '\t'])
+    }
+    if region
+        .split('\n')
+        .map(indent)
+        .eq(old.split('\n').map(indent))
     {
         return Hint::Indentation;
     }
