@@ -314,3 +314,44 @@ fn edit_resending_closest_text_applies_exactly_that() {
         "one\r\n2\r\nthree\r\n"
     );
 }
+
+/// The search for the closest region is the one part of a miss that grows with the input
+/// (text lines × `oldText` lines): on the worst case a file can hold (65,536 empty lines
+/// against an `oldText` of 32,768 lines, about 10⁹ line comparisons, seconds of work) a
+/// cancellation is noticed inside the search, and the call ends as cancelled (not with a
+/// record) well within a second of it.
+#[test]
+fn edit_miss_search_notices_cancellation() {
+    let sb = Sandbox::disk("TOP SECRET");
+    let reg = registry(&sb);
+    std::fs::write(sb.root.join("f.txt"), "\n".repeat(65_536)).unwrap();
+    let call = tools::ToolCall::new(
+        "t",
+        "edit_file",
+        &json!({"path": "f.txt", "edits": [{"oldText": "x\n".repeat(32_768), "newText": ""}]}),
+    );
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let canceller = {
+        let cancel = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            cancel.cancel();
+            std::time::Instant::now()
+        })
+    };
+    // A current-thread runtime runs the work inline: only the search's own checks can stop it.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let got = rt.block_on(tools::execute_tool_call(&reg, &call, &cancel));
+    let ended = std::time::Instant::now();
+    let cancelled_at = canceller.join().unwrap();
+    assert!(got.is_err(), "expected a cancellation, got {got:?}");
+    let late = ended.saturating_duration_since(cancelled_at);
+    assert!(
+        late < std::time::Duration::from_secs(1),
+        "ended {late:?} after the cancellation"
+    );
+    assert_eq!(std::fs::read(sb.root.join("f.txt")).unwrap().len(), 65_536);
+}
