@@ -185,7 +185,9 @@ impl fmt::Display for ErrorKind {
 /// The operating-system (or other) error behind a token, kept for diagnosis.
 type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
 
-/// A recoverable tool error: serialized as `{"error": {"code", "message"}}` with `is_error`.
+/// A recoverable tool error: serialized as `{"error": {"code", "message"}}` with `is_error`,
+/// plus `edit` and further members where set ([`ToolError::with_edit`],
+/// [`ToolError::with_field`]).
 ///
 /// It may keep the error that caused it ([`ToolError::with_source`], reachable through
 /// [`std::error::Error::source`]): that cause may name host paths, so it is never serialized
