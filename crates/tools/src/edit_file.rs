@@ -15,7 +15,10 @@
 //!    `write_file`), must be regular, at most [`MAX_EDIT_BYTES`] and strict UTF-8;
 //! 3. the edits apply in order, each to the text the previous ones left: `oldText` must occur
 //!    exactly once (`EDIT_TEXT_NOT_FOUND`, `EDIT_TEXT_NOT_UNIQUE`; the record names the edit by
-//!    its index from 0), or at least once with `replaceAll`. A UTF-8 byte order mark is set
+//!    its index from 0), or at least once with `replaceAll`. A miss says why, in the record
+//!    beside `edit` (the private module `closest`, and docs/TOOLS.md): `closest` for a text not
+//!    found (the region most like `oldText`, with a hint), `lines` for a text found more than
+//!    once; nothing is ever applied by similarity. A UTF-8 byte order mark is set
 //!    aside and put back. A file whose every line ending is `\r\n` is edited as if it used
 //!    `\n` (edits may be given with either) and written back with `\r\n`; any other file is
 //!    matched byte for byte. The result must fit in [`MAX_EDIT_BYTES`] (`FILE_TOO_LARGE`);
@@ -68,6 +71,9 @@ use crate::tool::{ToolHints, TypedTool};
 use crate::write_file::install_checked;
 use crate::write_file::lock::{TargetKey, lock_target};
 use crate::write_file::parent::{Parent, symlink_target_kind};
+
+mod closest;
+pub use closest::{MAX_CLOSEST_CHARS, MAX_OCCURRENCE_LINES};
 
 /// The most bytes a file may hold before and after the edits (`write_file`'s limit).
 pub const MAX_EDIT_BYTES: usize = 65_536;
@@ -156,7 +162,14 @@ pub(crate) struct Edited {
 }
 
 /// Apply `edits` to `original` (pure): the byte order mark and CRLF rules of the module docs.
-pub(crate) fn apply(original: &str, edits: &[EditSpec], label: &str) -> Result<Edited, CallError> {
+/// An edit that misses fails with its diagnostics (`closest`, `lines`); `cancel` is checked
+/// while the closest region is searched.
+pub(crate) fn apply(
+    original: &str,
+    edits: &[EditSpec],
+    label: &str,
+    cancel: &CancellationToken,
+) -> Result<Edited, CallError> {
     let (bom, body) = match original.strip_prefix(BOM) {
         Some(rest) => (BOM, rest),
         None => ("", original),
@@ -176,12 +189,22 @@ pub(crate) fn apply(original: &str, edits: &[EditSpec], label: &str) -> Result<E
         let old = lf(&edit.old_text);
         let new = lf(&edit.new_text);
         let found = text.matches(old.as_str()).count();
-        let fail = |kind| CallError::Failed(ToolError::failed(kind).with_edit(index));
+        let fail = |kind| ToolError::failed(kind).with_edit(index);
         match (found, edit.replace_all.unwrap_or(false)) {
-            (0, _) => return Err(fail(ErrorKind::EditTextNotFound)),
+            (0, _) => {
+                let mut e = fail(ErrorKind::EditTextNotFound);
+                if let Some(region) = closest::closest(&text, &old, crlf, cancel)? {
+                    e = e.with_field("closest", region);
+                }
+                return Err(e.into());
+            }
             (1, _) => text = text.replacen(old.as_str(), &new, 1),
             (_, true) => text = text.replace(old.as_str(), &new),
-            (_, false) => return Err(fail(ErrorKind::EditTextNotUnique)),
+            (_, false) => {
+                let lines = closest::occurrence_lines(&text, &old);
+                let e = fail(ErrorKind::EditTextNotUnique).with_field("lines", lines.into());
+                return Err(e.into());
+            }
         }
         replacements += found;
         if text.len() > 2 * MAX_EDIT_BYTES {
@@ -273,7 +296,7 @@ fn edit(
     let read = read_bounded(&mut file, meta.len(), cancel, || {})?;
     let original =
         std::str::from_utf8(&read).map_err(|e| failed(ErrorKind::FileNotUtf8).with_source(e))?;
-    let edited = apply(original, &valid.edits, valid.path.as_str())?;
+    let edited = apply(original, &valid.edits, valid.path.as_str(), cancel)?;
     let output = EditOutput {
         path: valid.path.as_str().to_owned(),
         bytes: edited.bytes.len(),
@@ -354,7 +377,10 @@ impl TypedTool for EditTool {
         text replacement. `path` is relative to the workspace root. `edits` apply in order, \
         each to the text the previous ones left: `oldText` must occur exactly once (or set \
         `replaceAll: true` to replace every occurrence) and is replaced by `newText`; if any \
-        edit fails nothing is written and the error names the edit by index. Line endings and \
+        edit fails nothing is written and the error names the edit by index: a text not \
+        found comes with `closest` (the lines most like it, the text they hold, and a hint: \
+        `indentation`, `whitespace`, `quotes` or `different`), a text found more than once \
+        with `lines` (where each occurrence starts); resend the exact text. Line endings and \
         a byte order mark are kept. `dryRun: true` shows the diff without writing. Returns \
         {path, bytes, replacements, diff} with a unified diff of the change. Files over 65,536 \
         bytes, before or after, are refused.";
@@ -422,6 +448,11 @@ impl TypedTool for EditTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`super::apply`] never cancelled.
+    fn apply(original: &str, edits: &[EditSpec], label: &str) -> Result<Edited, CallError> {
+        super::apply(original, edits, label, &CancellationToken::new())
+    }
 
     fn spec(old: &str, new: &str, all: bool) -> EditSpec {
         EditSpec {

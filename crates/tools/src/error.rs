@@ -190,7 +190,9 @@ impl fmt::Display for ErrorKind {
 /// The operating-system (or other) error behind a token, kept for diagnosis.
 type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
 
-/// A recoverable tool error: serialized as `{"error": {"code", "message"}}` with `is_error`.
+/// A recoverable tool error: serialized as `{"error": {"code", "message"}}` with `is_error`,
+/// plus `edit` and further members where set ([`ToolError::with_edit`],
+/// [`ToolError::with_field`]).
 ///
 /// It may keep the error that caused it ([`ToolError::with_source`], reachable through
 /// [`std::error::Error::source`]): that cause may name host paths, so it is never serialized
@@ -203,14 +205,22 @@ pub struct ToolError {
     kind: Option<ErrorKind>,
     message: String,
     edit: Option<usize>,
+    /// Further members of the error object, after `edit`, in order (see [`ToolError::with_field`]).
+    fields: Vec<(&'static str, serde_json::Value)>,
     #[source]
     cause: Option<Cause>,
 }
 
 impl PartialEq for ToolError {
     fn eq(&self, other: &Self) -> bool {
-        (self.code, self.kind, &self.message, self.edit)
-            == (other.code, other.kind, &other.message, other.edit)
+        (self.code, self.kind, &self.message, self.edit, &self.fields)
+            == (
+                other.code,
+                other.kind,
+                &other.message,
+                other.edit,
+                &other.fields,
+            )
     }
 }
 
@@ -224,6 +234,7 @@ impl ToolError {
             kind: Some(kind),
             message: kind.code().to_owned(),
             edit: None,
+            fields: Vec::new(),
             cause: None,
         }
     }
@@ -235,6 +246,7 @@ impl ToolError {
             kind: Some(kind),
             message: kind.code().to_owned(),
             edit: None,
+            fields: Vec::new(),
             cause: None,
         }
     }
@@ -247,6 +259,7 @@ impl ToolError {
             kind: None,
             message: format!("Tool {shown:?} is not registered."),
             edit: None,
+            fields: Vec::new(),
             cause: None,
         }
     }
@@ -256,6 +269,25 @@ impl ToolError {
     pub fn with_edit(mut self, index: usize) -> Self {
         self.edit = Some(index);
         self
+    }
+
+    /// The same error with one more member `name: value` in its record's error object, after
+    /// `code`, `message` and `edit` (edit_file's diagnostics: `closest`, `lines`). The value is
+    /// built by the tool from what the model may read (never a host path). A name given twice
+    /// keeps the last value.
+    pub fn with_field(mut self, name: &'static str, value: serde_json::Value) -> Self {
+        debug_assert!(
+            !["code", "message", "edit"].contains(&name),
+            "reserved: {name}"
+        );
+        self.fields.retain(|(n, _)| *n != name);
+        self.fields.push((name, value));
+        self
+    }
+
+    /// The member `name` added by [`ToolError::with_field`], if any.
+    pub fn field(&self, name: &str) -> Option<&serde_json::Value> {
+        self.fields.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
 
     /// The same error keeping `cause` (an `io::Error`, say) as its source, for logs. Never
@@ -288,16 +320,19 @@ impl ToolError {
         &self.message
     }
 
-    /// The error record `{"error": {"code": …, "message": …}}`.
+    /// The error record `{"error": {"code": …, "message": …}}`, with `"edit"` and the members
+    /// of [`ToolError::with_field`] after them where set.
     pub fn to_record(&self) -> serde_json::Value {
-        match self.edit {
-            None => {
-                serde_json::json!({ "error": { "code": self.code.code(), "message": self.message } })
-            }
-            Some(edit) => serde_json::json!({
-                "error": { "code": self.code.code(), "message": self.message, "edit": edit }
-            }),
+        let mut error = serde_json::Map::new();
+        error.insert("code".into(), self.code.code().into());
+        error.insert("message".into(), self.message.clone().into());
+        if let Some(edit) = self.edit {
+            error.insert("edit".into(), edit.into());
         }
+        for (name, value) in &self.fields {
+            error.insert((*name).into(), value.clone());
+        }
+        serde_json::json!({ "error": error })
     }
 }
 
@@ -463,6 +498,23 @@ mod tests {
         assert_eq!(
             rec.to_string(),
             r#"{"error":{"code":"TOOL_EXECUTION_FAILED","message":"EDIT_TEXT_NOT_FOUND","edit":2}}"#
+        );
+        let with = |e: ToolError| {
+            e.with_field("lines", serde_json::json!([1]))
+                .with_field("closest", serde_json::json!({"startLine": 1}))
+                .with_field("lines", serde_json::json!([3, 4]))
+        };
+        let e = with(ToolError::failed(ErrorKind::EditTextNotUnique).with_edit(0));
+        assert_eq!(
+            e.to_record().to_string(),
+            r#"{"error":{"code":"TOOL_EXECUTION_FAILED","message":"EDIT_TEXT_NOT_UNIQUE","edit":0,"closest":{"startLine":1},"lines":[3,4]}}"#
+        );
+        assert_eq!(e.field("lines"), Some(&serde_json::json!([3, 4])));
+        assert_eq!(e.field("nope"), None);
+        // Fields take part in equality, as they do in the record.
+        assert_ne!(
+            e,
+            ToolError::failed(ErrorKind::EditTextNotUnique).with_edit(0)
         );
     }
 

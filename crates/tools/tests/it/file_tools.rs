@@ -98,7 +98,7 @@ fn edit_is_all_or_nothing_and_names_the_failing_edit() {
     );
     assert_eq!(
         r.record(),
-        json!({"error": {"code": "TOOL_EXECUTION_FAILED", "message": "EDIT_TEXT_NOT_UNIQUE", "edit": 1}})
+        json!({"error": {"code": "TOOL_EXECUTION_FAILED", "message": "EDIT_TEXT_NOT_UNIQUE", "edit": 1, "lines": [1, 1]}})
     );
     let r = call(
         &reg,
