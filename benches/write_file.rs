@@ -16,7 +16,7 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, criterion_group, criterion_main};
 use tokio_util::sync::CancellationToken;
 
-use confine::tools::write_file::{WriteInput, WriteTool};
+use confine::tools::write_file::{WriteFileTool, WriteInput};
 
 fn pair(group: &mut BenchmarkGroup<'_, WallTime>, base: &Path) {
     let root = base.join("ws");
@@ -29,7 +29,7 @@ fn pair(group: &mut BenchmarkGroup<'_, WallTime>, base: &Path) {
         .unwrap();
     group.bench_function("write_file", |b| {
         b.iter(|| {
-            let valid = WriteTool::check_input(WriteInput {
+            let valid = WriteFileTool::check_input(WriteInput {
                 path: "src/file.txt".into(),
                 content: content.clone(),
             })

@@ -40,12 +40,12 @@ pub struct MkdirOutput {
 
 /// The `create_directory` tool over one workspace.
 #[derive(Debug, Clone)]
-pub struct MkdirTool {
+pub struct CreateDirectoryTool {
     root: Arc<WorkspaceRoot>,
     protected: Arc<ProtectedPaths>,
 }
 
-impl MkdirTool {
+impl CreateDirectoryTool {
     /// A create_directory tool over an already captured root, refusing the default protected paths.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
@@ -85,7 +85,7 @@ fn mkdir(
     })
 }
 
-impl TypedTool for MkdirTool {
+impl TypedTool for CreateDirectoryTool {
     type Input = MkdirInput;
     type Valid = RelPath;
     type Output = MkdirOutput;

@@ -45,12 +45,12 @@ pub struct DeleteOutput {
 
 /// The `delete_file` tool over one workspace.
 #[derive(Debug, Clone)]
-pub struct DeleteTool {
+pub struct DeleteFileTool {
     root: Arc<WorkspaceRoot>,
     protected: Arc<ProtectedPaths>,
 }
 
-impl DeleteTool {
+impl DeleteFileTool {
     /// A delete_file tool over an already captured root, refusing the default protected paths.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
@@ -130,7 +130,7 @@ fn delete(
     }
 }
 
-impl TypedTool for DeleteTool {
+impl TypedTool for DeleteFileTool {
     type Input = DeleteInput;
     type Valid = RelPath;
     type Output = DeleteOutput;

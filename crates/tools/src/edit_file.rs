@@ -129,12 +129,12 @@ pub struct ValidEdit {
 
 /// The `edit_file` tool over one workspace.
 #[derive(Debug, Clone)]
-pub struct EditTool {
+pub struct EditFileTool {
     root: Arc<WorkspaceRoot>,
     protected: Arc<ProtectedPaths>,
 }
 
-impl EditTool {
+impl EditFileTool {
     /// An edit_file tool over an already captured root, refusing the default protected paths.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
@@ -368,7 +368,7 @@ fn settle(
     }
 }
 
-impl TypedTool for EditTool {
+impl TypedTool for EditFileTool {
     type Input = EditInput;
     type Valid = ValidEdit;
     type Output = EditOutput;

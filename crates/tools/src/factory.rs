@@ -5,22 +5,22 @@ use std::sync::Arc;
 
 use rootid::{RootError, WorkspaceRoot};
 
-use crate::create_directory::MkdirTool;
-use crate::delete_file::DeleteTool;
-use crate::edit_file::EditTool;
-use crate::file_info::InfoTool;
-use crate::find_files::FindTool;
+use crate::create_directory::CreateDirectoryTool;
+use crate::delete_file::DeleteFileTool;
+use crate::edit_file::EditFileTool;
+use crate::file_info::FileInfoTool;
+use crate::find_files::FindFilesTool;
 use crate::grep::GrepTool;
 use crate::jobs::{DEFAULT_MAX_JOBS, JobListTool, JobOutputTool, JobStopTool, JobTable};
-use crate::list_directory::ListTool;
-use crate::move_file::MoveTool;
+use crate::list_directory::ListDirectoryTool;
+use crate::move_file::MoveFileTool;
 use crate::node_process::{NodeProcessOptions, NodeProcessTool};
-use crate::read_file::ReadTool;
+use crate::read_file::ReadFileTool;
 use crate::read_lines::ReadLinesTool;
 use crate::read_media::ReadMediaTool;
 use crate::run_command::RunCommandTool;
 use crate::tool::{Tool, ToolRegistry};
-use crate::write_file::WriteTool;
+use crate::write_file::WriteFileTool;
 
 /// Why a tool could not be built. A Rust error, never a tool record.
 #[derive(Debug, thiserror::Error)]
@@ -51,13 +51,13 @@ pub fn capture_root(root: impl AsRef<Path>) -> Result<Arc<WorkspaceRoot>, BuildE
 }
 
 /// The `read_file` tool over `root`.
-pub fn create_read_tool(root: impl AsRef<Path>) -> Result<ReadTool, BuildError> {
-    Ok(ReadTool::new(capture_root(root)?))
+pub fn create_read_tool(root: impl AsRef<Path>) -> Result<ReadFileTool, BuildError> {
+    Ok(ReadFileTool::new(capture_root(root)?))
 }
 
 /// The `write_file` tool over `root`.
-pub fn create_write_tool(root: impl AsRef<Path>) -> Result<WriteTool, BuildError> {
-    Ok(WriteTool::new(capture_root(root)?))
+pub fn create_write_tool(root: impl AsRef<Path>) -> Result<WriteFileTool, BuildError> {
+    Ok(WriteFileTool::new(capture_root(root)?))
 }
 
 /// The `node_process` tool over `root`.
@@ -75,8 +75,8 @@ pub fn create_coding_tools(
 ) -> Result<ToolRegistry, BuildError> {
     let root = capture_root(root)?;
     let tools: Vec<Arc<dyn Tool>> = vec![
-        Arc::new(ReadTool::new(root.clone())),
-        Arc::new(WriteTool::new(root.clone())),
+        Arc::new(ReadFileTool::new(root.clone())),
+        Arc::new(WriteFileTool::new(root.clone())),
         Arc::new(NodeProcessTool::new(root, options)?),
     ];
     Ok(ToolRegistry::new(tools).expect("the three tool names are distinct"))
@@ -134,17 +134,19 @@ fn build_tool(
 ) -> Option<Result<Arc<dyn Tool>, BuildError>> {
     let protected = &options.protected;
     let tool: Arc<dyn Tool> = match name {
-        "read_file" => Arc::new(ReadTool::new(root.clone())),
-        "write_file" => Arc::new(WriteTool::new(root.clone()).protect(protected.clone())),
-        "edit_file" => Arc::new(EditTool::new(root.clone()).protect(protected.clone())),
+        "read_file" => Arc::new(ReadFileTool::new(root.clone())),
+        "write_file" => Arc::new(WriteFileTool::new(root.clone()).protect(protected.clone())),
+        "edit_file" => Arc::new(EditFileTool::new(root.clone()).protect(protected.clone())),
         "read_lines" => Arc::new(ReadLinesTool::new(root.clone())),
         "read_media" => Arc::new(ReadMediaTool::new(root.clone())),
-        "file_info" => Arc::new(InfoTool::new(root.clone())),
-        "create_directory" => Arc::new(MkdirTool::new(root.clone()).protect(protected.clone())),
-        "move_file" => Arc::new(MoveTool::new(root.clone()).protect(protected.clone())),
-        "delete_file" => Arc::new(DeleteTool::new(root.clone()).protect(protected.clone())),
-        "list_directory" => Arc::new(ListTool::new(root.clone())),
-        "find_files" => Arc::new(FindTool::new(root.clone())),
+        "file_info" => Arc::new(FileInfoTool::new(root.clone())),
+        "create_directory" => {
+            Arc::new(CreateDirectoryTool::new(root.clone()).protect(protected.clone()))
+        }
+        "move_file" => Arc::new(MoveFileTool::new(root.clone()).protect(protected.clone())),
+        "delete_file" => Arc::new(DeleteFileTool::new(root.clone()).protect(protected.clone())),
+        "list_directory" => Arc::new(ListDirectoryTool::new(root.clone())),
+        "find_files" => Arc::new(FindFilesTool::new(root.clone())),
         "grep" => Arc::new(GrepTool::new(root.clone())),
         RUN_COMMAND => {
             let commands = options.commands.as_ref()?;

@@ -44,11 +44,11 @@ pub struct InfoOutput {
 
 /// The `file_info` tool over one workspace.
 #[derive(Debug, Clone)]
-pub struct InfoTool {
+pub struct FileInfoTool {
     root: Arc<WorkspaceRoot>,
 }
 
-impl InfoTool {
+impl FileInfoTool {
     /// A file_info tool over an already captured root.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self { root }
@@ -86,7 +86,7 @@ fn rfc3339(secs: i64, _nanos: impl Sized) -> String {
         .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
 }
 
-impl TypedTool for InfoTool {
+impl TypedTool for FileInfoTool {
     type Input = InfoInput;
     type Valid = RelPath;
     type Output = InfoOutput;

@@ -73,11 +73,11 @@ pub(crate) fn compile_glob(pattern: &str) -> Result<GlobMatcher, ToolError> {
 
 /// The `find_files` tool over one workspace.
 #[derive(Debug, Clone)]
-pub struct FindTool {
+pub struct FindFilesTool {
     root: Arc<WorkspaceRoot>,
 }
 
-impl FindTool {
+impl FindFilesTool {
     /// A find tool over an already captured root.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self { root }
@@ -133,7 +133,7 @@ impl FindTool {
     }
 }
 
-impl TypedTool for FindTool {
+impl TypedTool for FindFilesTool {
     type Input = FindInput;
     type Valid = FindRequest;
     type Output = FindOutput;

@@ -82,25 +82,25 @@ mod tool;
 mod walk;
 pub mod write_file;
 
-pub use create_directory::MkdirTool;
-pub use delete_file::DeleteTool;
-pub use edit_file::EditTool;
+pub use create_directory::CreateDirectoryTool;
+pub use delete_file::DeleteFileTool;
+pub use edit_file::EditFileTool;
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{
     BuildError, COMMAND_TOOLS, READ_ONLY_TOOLS, RUN_COMMAND, SelectError, WORKSPACE_TOOLS,
     capture_root, create_coding_tools, create_node_process_tool, create_read_only_tools,
     create_read_tool, create_selected_tools, create_workspace_tools, create_write_tool,
 };
-pub use file_info::InfoTool;
-pub use find_files::FindTool;
+pub use file_info::FileInfoTool;
+pub use find_files::FindFilesTool;
 pub use grep::GrepTool;
 pub use jobs::{JobListTool, JobOutputTool, JobStopTool, JobTable};
-pub use list_directory::ListTool;
-pub use move_file::MoveTool;
+pub use list_directory::ListDirectoryTool;
+pub use move_file::MoveFileTool;
 pub use node_process::{NodeProcessOptions, NodeProcessTool};
 pub use progress::{ProgressReport, ProgressSink, with_progress};
 pub use protect::{DEFAULT_PROTECTED, ProtectError, ProtectedPaths};
-pub use read_file::{MAX_READ_BYTES, ReadTool};
+pub use read_file::{MAX_READ_BYTES, ReadFileTool};
 pub use read_lines::ReadLinesTool;
 pub use read_media::{MAX_MEDIA_BYTES, ReadMediaTool};
 pub use run_command::{RunCommandOptions, RunCommandTool};
@@ -108,4 +108,4 @@ pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,
     ToolResult, TypedTool, execute_tool_call, execute_tool_call_record, parse_arguments, schema_of,
 };
-pub use write_file::WriteTool;
+pub use write_file::WriteFileTool;

@@ -58,11 +58,11 @@ pub struct ListOutput {
 
 /// The `list_directory` tool over one workspace.
 #[derive(Debug, Clone)]
-pub struct ListTool {
+pub struct ListDirectoryTool {
     root: Arc<WorkspaceRoot>,
 }
 
-impl ListTool {
+impl ListDirectoryTool {
     /// A list tool over an already captured root.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self { root }
@@ -160,7 +160,7 @@ pub(crate) fn check_dir_path(path: Option<&str>) -> Result<Option<RelPath>, Tool
     .transpose()
 }
 
-impl TypedTool for ListTool {
+impl TypedTool for ListDirectoryTool {
     type Input = ListInput;
     type Valid = Option<RelPath>;
     type Output = ListOutput;

@@ -57,12 +57,12 @@ pub struct ValidMove {
 
 /// The `move_file` tool over one workspace.
 #[derive(Debug, Clone)]
-pub struct MoveTool {
+pub struct MoveFileTool {
     root: Arc<WorkspaceRoot>,
     protected: Arc<ProtectedPaths>,
 }
 
-impl MoveTool {
+impl MoveFileTool {
     /// A move_file tool over an already captured root, refusing the default protected paths.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
@@ -154,7 +154,7 @@ fn rename(
     })
 }
 
-impl TypedTool for MoveTool {
+impl TypedTool for MoveFileTool {
     type Input = MoveInput;
     type Valid = ValidMove;
     type Output = MoveOutput;

@@ -47,11 +47,11 @@ pub struct ReadOutput {
 
 /// The `read_file` tool over one workspace.
 #[derive(Debug, Clone)]
-pub struct ReadTool {
+pub struct ReadFileTool {
     root: Arc<WorkspaceRoot>,
 }
 
-impl ReadTool {
+impl ReadFileTool {
     /// A read tool over an already captured root.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self { root }
@@ -191,7 +191,7 @@ fn failed(kind: ErrorKind) -> CallError {
     CallError::Failed(ToolError::failed(kind))
 }
 
-impl TypedTool for ReadTool {
+impl TypedTool for ReadFileTool {
     type Input = ReadInput;
     type Valid = RelPath;
     type Output = ReadOutput;

@@ -75,8 +75,8 @@ pub struct WriteOutput {
     pub bytes: usize,
 }
 
-/// Arguments that passed validation. The only way to make one is [`WriteTool::check_input`],
-/// so [`WriteTool::write`] never sees an unchecked path or an oversized content.
+/// Arguments that passed validation. The only way to make one is [`WriteFileTool::check_input`],
+/// so [`WriteFileTool::write`] never sees an unchecked path or an oversized content.
 #[derive(Clone, Debug)]
 pub struct ValidWrite {
     path: RelPath,
@@ -97,12 +97,12 @@ impl ValidWrite {
 
 /// The `write_file` tool over one workspace.
 #[derive(Debug, Clone)]
-pub struct WriteTool {
+pub struct WriteFileTool {
     root: Arc<WorkspaceRoot>,
     protected: Arc<ProtectedPaths>,
 }
 
-impl WriteTool {
+impl WriteFileTool {
     /// A write tool over an already captured root, refusing the default protected paths.
     pub fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
@@ -332,7 +332,7 @@ impl Hooks for Guard<'_> {
     }
 }
 
-impl TypedTool for WriteTool {
+impl TypedTool for WriteFileTool {
     type Input = WriteInput;
     type Valid = ValidWrite;
     type Output = WriteOutput;
@@ -409,8 +409,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("r.txt"), "read me").unwrap();
         let root = crate::capture_root(tmp.path()).unwrap();
-        let writer = WriteTool::new(root.clone());
-        let reader = crate::ReadTool::new(root);
+        let writer = WriteFileTool::new(root.clone());
+        let reader = crate::ReadFileTool::new(root);
         let (reached_tx, reached) = mpsc::channel();
         let (release, release_rx) = mpsc::channel::<()>();
         gate("stalled.txt", Step::SyncTemp, move || {
@@ -424,7 +424,7 @@ mod tests {
             .unwrap();
         rt.block_on(async move {
             let cancel = CancellationToken::new();
-            let valid = WriteTool::check_input(input("stalled.txt", "new".into())).unwrap();
+            let valid = WriteFileTool::check_input(input("stalled.txt", "new".into())).unwrap();
             let write = tokio::spawn(async move {
                 let cancel = CancellationToken::new();
                 writer.write(&valid, &cancel).await
@@ -465,7 +465,7 @@ mod tests {
         std::fs::create_dir_all(ws.join("sub")).unwrap();
         std::fs::write(ws.join("sub/moved.txt"), "precious").unwrap();
         let root = crate::capture_root(&ws).unwrap();
-        let writer = WriteTool::new(root);
+        let writer = WriteFileTool::new(root);
         let (from, to) = (ws.join("sub"), tmp.path().join("away"));
         let to2 = to.clone();
         gate("moved.txt", Step::Rename, move || {
@@ -475,7 +475,8 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let valid = WriteTool::check_input(input("sub/moved.txt", "overwritten".into())).unwrap();
+        let valid =
+            WriteFileTool::check_input(input("sub/moved.txt", "overwritten".into())).unwrap();
         let got = rt.block_on(writer.write(&valid, &CancellationToken::new()));
         match got {
             Err(CallError::Failed(e)) => {
@@ -507,7 +508,7 @@ mod tests {
             std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
             std::fs::create_dir_all(ws.join("staging")).unwrap();
             let root = crate::capture_root(&ws).unwrap();
-            let writer = WriteTool::new(root).protect(Arc::new(protected.clone()));
+            let writer = WriteFileTool::new(root).protect(Arc::new(protected.clone()));
             let (from, to) = (ws.join("staging"), ws.join(".git/hooks"));
             gate(name, Step::Rename, move || {
                 std::fs::rename(&from, &to).unwrap()
@@ -517,7 +518,7 @@ mod tests {
                 .build()
                 .unwrap();
             let path = format!("staging/{name}");
-            let valid = WriteTool::check_input(input(
+            let valid = WriteFileTool::check_input(input(
                 &path,
                 "#!/bin/sh
 "
@@ -558,21 +559,21 @@ mod tests {
 
     #[test]
     fn check_size_at_n_and_n_plus_one() {
-        let ok = WriteTool::check_input(input("a", "a".repeat(MAX_WRITE_BYTES))).unwrap();
+        let ok = WriteFileTool::check_input(input("a", "a".repeat(MAX_WRITE_BYTES))).unwrap();
         assert_eq!(ok.content.len(), MAX_WRITE_BYTES);
-        let over = WriteTool::check_input(input("a", "a".repeat(MAX_WRITE_BYTES + 1)));
+        let over = WriteFileTool::check_input(input("a", "a".repeat(MAX_WRITE_BYTES + 1)));
         assert_eq!(refusal(over), ErrorKind::FileTooLarge);
     }
 
     #[test]
     fn check_path_before_size() {
-        let both = WriteTool::check_input(input("../a", "a".repeat(MAX_WRITE_BYTES + 1)));
+        let both = WriteFileTool::check_input(input("../a", "a".repeat(MAX_WRITE_BYTES + 1)));
         assert_eq!(refusal(both), ErrorKind::InvalidRelativePath);
     }
 
     #[test]
     fn check_normalizes() {
-        let ok = WriteTool::check_input(input("./a//b\\c.txt", String::new())).unwrap();
+        let ok = WriteFileTool::check_input(input("./a//b\\c.txt", String::new())).unwrap();
         assert_eq!(ok.path.as_str(), "a/b/c.txt");
     }
 }

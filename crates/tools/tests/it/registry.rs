@@ -77,7 +77,7 @@ fn validate_is_pure_and_refuses_shapes() {
 fn factories_refuse_unusable_roots_with_tokens() {
     let sb = Sandbox::disk("TOP SECRET");
     std::fs::write(sb.root.join("f"), "x").unwrap();
-    let code = |r: Result<tools::ReadTool, tools::BuildError>| r.unwrap_err().code();
+    let code = |r: Result<tools::ReadFileTool, tools::BuildError>| r.unwrap_err().code();
     assert_eq!(
         code(tools::create_read_tool(sb.root.join("missing"))),
         "WORKSPACE_ROOT_NOT_FOUND"
@@ -87,4 +87,58 @@ fn factories_refuse_unusable_roots_with_tokens() {
         "WORKSPACE_ROOT_NOT_DIRECTORY"
     );
     assert_eq!(code(tools::create_read_tool("")), "INVALID_WORKSPACE_ROOT");
+}
+
+/// `read_file` → `ReadFileTool`.
+fn type_name_for(tool: &str) -> String {
+    let mut out = String::new();
+    for part in tool.split('_') {
+        let mut chars = part.chars();
+        if let Some(first) = chars.next() {
+            out.extend(first.to_uppercase());
+            out.push_str(chars.as_str());
+        }
+    }
+    out + "Tool"
+}
+
+/// Each tool's type is named after the tool, and every tool served has its type listed here.
+#[test]
+fn every_tool_type_is_named_after_its_tool() {
+    fn short<T: tools::TypedTool>() -> (&'static str, &'static str) {
+        let full = std::any::type_name::<T>();
+        (T::NAME, full.rsplit("::").next().unwrap_or(full))
+    }
+    let types = [
+        short::<tools::ReadFileTool>(),
+        short::<tools::WriteFileTool>(),
+        short::<tools::NodeProcessTool>(),
+        short::<tools::EditFileTool>(),
+        short::<tools::ReadLinesTool>(),
+        short::<tools::ReadMediaTool>(),
+        short::<tools::ListDirectoryTool>(),
+        short::<tools::FindFilesTool>(),
+        short::<tools::GrepTool>(),
+        short::<tools::FileInfoTool>(),
+        short::<tools::CreateDirectoryTool>(),
+        short::<tools::MoveFileTool>(),
+        short::<tools::DeleteFileTool>(),
+        short::<tools::RunCommandTool>(),
+        short::<tools::JobOutputTool>(),
+        short::<tools::JobStopTool>(),
+        short::<tools::JobListTool>(),
+    ];
+    for (tool, ty) in types {
+        assert_eq!(ty, type_name_for(tool), "the type of {tool}");
+    }
+    let served: Vec<&str> = tools::WORKSPACE_TOOLS
+        .iter()
+        .chain(tools::COMMAND_TOOLS)
+        .copied()
+        .collect();
+    let mut named: Vec<&str> = types.iter().map(|(t, _)| *t).collect();
+    named.sort_unstable();
+    let mut served_sorted = served.clone();
+    served_sorted.sort_unstable();
+    assert_eq!(named, served_sorted, "every tool served has its type here");
 }
