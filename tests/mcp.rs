@@ -736,10 +736,15 @@ async fn mcp_jobs_come_with_commands_annotated_and_die_when_the_input_ends() {
         (&output["status"], &output["stdout"]),
         (&json!("running"), &json!("ready\n"))
     );
-    assert!(
+    // The shell prints, then becomes `sleep 60`: wait (bounded) for the exec.
+    let runs = wait_until(Duration::from_secs(10), || {
         processes_in(root.path())
             .iter()
-            .any(|(_, c)| c == "sleep 60"),
+            .any(|(_, c)| c == "sleep 60")
+    })
+    .await;
+    assert!(
+        runs.is_some(),
         "the job runs: {:?}",
         processes_in(root.path())
     );
