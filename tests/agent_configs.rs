@@ -214,3 +214,58 @@ fn tools_reference_has_a_section_per_tool_and_names_every_token() {
         );
     }
 }
+
+/// The flags of `confine mcp --help`, and those the README's table of options names: the same
+/// set, so a flag added or dropped changes both.
+#[test]
+fn readme_flag_table_matches_mcp_help() {
+    #[allow(clippy::disallowed_methods)] // reason: the test runs the built binary's --help
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_confine"))
+        .args(["mcp", "--help"])
+        .output()
+        .expect("confine mcp --help");
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    let flag_at = |text: &str| -> Option<String> {
+        let at = text.find("--")?;
+        let name: String = text[at + 2..]
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '-')
+            .collect();
+        (!name.is_empty()).then(|| format!("--{name}"))
+    };
+    let mut helped: Vec<String> = help
+        .lines()
+        .filter(|l| l.trim_start().starts_with('-'))
+        .filter_map(|l| flag_at(l.trim_start().trim_start_matches("-h, ")))
+        .filter(|f| f != "--help")
+        .collect();
+    helped.sort();
+    helped.dedup();
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let table = readme
+        .split_once("Options, after `confine mcp`:")
+        .expect("the README's options table")
+        .1;
+    let mut listed: Vec<String> = Vec::new();
+    for row in table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+    {
+        let first = row.split('|').nth(1).unwrap_or_default();
+        for part in first.split(" / ") {
+            // A flag is written `--name …` (the header's `---` is none).
+            if let Some(flag) = part.trim().strip_prefix('`').and_then(flag_at) {
+                listed.push(flag);
+            }
+        }
+    }
+    listed.sort();
+    listed.dedup();
+    assert!(helped.len() > 10, "{helped:?}");
+    assert_eq!(
+        listed, helped,
+        "README's options table against confine mcp --help"
+    );
+}
