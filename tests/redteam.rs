@@ -158,7 +158,13 @@ fn record_problem(out: &Value) -> Option<String> {
         return Some(format!("error record with extra keys: {out}"));
     }
     let err = content.get("error")?.as_object()?;
-    if err.len() != 2 {
+    // `code` and `message`, and only the documented extras of an edit_file miss.
+    const EXTRAS: [&str; 3] = ["edit", "closest", "lines"];
+    if err.len() < 2
+        || err
+            .keys()
+            .any(|k| k != "code" && k != "message" && !EXTRAS.contains(&k.as_str()))
+    {
         return Some(format!("error object with extra keys: {out}"));
     }
     let code = err.get("code")?.as_str()?;
