@@ -35,9 +35,8 @@ fn probes() -> String {
 
 /// `bash -c 'exec 7>>leak 8<secret; exec <script>'` in `dir`, with `input` on stdin; stdout.
 fn launch(dir: &std::path::Path, script: &str, input: &str) -> String {
-    use std::io::Write;
     #[allow(clippy::disallowed_methods, reason = "the launcher the attack models")]
-    let mut child = std::process::Command::new("/bin/bash")
+    let child = std::process::Command::new("/bin/bash")
         .arg("-c")
         .arg(format!(
             "exec 7>>outside/leak.txt 8<outside/secret.txt; {script}"
@@ -48,19 +47,7 @@ fn launch(dir: &std::path::Path, script: &str, input: &str) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    support::finish_with_input(child, input)
 }
 
 #[test]

@@ -103,7 +103,14 @@ pub fn spawn_call(root: &Path, flags: &[&str]) -> Child {
 /// `confine call --root <root> <flags>` with `input` on stdin (then closed): it must exit 0,
 /// and its stdout is one JSON value a line.
 pub fn call_lines(root: &Path, flags: &[&str], input: &str) -> Vec<Value> {
-    let mut child = spawn_call(root, flags);
+    finish_with_input(spawn_call(root, flags), input)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Write `input` to `child`'s piped stdin (then closed): it must exit 0; its stdout.
+pub fn finish_with_input(mut child: Child, input: &str) -> String {
     child
         .stdin
         .take()
@@ -116,11 +123,7 @@ pub fn call_lines(root: &Path, flags: &[&str], input: &str) -> Vec<Value> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// Write `input` to `child`'s stdin from a thread, to kill the child mid-input: the write
