@@ -8,9 +8,9 @@ mod support;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
+use confine_tools::NodeProcessOptions;
 use serde_json::json;
 use support::{call_on, runtime};
-use tools::NodeProcessOptions;
 
 const OTHER: u32 = 1234;
 
@@ -18,8 +18,8 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-fn registry(root: &Path) -> tools::ToolRegistry {
-    tools::create_selected_tools(
+fn registry(root: &Path) -> confine_tools::ToolRegistry {
+    confine_tools::create_selected_tools(
         root,
         NodeProcessOptions::default(),
         &["write_file", "edit_file"],

@@ -70,7 +70,7 @@ fn read_file_refuses_a_fifo_and_a_device_without_opening_them() {
              allows device nodes: {e}"
         ),
     };
-    let registry = tools::create_read_only_tools(root).unwrap();
+    let registry = confine_tools::create_read_only_tools(root).unwrap();
     let rt = runtime();
     let mut inotify = inotify::Inotify::init().unwrap();
     inotify

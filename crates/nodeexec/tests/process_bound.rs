@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use nodeexec::{Command, Containment, ErrorKind, Outcome, ProcessBound};
+use confine_nodeexec::{Command, Containment, ErrorKind, Outcome, ProcessBound};
 use tokio_util::sync::CancellationToken;
 
 mod support;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use std::path::Path;
 
-use nodeexec::{Command, Containment, ErrorKind, LandlockSupport, Sandbox};
+use confine_nodeexec::{Command, Containment, ErrorKind, LandlockSupport, Sandbox};
 use tokio_util::sync::CancellationToken;
 
 mod support;
@@ -1231,7 +1231,7 @@ async fn run_fork_bomb_is_bounded_and_cleaned_up() {
 /// of asking; one cancelled while queued ends as cancelled without starting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_slots_bound_concurrent_runs() {
-    let slots = std::sync::Arc::new(nodeexec::RunSlots::new(2));
+    let slots = std::sync::Arc::new(confine_nodeexec::RunSlots::new(2));
     let m = marker();
     let source = "setTimeout(() => process.stdout.write('done'), 300)";
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));

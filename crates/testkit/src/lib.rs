@@ -7,6 +7,8 @@
 //! suites); never published. It depends on no crate of this workspace, so every crate's tests
 //! may use it.
 
+#![deny(missing_docs)]
+
 pub mod census;
 pub mod fixture;
 pub mod media;
@@ -47,7 +49,7 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
-/// The kernel's Landlock ABI, as the caller probed it (`nodeexec::LandlockSupport`, which this
+/// The kernel's Landlock ABI, as the caller probed it (`confine_nodeexec::LandlockSupport`, which this
 /// crate cannot depend on): the sandbox suites need one and fail loudly on a kernel without.
 pub fn landlock_abi(probed: Option<u32>) -> u32 {
     probed

@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
-use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
+use confine_pathgrammar::RelPath;
+use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -50,7 +50,7 @@ pub struct FileInfoTool {
 
 impl FileInfoTool {
     /// A file_info tool over an already captured root.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self { root }
     }
 }

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use confine_pathgrammar::RelPath;
+use confine_rootid::WorkspaceRoot;
 use globset::{GlobBuilder, GlobMatcher};
-use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -79,7 +79,7 @@ pub struct FindFilesTool {
 
 impl FindFilesTool {
     /// A find tool over an already captured root.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self { root }
     }
 

@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
-use beneath::{EntryKind, FileId};
-use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
+use confine_beneath::{EntryKind, FileId};
+use confine_pathgrammar::RelPath;
+use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -64,7 +64,7 @@ pub struct ListDirectoryTool {
 
 impl ListDirectoryTool {
     /// A list tool over an already captured root.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self { root }
     }
 
@@ -91,7 +91,7 @@ impl ListDirectoryTool {
             usize::MAX,
             cancel,
             |entry| match plain_name(entry.name()) {
-                Some(name) if prefix + name.len() > pathgrammar::MAX_PATH_BYTES => {
+                Some(name) if prefix + name.len() > confine_pathgrammar::MAX_PATH_BYTES => {
                     skipped += 1;
                     false
                 }
@@ -155,7 +155,8 @@ impl ListDirectoryTool {
 /// Validate an optional directory path.
 pub(crate) fn check_dir_path(path: Option<&str>) -> Result<Option<RelPath>, ToolError> {
     path.map(|p| {
-        pathgrammar::normalize(p).map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+        confine_pathgrammar::normalize(p)
+            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
     })
     .transpose()
 }

@@ -4,8 +4,8 @@ use std::io::{self, Read};
 use std::path::Path;
 use std::sync::Arc;
 
-use pathgrammar::RelPath;
-use rootid::{FileIdentity, WorkspaceRoot};
+use confine_pathgrammar::RelPath;
+use confine_rootid::{FileIdentity, WorkspaceRoot};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -53,7 +53,7 @@ pub struct ReadFileTool {
 
 impl ReadFileTool {
     /// A read tool over an already captured root.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self { root }
     }
 
@@ -206,7 +206,7 @@ impl TypedTool for ReadFileTool {
     const FAILED: ErrorKind = ErrorKind::ReadFailed;
 
     fn check(&self, input: ReadInput) -> Result<RelPath, ToolError> {
-        pathgrammar::normalize(&input.path)
+        confine_pathgrammar::normalize(&input.path)
             .map_err(|e| ToolError::invalid(ErrorKind::InvalidRelativePath).with_source(e))
     }
 
