@@ -328,11 +328,14 @@ fn an_edit_in_a_directory_that_cannot_be_read_answers_what_it_did() {
     let mut child = match server.spawn() {
         Ok(child) => child,
         Err(e) if root && e.kind() == std::io::ErrorKind::PermissionDenied => {
-            eprintln!(
-                "!!! an_edit_in_a_directory_that_cannot_be_read_answers_what_it_did: NOT RUN \
+            testkit::not_run(
+                "an_edit_in_a_directory_that_cannot_be_read_answers_what_it_did",
+                &format!(
+                    "\
                  as root (the server cannot be started as the user nobody here, no \
                  CAP_SETUID or the built binary out of that user's reach: {e}); the \
                  ordinary-user run covers it"
+                ),
             );
             return;
         }

@@ -163,10 +163,12 @@ fn assert_printed_dead(pids: &[(String, String)], marker: &str) {
                     !root_with_writable_cgroups(),
                     "not in a run cgroup: {value}"
                 );
-                eprintln!(
-                    "!!! no run cgroup here (an ordinary user without delegation, or a \
-                     read-only cgroup mount): the call ran in {value}, the cgroup check does \
-                     not apply"
+                testkit::not_run(
+                    "node_process_run_cgroup_is_removed (the cgroup half of assert_printed_dead)",
+                    &format!(
+                        "no run cgroup here (an ordinary user without delegation, or a read-only \
+                         cgroup mount): the call ran in {value}"
+                    ),
                 );
                 continue;
             }
@@ -741,9 +743,10 @@ fn a_script_cannot_read_the_servers_environment() {
 #[test]
 fn keep_dumpable_lets_the_same_user_inspect_the_server() {
     if rustix::process::geteuid().is_root() {
-        eprintln!(
-            "!!! keep_dumpable_lets_the_same_user_inspect_the_server: NOT RUN as root (root \
-             reads every process's /proc files); the ordinary-user CI run covers it"
+        testkit::not_run(
+            "keep_dumpable_lets_the_same_user_inspect_the_server",
+            "as root (root \
+             reads every process's /proc files); the ordinary-user CI run covers it",
         );
         return;
     }

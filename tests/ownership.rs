@@ -42,9 +42,10 @@ fn chown(path: &Path, uid: u32, gid: u32) {
 #[test]
 fn a_replaced_file_keeps_its_owner_and_group_as_root() {
     if !is_root() {
-        eprintln!(
-            "!!! a_replaced_file_keeps_its_owner_and_group_as_root: NOT RUN as an ordinary user \
-             (only root may give a file to another owner); CI runs it as root"
+        testkit::not_run(
+            "a_replaced_file_keeps_its_owner_and_group_as_root",
+            "as an ordinary user \
+             (only root may give a file to another owner); CI runs it as root",
         );
         return;
     }

@@ -547,10 +547,11 @@ fn probe_as(
 fn sandbox_holds_as_a_user_and_in_a_container_like_setup() {
     use std::os::unix::fs::PermissionsExt;
     if !root() {
-        eprintln!(
-            "!!! sandbox_holds_as_a_user_and_in_a_container_like_setup: NOT RUN as an ordinary \
+        testkit::not_run(
+            "sandbox_holds_as_a_user_and_in_a_container_like_setup",
+            "as an ordinary \
              user (it needs root, to run the binary as another user and to drop a \
-             capability); CI runs it as root"
+             capability); CI runs it as root",
         );
         return;
     }

@@ -1007,7 +1007,7 @@ async fn run_waiter_environment_holds_nothing_of_the_embedder() {
 async fn run_init_shares_the_waiter_memory_and_stays_out_of_the_cgroup() {
     const TEST: &str = "run_init_shares_the_waiter_memory_and_stays_out_of_the_cgroup";
     if !rustix::process::geteuid().is_root() {
-        eprintln!("!!! {TEST}: NOT RUN as an ordinary user (kcmp of a not-dumpable waiter)");
+        testkit::not_run(TEST, "as an ordinary user (kcmp of a not-dumpable waiter)");
         return;
     }
     let same_memory = |a: i32, b: i32| {
@@ -1210,9 +1210,10 @@ async fn run_memory_bound_refuses_a_2_gib_allocation() {
 #[tokio::test]
 async fn run_fork_bomb_is_bounded_and_cleaned_up() {
     if rustix::process::geteuid().is_root() {
-        eprintln!(
-            "!!! run_fork_bomb_is_bounded_and_cleaned_up: NOT RUN as root (the kernel exempts root \
-             from RLIMIT_NPROC; the ordinary-user CI run covers it)"
+        testkit::not_run(
+            "run_fork_bomb_is_bounded_and_cleaned_up",
+            "as root (the kernel exempts root \
+             from RLIMIT_NPROC; the ordinary-user CI run covers it)",
         );
         return;
     }

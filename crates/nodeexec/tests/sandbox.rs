@@ -495,7 +495,10 @@ fn sandbox_refuses_reading_secrets_outside_the_workspace() {
 #[test]
 fn sandbox_refuses_reading_etc_shadow_and_root_as_root() {
     if !root() {
-        eprintln!("SKIPPED sandbox_refuses_reading_etc_shadow_and_root_as_root: needs root");
+        testkit::not_run(
+            "sandbox_refuses_reading_etc_shadow_and_root_as_root",
+            "needs root (an ordinary user cannot read /etc/shadow anyway)",
+        );
         return;
     }
     let dirs = Dirs::new();
@@ -755,9 +758,10 @@ fn sys_admin() -> bool {
 fn sandbox_with_read_only_paths_is_unavailable_without_a_mount_namespace() {
     const TEST: &str = "sandbox_with_read_only_paths_is_unavailable_without_a_mount_namespace";
     if sys_admin() {
-        eprintln!(
-            "!!! {TEST}: NOT RUN with CAP_SYS_ADMIN (a mount namespace is made in every mode); \
-             it runs as an ordinary user and in the container-like setup"
+        testkit::not_run(
+            TEST,
+            "with CAP_SYS_ADMIN (a mount namespace is made in every mode); \
+             it runs as an ordinary user and in the container-like setup",
         );
         return;
     }

@@ -46,7 +46,7 @@ fn lines_of(v: &Value) -> Vec<(u64, String)> {
 }
 
 /// A file of `len` bytes holding `data` at the given offsets and holes elsewhere; `None` when
-/// this filesystem does not keep holes (the caller says NOT RUN).
+/// this filesystem does not keep holes (the caller records that it did not run).
 fn sparse(path: &Path, data: &[(u64, &[u8])], len: u64) -> Option<File> {
     let f = File::create(path).unwrap();
     for (at, bytes) in data {
@@ -56,10 +56,6 @@ fn sparse(path: &Path, data: &[(u64, &[u8])], len: u64) -> Option<File> {
     f.sync_all().unwrap();
     let st = rustix::fs::fstat(&f).unwrap();
     ((st.st_blocks as u64) * 512 < len / 2).then_some(f)
-}
-
-fn not_run(test: &str, why: &str) {
-    eprintln!("!!! {test}: NOT RUN, {why}");
 }
 
 #[test]
@@ -148,7 +144,7 @@ fn scans_of_a_100_gib_sparse_file_answer_quickly() {
         &[(0, head.as_bytes())],
         100 * GIB,
     ) else {
-        return not_run(TEST, "this filesystem keeps no holes");
+        return testkit::not_run(TEST, "this filesystem keeps no holes");
     };
     // And many lines (64 KiB: whole blocks), a hole between them and the end.
     let listed: String = (1..=100).map(|i| format!("line {i}\n")).collect();
@@ -209,7 +205,7 @@ fn scans_across_a_hole_find_the_lines_on_both_sides() {
         &[(0, head.as_bytes()), (at, tail)],
         at + tail.len() as u64,
     ) else {
-        return not_run(TEST, "this filesystem keeps no holes");
+        return testkit::not_run(TEST, "this filesystem keeps no holes");
     };
     let r = tools(&sb);
     let v = ok(
