@@ -1395,6 +1395,10 @@ fn launcher_descriptors(dir: &Path) -> (PathBuf, std::os::fd::OwnedFd, std::os::
     (leak, w, r)
 }
 
+/// The time bound of a descriptor probe: a shell, two subshells and a pipeline of three
+/// programs, which the default 500 ms does not always cover on a loaded machine.
+const PROBE_TIME: Duration = Duration::from_secs(30);
+
 /// The probe, for bash (dash redirects only single-digit descriptors): write through the first
 /// descriptor, read through the second, then list the descriptors the shell holds (`ls` opens
 /// one of its own, the lowest free number: 3).
@@ -1443,7 +1447,8 @@ async fn run_inherits_no_descriptor_the_embedder_left_open_in_every_mode() {
                 .arg(&probe)
                 .current_dir("/")
                 .containment(mode)
-                .drop_privileges(drop_privileges);
+                .drop_privileges(drop_privileges)
+                .timeout(PROBE_TIME);
             let o = run(cmd).await.unwrap();
             let said = &o.stdout.text;
             assert!(
@@ -1473,7 +1478,8 @@ async fn run_passed_descriptors_survive_the_sealing() {
             "cat <&5; cat <&9; (cat <&{}) 2>/dev/null || echo sealed; ls /proc/self/fd | sort -n | tr '\\n' ' '",
             r.as_raw_fd()
         ))
-        .current_dir("/");
+        .current_dir("/")
+        .timeout(PROBE_TIME);
     cmd.pass_fd(&file, 9).unwrap();
     let file5 = std::fs::File::open(dir.path().join("secret.txt")).unwrap();
     cmd.pass_fd(&file5, 5).unwrap();
@@ -1508,7 +1514,11 @@ fn run_inherits_no_descriptor_where_close_range_is_refused() {
             .await
             {
                 let mut cmd = command("/bin/bash");
-                cmd.arg("-c").arg(&probe).current_dir("/").containment(mode);
+                cmd.arg("-c")
+                    .arg(&probe)
+                    .current_dir("/")
+                    .containment(mode)
+                    .timeout(PROBE_TIME);
                 let o = run(cmd).await.unwrap();
                 let said = &o.stdout.text;
                 assert!(
