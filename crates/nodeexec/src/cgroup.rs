@@ -11,7 +11,7 @@
 //!
 //! A run ([`RunCgroup`]): `mkdir` and a directory descriptor, relative to a descriptor of the
 //! parent that the process keeps ([`RunsDir`]); the program's process is created in the
-//! cgroup (see `contain.rs`), so the program and every descendant are born inside; at the end
+//! cgroup (see `contain/clone.rs`), so the program and every descendant are born inside; at the end
 //! `1` goes to `cgroup.kill` (the kernel kills every member, forks in flight included), the
 //! caller reaps its waiter, [`RunCgroup::settle`] removes the directory, retrying while the
 //! kernel refuses because the last members are still leaving. The embedding process never
