@@ -59,6 +59,7 @@ mod blocking;
 mod child;
 pub mod create_directory;
 pub mod delete_file;
+pub mod deny;
 pub mod edit_file;
 mod entry;
 mod error;
@@ -84,6 +85,7 @@ pub mod write_file;
 
 pub use create_directory::CreateDirectoryTool;
 pub use delete_file::DeleteFileTool;
+pub use deny::{CoverError, DeniedPaths, DenyError};
 pub use edit_file::EditFileTool;
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{

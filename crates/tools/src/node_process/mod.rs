@@ -117,6 +117,11 @@ pub struct NodeProcessOptions {
     /// (Self::sandbox) the children of `node_process` and `run_command` find those that exist
     /// read-only (see `docs/SECURITY.md`).
     pub protected: Arc<crate::ProtectedPaths>,
+    /// The denied paths (default: none): every file tool of a set built with these options
+    /// refuses them (`PATH_DENIED`), the walking tools leave them out, and under
+    /// [`sandbox`](Self::sandbox) the children of `node_process` and `run_command` find those
+    /// that exist at a run's start covered (see `docs/SECURITY.md`).
+    pub denied: Arc<crate::DeniedPaths>,
 }
 
 /// The arguments of `node_process`.
