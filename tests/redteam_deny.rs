@@ -138,7 +138,11 @@ fn a_symlink_swapped_to_a_denied_file_during_reads_never_yields_it() {
             std::thread::spawn(move || {
                 let mut i = 0usize;
                 while !stop.load(Ordering::Relaxed) && i < 10_000_000 {
-                    let target = if i % 2 == 0 { ".env" } else { "plain.txt" };
+                    let target = if i.is_multiple_of(2) {
+                        ".env"
+                    } else {
+                        "plain.txt"
+                    };
                     let tmp = ws.join(format!("link.{}", i % 2));
                     let _ = std::fs::remove_file(&tmp);
                     std::os::unix::fs::symlink(target, &tmp).unwrap();
@@ -200,7 +204,11 @@ fn a_denied_file_renamed_back_and_forth_is_never_read_by_its_denied_name() {
         let rt = runtime();
         let mut secrets = 0;
         for i in 0..ROUNDS {
-            let path = if i % 2 == 0 { ".env" } else { "to-env" };
+            let path = if i.is_multiple_of(2) {
+                ".env"
+            } else {
+                "to-env"
+            };
             let r = call_on(&rt, &tools, "read_file", &json!({ "path": path }));
             if r.content.contains(SECRET) {
                 secrets += 1;
