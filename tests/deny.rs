@@ -387,3 +387,44 @@ fn the_flag_denies_through_the_binary_and_a_bad_glob_is_a_usage_error() {
     assert_eq!(over.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&over.stderr).contains("--deny: more than 256"));
 }
+
+/// `confine doctor` shows the list and whether `--sandbox` children find denied entries
+/// covered here (either answer is a fact of this machine; a child reading the secret is
+/// never one).
+#[test]
+fn doctor_shows_the_denied_paths_and_whether_children_find_them_covered() {
+    let doctor = |args: &[&str]| {
+        let out = support::confine()
+            .arg("doctor")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = doctor(&["--deny", "**/.env", "--deny", "*.pem"]);
+    assert!(text.contains("denied:        **/.env, *.pem\n"), "{text}");
+    let line = text.lines().find(|l| l.starts_with("covered:")).unwrap();
+    assert!(
+        line.contains("denied entries covered for --sandbox children")
+            || line.contains("fails with NODE_SANDBOX_UNAVAILABLE")
+            || line.contains("not checked (\"no Node.js\")"),
+        "{line}"
+    );
+    assert!(!line.contains("FAILED"), "{line}");
+    assert!(doctor(&[]).contains("denied:        none (no --deny)\n"));
+    let report: Value = serde_json::from_str(&doctor(&["--json", "--deny", "secrets/**"])).unwrap();
+    assert_eq!(
+        report["denied"]["patterns"],
+        json!(["secrets/**"]),
+        "{report}"
+    );
+    let check = &report["denied"]["check"];
+    assert!(
+        check["ran"] == false
+            || check["covered"] == true
+            || check["readDenied"] == "NODE_SANDBOX_UNAVAILABLE",
+        "{check}"
+    );
+}
