@@ -48,7 +48,9 @@
 //! `RESOLVE_BENEATH` on Linux): `..`, absolute paths and symlinks leaving the root cannot be
 //! followed whatever races run. An absolute symlink is refused even when it points inside the
 //! root (cap-std's rule, kept on purpose: its meaning depends on where the root is mounted).
-//! Messages never carry host paths.
+//! Messages never carry host paths. The embedder may deny paths to the model altogether
+//! ([`DeniedPaths`], `NodeProcessOptions::denied` or each tool's `deny`: `PATH_DENIED`, see
+//! [`deny`]) and protect the files the host runs or obeys from writes ([`ProtectedPaths`]).
 //!
 //! # Platform support
 //!
