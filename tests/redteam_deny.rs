@@ -417,3 +417,30 @@ fn in_the_container_like_setup_denied_entries_stay_covered() {
     let record = call_under(&container, tmp.path(), &flags[..2], CAT);
     assert!(stdout(&record).contains(SECRET), "{record}");
 }
+
+/// A background job (`run_command` with `background: true`) is a sandboxed child like any:
+/// its reads of the denied entries give nothing; the twin's job reads them.
+#[test]
+fn a_sandboxed_background_job_reads_no_denied_entry() {
+    let job = |flags: &[&str]| -> String {
+        let tmp = workspace();
+        let records = call(
+            tmp.path(),
+            flags,
+            &[
+                (
+                    "run_command",
+                    json!({"command": "cat .env id_rsa server.pem sub/cert; echo done=$?",
+                           "background": true}),
+                ),
+                ("job_output", json!({"jobId": "job-1", "waitMs": 10_000})),
+            ],
+        );
+        assert_eq!(records[0]["isError"], false, "{}", records[0]);
+        assert_eq!(records[1]["isError"], false, "{}", records[1]);
+        records[1]["content"]["stdout"].as_str().unwrap().to_owned()
+    };
+    let sandboxed = ["--sandbox", "--allow-commands"];
+    assert_eq!(job(&[&sandboxed[..], &DENY[..]].concat()), "done=0\n");
+    assert!(job(&sandboxed).contains(SECRET));
+}
