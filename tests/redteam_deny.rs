@@ -42,6 +42,7 @@ fn workspace() -> tempfile::TempDir {
     }
     std::fs::create_dir(ws.join("sub")).unwrap();
     std::os::unix::fs::symlink("../server.pem", ws.join("sub/cert")).unwrap();
+    std::fs::write(ws.join("sub/.env"), format!("sub/.env:{SECRET}\n")).unwrap();
     std::fs::write(ws.join("plain.txt"), "plain\n").unwrap();
     tmp
 }
@@ -229,7 +230,8 @@ fn a_denied_file_renamed_back_and_forth_is_never_read_by_its_denied_name() {
 /// and hard-linked; one line per step.
 const CAT: &str = "for f in .env id_rsa server.pem sub/cert; do printf '%s=' $f; cat $f 2>/dev/null; echo $?; done; \
      mv .env env.txt 2>/dev/null; echo mv=$?; rm id_rsa 2>/dev/null; echo rm=$?; \
-     ln server.pem hard 2>/dev/null; echo ln=$?";
+     ln server.pem hard 2>/dev/null; echo ln=$?; \
+     mv sub moved && cat moved/.env; echo moved=$?";
 
 /// The same in Node.js.
 const NODE: &str = "const fs = require('fs');
@@ -245,7 +247,7 @@ fn stdout(record: &Value) -> String {
 
 #[test]
 fn a_sandboxed_script_reads_no_denied_entry_and_the_twin_without_deny_does() {
-    let sandboxed = ["--sandbox", "--allow-commands"];
+    let sandboxed = ["--sandbox", "--allow-commands", "--timeout-ms", "20000"];
     let guarded = [&sandboxed[..], &DENY[..]].concat();
     let tmp = workspace();
     let ws = tmp.path();
@@ -256,10 +258,11 @@ fn a_sandboxed_script_reads_no_denied_entry_and_the_twin_without_deny_does() {
     let records = call(ws, &guarded, &calls);
     let shell = stdout(&records[0]);
     assert!(!shell.contains(SECRET), "{shell}");
-    // A covered file reads as empty; it can be neither renamed, removed nor hard-linked.
+    // A covered file reads as empty; it can be neither renamed, removed nor hard-linked, and
+    // a directory above one renamed carries the cover along.
     assert_eq!(
         shell,
-        ".env=0\nid_rsa=0\nserver.pem=0\nsub/cert=0\nmv=1\nrm=1\nln=1\n"
+        ".env=0\nid_rsa=0\nserver.pem=0\nsub/cert=0\nmv=1\nrm=1\nln=1\nmoved=0\n"
     );
     let node = stdout(&records[1]);
     assert!(!node.contains(SECRET), "{node}");
@@ -280,7 +283,8 @@ fn a_sandboxed_script_reads_no_denied_entry_and_the_twin_without_deny_does() {
         );
     }
     assert!(
-        shell.contains(&format!("sub/cert=server.pem:{SECRET}")),
+        shell.contains(&format!("sub/cert=server.pem:{SECRET}"))
+            && shell.contains(&format!("sub/.env:{SECRET}\nmoved=0")),
         "{shell}"
     );
     assert!(stdout(&records[1]).contains(SECRET));
@@ -412,7 +416,7 @@ fn in_the_container_like_setup_denied_entries_stay_covered() {
     let record = call_under(&container, tmp.path(), &flags, CAT);
     assert_eq!(
         stdout(&record),
-        ".env=0\nid_rsa=0\nserver.pem=0\nsub/cert=0\nmv=1\nrm=1\nln=1\n"
+        ".env=0\nid_rsa=0\nserver.pem=0\nsub/cert=0\nmv=1\nrm=1\nln=1\nmoved=0\n"
     );
     let record = call_under(&container, tmp.path(), &flags[..2], CAT);
     assert!(stdout(&record).contains(SECRET), "{record}");
