@@ -428,3 +428,69 @@ fn doctor_shows_the_denied_paths_and_whether_children_find_them_covered() {
         "{check}"
     );
 }
+
+/// `n` entries in `dir` (hard links, a fresh inode every 50,000: cheap to make), named by
+/// `name`.
+fn many(dir: &Path, n: usize, name: impl Fn(usize) -> String) {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    std::fs::create_dir_all(dir).unwrap();
+    let fd = rustix::fs::open(dir, OFlags::DIRECTORY | OFlags::RDONLY, Mode::empty()).unwrap();
+    for i in 0..n {
+        if i % 50_000 == 0 {
+            let flags = OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC;
+            rustix::fs::openat(&fd, name(i).as_str(), flags, Mode::from_raw_mode(0o644)).unwrap();
+        } else {
+            let first = name(i - i % 50_000);
+            rustix::fs::linkat(&fd, first.as_str(), &fd, name(i).as_str(), AtFlags::empty())
+                .unwrap();
+        }
+    }
+}
+
+/// The walk that finds what the sandbox covers: 100,000 entries looked at (N) pass, one more
+/// fails, and so does a sandboxed call there (`NODE_SANDBOX_UNAVAILABLE`, nothing run); 1,024
+/// denied entries (N) are covered, one more fails.
+#[test]
+fn the_cover_walk_bounds_at_n_and_n_plus_one() {
+    use tools::deny::{MAX_COVER_SCAN, MAX_COVERED};
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().canonicalize().unwrap();
+    // Anchored at `big`: only its entries are looked at.
+    let list = DeniedPaths::new(&["big/*.pem"]).unwrap();
+    many(&ws.join("big"), MAX_COVER_SCAN, |i| format!("e{i}"));
+    assert_eq!(list.existing_beneath(&ws), Ok(vec![]));
+    let mut options = NodeProcessOptions::default();
+    options.denied = Arc::new(list.clone());
+    options.sandbox = Some(nodeexec::Sandbox::new());
+    options.commands = Some(tools::RunCommandOptions::default());
+    let set = tools::create_workspace_tools(&ws, options).unwrap();
+    let rt = runtime();
+    let command = json!({"command": "echo ran"});
+    let ran = call_on(&rt, &set, "run_command", &command);
+    assert!(
+        ran.content.contains(r#""stdout":"ran\n""#),
+        "{}",
+        ran.content
+    );
+    std::fs::write(ws.join("big/one-more"), "").unwrap();
+    assert_eq!(
+        list.existing_beneath(&ws),
+        Err(tools::CoverError::TooManyEntries)
+    );
+    let ran = call_on(&rt, &set, "run_command", &command);
+    assert!(
+        ran.content.contains("NODE_SANDBOX_UNAVAILABLE"),
+        "{}",
+        ran.content
+    );
+    std::fs::remove_dir_all(ws.join("big")).unwrap();
+
+    let list = DeniedPaths::new(&["keys/*.pem"]).unwrap();
+    many(&ws.join("keys"), MAX_COVERED, |i| format!("k{i}.pem"));
+    assert_eq!(list.existing_beneath(&ws).unwrap().len(), MAX_COVERED);
+    std::fs::write(ws.join("keys/one-more.pem"), "").unwrap();
+    assert_eq!(
+        list.existing_beneath(&ws),
+        Err(tools::CoverError::TooManyDenied)
+    );
+}
