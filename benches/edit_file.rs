@@ -22,7 +22,7 @@ use criterion::{BenchmarkGroup, Criterion, SamplingMode, criterion_group, criter
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use confine::tools::{ToolCall, ToolRegistry, execute_tool_call};
+use confine_cli::tools::{ToolCall, ToolRegistry, execute_tool_call};
 
 fn run(rt: &tokio::runtime::Runtime, registry: &ToolRegistry, call: &ToolCall) {
     let result = rt
@@ -41,7 +41,7 @@ fn pair(group: &mut BenchmarkGroup<'_, WallTime>, base: &Path) {
     content.replace_range(0..4, "AAAA");
     assert_eq!(content.len(), 1024);
     std::fs::write(root.join("src/edit.txt"), &content).unwrap();
-    let registry = confine::tools::create_selected_tools(
+    let registry = confine_cli::tools::create_selected_tools(
         &root,
         Default::default(),
         &["write_file", "edit_file"],
@@ -101,7 +101,8 @@ fn misses(group: &mut BenchmarkGroup<'_, WallTime>, base: &Path) {
     let content = code_64k();
     std::fs::write(root.join("big.rs"), &content).unwrap();
     let registry =
-        confine::tools::create_selected_tools(&root, Default::default(), &["edit_file"]).unwrap();
+        confine_cli::tools::create_selected_tools(&root, Default::default(), &["edit_file"])
+            .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use confine::tools::{ToolCall, ToolRegistry, execute_tool_call_record};
+use confine_cli::tools::{ToolCall, ToolRegistry, execute_tool_call_record};
 use criterion::{Criterion, criterion_group};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -17,10 +17,10 @@ use support::{median, node, node_options, runtime};
 
 fn registry(dir: &std::path::Path, max_jobs: usize) -> ToolRegistry {
     let mut options = node_options(&node());
-    let mut commands = confine::tools::RunCommandOptions::default();
+    let mut commands = confine_cli::tools::RunCommandOptions::default();
     commands.max_jobs = Some(max_jobs);
     options.commands = Some(commands);
-    confine::tools::create_selected_tools(dir, options, &["run_command", "job_output"]).unwrap()
+    confine_cli::tools::create_selected_tools(dir, options, &["run_command", "job_output"]).unwrap()
 }
 
 async fn call(

@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use confine::nodeexec::Containment;
+use confine_cli::nodeexec::Containment;
 use criterion::{Criterion, criterion_group};
 use tokio_util::sync::CancellationToken;
 
@@ -43,10 +43,10 @@ const GROUP: usize = 3;
 
 /// `cmd` capped at `mode`, with the namespace choice.
 fn contained(
-    cmd: &mut confine::nodeexec::Command,
+    cmd: &mut confine_cli::nodeexec::Command,
     mode: Containment,
     namespace: Option<bool>,
-) -> &mut confine::nodeexec::Command {
+) -> &mut confine_cli::nodeexec::Command {
     cmd.containment(mode);
     if let Some(namespace) = namespace {
         cmd.pid_namespace(namespace);
@@ -68,7 +68,8 @@ fn bare_run(mut cmd: std::process::Command, dir: &std::path::Path) {
 fn bench(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let node = node();
-    let registry = confine::tools::create_coding_tools(tmp.path(), node_options(&node)).unwrap();
+    let registry =
+        confine_cli::tools::create_coding_tools(tmp.path(), node_options(&node)).unwrap();
     let call = empty_call();
     let cancel = CancellationToken::new();
     let rt = runtime();
@@ -78,7 +79,9 @@ fn bench(c: &mut Criterion) {
     group.bench_function("node_process", |b| {
         b.iter(|| {
             let r = rt
-                .block_on(confine::tools::execute_tool_call(&registry, &call, &cancel))
+                .block_on(confine_cli::tools::execute_tool_call(
+                    &registry, &call, &cancel,
+                ))
                 .unwrap();
             assert!(!r.is_error, "{}", r.content);
         })
@@ -86,7 +89,7 @@ fn bench(c: &mut Criterion) {
     for (name, mode, namespace) in MODES {
         group.bench_function(name, |b| {
             b.iter(|| {
-                let mut cmd = confine::nodeexec::Command::new(&node);
+                let mut cmd = confine_cli::nodeexec::Command::new(&node);
                 cmd.args(["-e", ""])
                     .current_dir(tmp.path())
                     .timeout(Duration::from_secs(10));
@@ -105,7 +108,7 @@ fn bench(c: &mut Criterion) {
                 .env_clear()
                 .envs(std::env::vars_os().filter(|(k, _)| {
                     let k = k.to_string_lossy();
-                    confine::nodeexec::DEFAULT_INHERITED_ENV.contains(&k.as_ref())
+                    confine_cli::nodeexec::DEFAULT_INHERITED_ENV.contains(&k.as_ref())
                         || k.starts_with("LC_")
                 }));
             bare_run(cmd, tmp.path());
@@ -117,7 +120,7 @@ fn bench(c: &mut Criterion) {
     for (name, mode, namespace) in MODES {
         group.bench_function(name, |b| {
             b.iter(|| {
-                let mut cmd = confine::nodeexec::Command::new("/bin/true");
+                let mut cmd = confine_cli::nodeexec::Command::new("/bin/true");
                 contained(cmd.current_dir(tmp.path()), mode, namespace);
                 let o = rt.block_on(cmd.run(&cancel)).unwrap();
                 assert_eq!((o.exit_code, o.containment), (Some(0), mode));
@@ -145,7 +148,7 @@ fn alternating() {
     for round in 0..ROUNDS {
         for k in 0..MODES.len() {
             let i = (round + k) % MODES.len();
-            let mut cmd = confine::nodeexec::Command::new("/bin/true");
+            let mut cmd = confine_cli::nodeexec::Command::new("/bin/true");
             contained(cmd.current_dir(tmp.path()), MODES[i].1, MODES[i].2);
             let start = std::time::Instant::now();
             let o = rt.block_on(cmd.run(&cancel)).unwrap();

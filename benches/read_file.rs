@@ -10,12 +10,12 @@ fn bench(c: &mut Criterion) {
     std::fs::create_dir(tmp.path().join("src")).unwrap();
     let path = tmp.path().join("src/file.txt");
     std::fs::write(&path, "x".repeat(1024)).unwrap();
-    let tool = confine::tools::create_read_tool(tmp.path()).unwrap();
+    let tool = confine_cli::tools::create_read_tool(tmp.path()).unwrap();
     let cancel = CancellationToken::new();
     let mut group = c.benchmark_group("read_file_1k");
     group.bench_function("read_file", |b| {
         b.iter(|| {
-            let rel = confine::pathgrammar::normalize("src/file.txt").unwrap();
+            let rel = confine_cli::pathgrammar::normalize("src/file.txt").unwrap();
             tool.read(&rel, &cancel).unwrap()
         })
     });

@@ -10,17 +10,17 @@
 
 use std::time::Instant;
 
-use confine::tools::{ToolCall, execute_tool_call};
+use confine_cli::tools::{ToolCall, execute_tool_call};
 use criterion::{Criterion, criterion_group};
 use tokio_util::sync::CancellationToken;
 
 mod support;
 use support::{median, node, node_options, runtime};
 
-fn registry(dir: &std::path::Path) -> confine::tools::ToolRegistry {
+fn registry(dir: &std::path::Path) -> confine_cli::tools::ToolRegistry {
     let mut options = node_options(&node());
     options.commands = Some(Default::default());
-    confine::tools::create_selected_tools(dir, options, &["run_command"]).unwrap()
+    confine_cli::tools::create_selected_tools(dir, options, &["run_command"]).unwrap()
 }
 
 fn call() -> ToolCall {

@@ -15,8 +15,8 @@
 
 use std::time::Duration;
 
-use confine::nodeexec::{Command, Sandbox};
-use confine::tools::{create_coding_tools, execute_tool_call};
+use confine_cli::nodeexec::{Command, Sandbox};
+use confine_cli::tools::{create_coding_tools, execute_tool_call};
 use criterion::{Criterion, criterion_group};
 use tokio_util::sync::CancellationToken;
 

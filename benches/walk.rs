@@ -57,13 +57,15 @@ fn bench(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
     tree(&root);
-    let registry = confine::tools::create_read_only_tools(&root).unwrap();
+    let registry = confine_cli::tools::create_read_only_tools(&root).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let cancel = CancellationToken::new();
     let call = |name: &str, args: serde_json::Value| {
-        let call = confine::tools::ToolCall::new("b", name, &args);
+        let call = confine_cli::tools::ToolCall::new("b", name, &args);
         let r = rt
-            .block_on(confine::tools::execute_tool_call(&registry, &call, &cancel))
+            .block_on(confine_cli::tools::execute_tool_call(
+                &registry, &call, &cancel,
+            ))
             .unwrap();
         assert!(!r.is_error, "{}", r.content);
         r

@@ -16,13 +16,13 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, criterion_group, criterion_main};
 use tokio_util::sync::CancellationToken;
 
-use confine::tools::write_file::{WriteFileTool, WriteInput};
+use confine_cli::tools::write_file::{WriteFileTool, WriteInput};
 
 fn pair(group: &mut BenchmarkGroup<'_, WallTime>, base: &Path) {
     let root = base.join("ws");
     std::fs::create_dir_all(root.join("src")).unwrap();
     let content = "x".repeat(1024);
-    let tool = confine::tools::create_write_tool(&root).unwrap();
+    let tool = confine_cli::tools::create_write_tool(&root).unwrap();
     let cancel = CancellationToken::new();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()

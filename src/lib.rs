@@ -1,18 +1,25 @@
-//! `confine`: coding tools for LLM agents that cannot reach outside one directory.
+//! `confine-cli`: coding tools for LLM agents that cannot reach outside one directory.
 //!
-//! This facade re-exports the workspace's crates, each usable alone:
-//! [`pathgrammar`] (the portable relative-path grammar), [`rootid`] (workspace root identity),
-//! [`atomicwrite`] (identity-checked atomic installation), [`nodeexec`] (bounded child
-//! processes), [`jail`] (the path guard and `FileJail`) and [`tools`] (the tool layer and the
-//! `read_file`, `write_file` and `node_process` tools). The `confine` binary serves the tools
+//! This package builds the `confine` binary and is a facade that re-exports the workspace's
+//! library crates under short names, each also usable alone as its own package:
+//! [`pathgrammar`] (`confine-pathgrammar`, the portable relative-path grammar), [`rootid`]
+//! (`confine-rootid`, workspace root identity), [`beneath`] (`confine-beneath`, descriptor
+//! primitives for staying beneath a directory), [`atomicwrite`] (`confine-atomicwrite`,
+//! identity-checked atomic installation), [`nodeexec`] (`confine-nodeexec`, bounded child
+//! processes), [`jail`] (`confine-jail`, the path guard and `FileJail`) and [`tools`]
+//! (`confine-tools`, the tool layer and every tool the server offers: files, edits, walks,
+//! search, images, commands, background jobs and JavaScript). The `confine` binary serves the tools
 //! over MCP (`confine mcp`) and JSON Lines (`confine call`).
 
-pub use atomicwrite;
-pub use jail;
-pub use nodeexec;
-pub use pathgrammar;
-pub use rootid;
-pub use tools;
+#![deny(missing_docs)]
+
+pub use confine_atomicwrite as atomicwrite;
+pub use confine_beneath as beneath;
+pub use confine_jail as jail;
+pub use confine_nodeexec as nodeexec;
+pub use confine_pathgrammar as pathgrammar;
+pub use confine_rootid as rootid;
+pub use confine_tools as tools;
 
 /// The README's Rust examples, compiled as doctests so the README stays true.
 #[cfg(doctest)]

@@ -167,8 +167,8 @@ fn agent_config_readme_shows_every_snippet_verbatim() {
     for flag in ["--read-only", "--tools", "--sandbox", "--allow-commands"] {
         assert!(section.contains(flag), "README explains {flag}");
     }
-    let offered = confine::tools::WORKSPACE_TOOLS.iter();
-    for tool in offered.chain(confine::tools::COMMAND_TOOLS) {
+    let offered = confine_cli::tools::WORKSPACE_TOOLS.iter();
+    for tool in offered.chain(confine_cli::tools::COMMAND_TOOLS) {
         assert!(
             section.contains(&format!("\n| `{tool}` |")),
             "README's table of tools has a row for {tool}"
@@ -199,14 +199,14 @@ fn agent_config_files_are_all_tested() {
 #[test]
 fn tools_reference_has_a_section_per_tool_and_names_every_token() {
     let text = std::fs::read_to_string(repo().join("docs/TOOLS.md")).expect("docs/TOOLS.md");
-    let offered = confine::tools::WORKSPACE_TOOLS.iter();
-    for tool in offered.chain(confine::tools::COMMAND_TOOLS) {
+    let offered = confine_cli::tools::WORKSPACE_TOOLS.iter();
+    for tool in offered.chain(confine_cli::tools::COMMAND_TOOLS) {
         assert!(
             text.contains(&format!("\n## {tool}\n")),
             "docs/TOOLS.md has a section for {tool}"
         );
     }
-    for kind in confine::tools::ErrorKind::ALL {
+    for kind in confine_cli::tools::ErrorKind::ALL {
         assert!(
             text.contains(&format!("`{}`", kind.code())),
             "docs/TOOLS.md names the token {}",

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use confine_tools::{DeniedPaths, NodeProcessOptions, ToolRegistry};
 use serde_json::{Value, json};
 use support::{call_lines, call_on, runtime};
-use tools::{DeniedPaths, NodeProcessOptions, ToolRegistry};
 
 const REFUSED: &str = r#"{"error":{"code":"TOOL_EXECUTION_FAILED","message":"PATH_DENIED"}}"#;
 
@@ -46,7 +46,7 @@ fn workspace() -> tempfile::TempDir {
 fn registry(root: &Path, denied: DeniedPaths) -> ToolRegistry {
     let mut options = NodeProcessOptions::default();
     options.denied = Arc::new(denied);
-    tools::create_workspace_tools(root, options).unwrap()
+    confine_tools::create_workspace_tools(root, options).unwrap()
 }
 
 /// Every entry beneath `root` (symlinks as their targets' text), with file contents.
@@ -382,8 +382,11 @@ fn the_flag_denies_through_the_binary_and_a_bad_glob_is_a_usage_error() {
             .output()
             .unwrap()
     };
-    assert_eq!(run(tools::deny::MAX_DENIED_PATTERNS).status.code(), Some(0));
-    let over = run(tools::deny::MAX_DENIED_PATTERNS + 1);
+    assert_eq!(
+        run(confine_tools::deny::MAX_DENIED_PATTERNS).status.code(),
+        Some(0)
+    );
+    let over = run(confine_tools::deny::MAX_DENIED_PATTERNS + 1);
     assert_eq!(over.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&over.stderr).contains("--deny: more than 256"));
 }
@@ -452,7 +455,7 @@ fn many(dir: &Path, n: usize, name: impl Fn(usize) -> String) {
 /// denied entries (N) are covered, one more fails.
 #[test]
 fn the_cover_walk_bounds_at_n_and_n_plus_one() {
-    use tools::deny::{MAX_COVER_SCAN, MAX_COVERED};
+    use confine_tools::deny::{MAX_COVER_SCAN, MAX_COVERED};
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().canonicalize().unwrap();
     // Anchored at `big`: only its entries are looked at.
@@ -461,9 +464,9 @@ fn the_cover_walk_bounds_at_n_and_n_plus_one() {
     assert_eq!(list.existing_beneath(&ws), Ok(vec![]));
     let mut options = NodeProcessOptions::default();
     options.denied = Arc::new(list.clone());
-    options.sandbox = Some(nodeexec::Sandbox::new());
-    options.commands = Some(tools::RunCommandOptions::default());
-    let set = tools::create_workspace_tools(&ws, options).unwrap();
+    options.sandbox = Some(confine_nodeexec::Sandbox::new());
+    options.commands = Some(confine_tools::RunCommandOptions::default());
+    let set = confine_tools::create_workspace_tools(&ws, options).unwrap();
     let rt = runtime();
     let command = json!({"command": "echo ran"});
     let ran = call_on(&rt, &set, "run_command", &command);
@@ -475,7 +478,7 @@ fn the_cover_walk_bounds_at_n_and_n_plus_one() {
     std::fs::write(ws.join("big/one-more"), "").unwrap();
     assert_eq!(
         list.existing_beneath(&ws),
-        Err(tools::CoverError::TooManyEntries)
+        Err(confine_tools::CoverError::TooManyEntries)
     );
     let ran = call_on(&rt, &set, "run_command", &command);
     assert!(
@@ -491,6 +494,6 @@ fn the_cover_walk_bounds_at_n_and_n_plus_one() {
     std::fs::write(ws.join("keys/one-more.pem"), "").unwrap();
     assert_eq!(
         list.existing_beneath(&ws),
-        Err(tools::CoverError::TooManyDenied)
+        Err(confine_tools::CoverError::TooManyDenied)
     );
 }

@@ -125,8 +125,11 @@ fn run(mode: Mode, disk: bool) -> Run {
         initial.push_str(&format!("{}\n", marker("EDIT", n)));
     }
     std::fs::write(&path, &initial).unwrap();
-    let registry = tools::create_workspace_tools(&dirs.root, tools::NodeProcessOptions::default())
-        .expect("a registry");
+    let registry = confine_tools::create_workspace_tools(
+        &dirs.root,
+        confine_tools::NodeProcessOptions::default(),
+    )
+    .expect("a registry");
     let rt = runtime();
     let (started, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
     let mut answers: Vec<Vec<String>> = vec![Vec::new(); EDITS];
@@ -325,11 +328,14 @@ fn an_edit_in_a_directory_that_cannot_be_read_answers_what_it_did() {
     let mut child = match server.spawn() {
         Ok(child) => child,
         Err(e) if root && e.kind() == std::io::ErrorKind::PermissionDenied => {
-            eprintln!(
-                "!!! an_edit_in_a_directory_that_cannot_be_read_answers_what_it_did: NOT RUN \
+            testkit::not_run(
+                "an_edit_in_a_directory_that_cannot_be_read_answers_what_it_did",
+                &format!(
+                    "\
                  as root (the server cannot be started as the user nobody here, no \
                  CAP_SETUID or the built binary out of that user's reach: {e}); the \
                  ordinary-user run covers it"
+                ),
             );
             return;
         }

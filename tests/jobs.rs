@@ -12,11 +12,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-use tools::{
+use confine_tools::{
     NodeProcessOptions, RunCommandOptions, ToolCall, ToolRegistry, execute_tool_call_record,
 };
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 mod support;
 use support::{assert_dead, census_flags, marked, marker, spawn_call};
@@ -35,7 +35,8 @@ fn options(adjust: impl FnOnce(&mut RunCommandOptions)) -> NodeProcessOptions {
 }
 
 fn registry(root: &Path, adjust: impl FnOnce(&mut RunCommandOptions)) -> ToolRegistry {
-    tools::create_workspace_tools(root, options(adjust)).expect("tools over a fresh directory")
+    confine_tools::create_workspace_tools(root, options(adjust))
+        .expect("tools over a fresh directory")
 }
 
 async fn call(registry: &ToolRegistry, name: &str, arguments: Value) -> (bool, Value) {
@@ -196,8 +197,8 @@ async fn at_most_max_jobs_run_at_once_and_they_take_no_run_slot() {
     let m = marker();
     let mut options = options(|c| c.max_jobs = Some(2));
     // One run slot only: a running job must not hold it.
-    options.slots = Some(Arc::new(nodeexec::RunSlots::new(1)));
-    let registry = tools::create_workspace_tools(dir.path(), options).unwrap();
+    options.slots = Some(Arc::new(confine_nodeexec::RunSlots::new(1)));
+    let registry = confine_tools::create_workspace_tools(dir.path(), options).unwrap();
     let sleeper = format!("sleep 60; : {m}");
     let first = start(&registry, &sleeper).await;
     let second = start(&registry, &sleeper).await;
@@ -635,7 +636,8 @@ fn a_job_runs_under_the_sandbox_and_the_environment_allowlist_as_a_run_does() {
 async fn without_job_output_no_job_is_started() {
     let dir = tempfile::tempdir().unwrap();
     let registry =
-        tools::create_selected_tools(dir.path(), options(|_| {}), &["run_command"]).unwrap();
+        confine_tools::create_selected_tools(dir.path(), options(|_| {}), &["run_command"])
+            .unwrap();
     let (is_error, record) = call(
         &registry,
         "run_command",
@@ -647,9 +649,12 @@ async fn without_job_output_no_job_is_started() {
     let (is_error, record) = call(&registry, "run_command", json!({"command": "echo ran"})).await;
     assert!(!is_error, "{record}");
     // With job_output beside it, the same call starts a job.
-    let registry =
-        tools::create_selected_tools(dir.path(), options(|_| {}), &["run_command", "job_output"])
-            .unwrap();
+    let registry = confine_tools::create_selected_tools(
+        dir.path(),
+        options(|_| {}),
+        &["run_command", "job_output"],
+    )
+    .unwrap();
     start(&registry, "true").await;
 }
 

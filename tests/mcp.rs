@@ -155,11 +155,11 @@ async fn mcp_list_gives_the_workspace_tool_set_with_closed_schemas_and_annotatio
     let client = connect(root.path(), &[]).await;
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, confine::tools::WORKSPACE_TOOLS);
+    assert_eq!(names, confine_cli::tools::WORKSPACE_TOOLS);
     assert_eq!(names[..3], ["read_file", "write_file", "node_process"]);
     for tool in &tools {
         let hints = tool.annotations.as_ref().expect("annotations");
-        let read_only = confine::tools::READ_ONLY_TOOLS.contains(&tool.name.as_ref());
+        let read_only = confine_cli::tools::READ_ONLY_TOOLS.contains(&tool.name.as_ref());
         assert_eq!(hints.read_only_hint, Some(read_only), "{}", tool.name);
         assert!(hints.title.is_some(), "{}", tool.name);
         if !read_only {
@@ -204,7 +204,7 @@ async fn mcp_read_only_lists_and_serves_the_read_only_tools_alone() {
     let client = connect(root.path(), &["--read-only"]).await;
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, confine::tools::READ_ONLY_TOOLS);
+    assert_eq!(names, confine_cli::tools::READ_ONLY_TOOLS);
     assert!(names.contains(&"read_file"));
     for absent in ["write_file", "node_process"] {
         assert!(!names.contains(&absent), "{absent} is not read-only");
@@ -355,7 +355,7 @@ async fn mcp_unknown_tool_is_a_protocol_error() {
         .list_all_tools()
         .await
         .expect("tools/list after the error");
-    assert_eq!(tools.len(), confine::tools::WORKSPACE_TOOLS.len());
+    assert_eq!(tools.len(), confine_cli::tools::WORKSPACE_TOOLS.len());
     client.cancel().await.expect("close");
 }
 
@@ -696,9 +696,9 @@ async fn mcp_jobs_come_with_commands_annotated_and_die_when_the_input_ends() {
     let client = connect(root.path(), &["--allow-commands"]).await;
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    let n = confine::tools::WORKSPACE_TOOLS.len();
-    assert_eq!(names[..n], *confine::tools::WORKSPACE_TOOLS);
-    assert_eq!(names[n..], *confine::tools::COMMAND_TOOLS);
+    let n = confine_cli::tools::WORKSPACE_TOOLS.len();
+    assert_eq!(names[..n], *confine_cli::tools::WORKSPACE_TOOLS);
+    assert_eq!(names[n..], *confine_cli::tools::COMMAND_TOOLS);
     let hints = |name: &str| {
         tools
             .iter()

@@ -26,11 +26,11 @@ fn mcp_interop_with_the_typescript_sdk_client() {
         .arg(env!("CARGO_BIN_EXE_confine"))
         .env(
             "CONFINE_EXPECT_TOOLS",
-            confine::tools::WORKSPACE_TOOLS.join(","),
+            confine_cli::tools::WORKSPACE_TOOLS.join(","),
         )
         .env(
             "CONFINE_EXPECT_READ_ONLY",
-            confine::tools::READ_ONLY_TOOLS.join(","),
+            confine_cli::tools::READ_ONLY_TOOLS.join(","),
         )
         .current_dir(&dir)
         .output()

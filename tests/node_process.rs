@@ -15,9 +15,9 @@ use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use confine_tools::{NodeProcessOptions, ToolCall, ToolRegistry, execute_tool_call};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tools::{NodeProcessOptions, ToolCall, ToolRegistry, execute_tool_call};
 
 mod support;
 use support::{
@@ -29,7 +29,7 @@ use testkit::fixture::cmdline;
 fn registry(root: &Path, timeout: Option<Duration>) -> ToolRegistry {
     let mut options = marked(NodeProcessOptions::default());
     options.timeout = timeout;
-    tools::create_coding_tools(root, options).expect("tools over a fresh directory")
+    confine_tools::create_coding_tools(root, options).expect("tools over a fresh directory")
 }
 
 /// A fresh workspace and a registry over it with the time bound `timeout`.
@@ -163,10 +163,12 @@ fn assert_printed_dead(pids: &[(String, String)], marker: &str) {
                     !root_with_writable_cgroups(),
                     "not in a run cgroup: {value}"
                 );
-                eprintln!(
-                    "!!! no run cgroup here (an ordinary user without delegation, or a \
-                     read-only cgroup mount): the call ran in {value}, the cgroup check does \
-                     not apply"
+                testkit::not_run(
+                    "node_process_run_cgroup_is_removed (the cgroup half of assert_printed_dead)",
+                    &format!(
+                        "no run cgroup here (an ordinary user without delegation, or a read-only \
+                         cgroup mount): the call ran in {value}"
+                    ),
                 );
                 continue;
             }
@@ -494,7 +496,7 @@ async fn node_process_cancellation_kills_before_returning() {
         &json!({"source": with_descendants(&m, "setInterval(() => {}, 1000)")}),
     );
     let result = execute_tool_call(&reg, &call, &cancel).await;
-    assert_eq!(result, Err(tools::Cancelled));
+    assert_eq!(result, Err(confine_tools::Cancelled));
     assert_dead(&m, "the cancelled call");
     assert_no_pify(tmp.path());
 }
@@ -601,7 +603,7 @@ async fn node_process_printed_pids_dead_after_exit_timeout_and_cancellation() {
         &json!({"source": printing_pids(&m, forever)}),
     );
     let result = execute_tool_call(&reg, &tool_call, &cancel).await;
-    assert_eq!(result, Err(tools::Cancelled));
+    assert_eq!(result, Err(confine_tools::Cancelled));
     let pids = during.await.unwrap();
     assert_printed_dead(&pids, &m);
     assert_dead(&m, "the calls");
@@ -741,9 +743,10 @@ fn a_script_cannot_read_the_servers_environment() {
 #[test]
 fn keep_dumpable_lets_the_same_user_inspect_the_server() {
     if rustix::process::geteuid().is_root() {
-        eprintln!(
-            "!!! keep_dumpable_lets_the_same_user_inspect_the_server: NOT RUN as root (root \
-             reads every process's /proc files); the ordinary-user CI run covers it"
+        testkit::not_run(
+            "keep_dumpable_lets_the_same_user_inspect_the_server",
+            "as root (root \
+             reads every process's /proc files); the ordinary-user CI run covers it",
         );
         return;
     }
@@ -834,8 +837,8 @@ async fn node_process_flood_is_bounded_by_the_slots() {
     let tmp = tempfile::tempdir().unwrap();
     let mut options = marked(NodeProcessOptions::default());
     options.timeout = Some(Duration::from_secs(20));
-    options.slots = Some(std::sync::Arc::new(nodeexec::RunSlots::new(2)));
-    let reg = std::sync::Arc::new(tools::create_coding_tools(tmp.path(), options).unwrap());
+    options.slots = Some(std::sync::Arc::new(confine_nodeexec::RunSlots::new(2)));
+    let reg = std::sync::Arc::new(confine_tools::create_coding_tools(tmp.path(), options).unwrap());
     let m = marker();
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let stop = CancellationToken::new();

@@ -8,9 +8,9 @@ mod support;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
+use confine_tools::NodeProcessOptions;
 use serde_json::json;
 use support::{call_on, runtime};
-use tools::NodeProcessOptions;
 
 const OTHER: u32 = 1234;
 
@@ -18,8 +18,8 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-fn registry(root: &Path) -> tools::ToolRegistry {
-    tools::create_selected_tools(
+fn registry(root: &Path) -> confine_tools::ToolRegistry {
+    confine_tools::create_selected_tools(
         root,
         NodeProcessOptions::default(),
         &["write_file", "edit_file"],
@@ -42,9 +42,10 @@ fn chown(path: &Path, uid: u32, gid: u32) {
 #[test]
 fn a_replaced_file_keeps_its_owner_and_group_as_root() {
     if !is_root() {
-        eprintln!(
-            "!!! a_replaced_file_keeps_its_owner_and_group_as_root: NOT RUN as an ordinary user \
-             (only root may give a file to another owner); CI runs it as root"
+        testkit::not_run(
+            "a_replaced_file_keeps_its_owner_and_group_as_root",
+            "as an ordinary user \
+             (only root may give a file to another owner); CI runs it as root",
         );
         return;
     }

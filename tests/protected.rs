@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use confine_tools::{NodeProcessOptions, ProtectedPaths, ToolRegistry};
 use serde_json::{Value, json};
 use support::{call_lines, call_on, runtime};
-use tools::{NodeProcessOptions, ProtectedPaths, ToolRegistry};
 
 const REFUSED: &str = r#"{"error":{"code":"TOOL_EXECUTION_FAILED","message":"PATH_PROTECTED"}}"#;
 
@@ -42,7 +42,7 @@ fn registry(root: &Path, protected: ProtectedPaths) -> ToolRegistry {
         "move_file",
         "delete_file",
     ];
-    tools::create_selected_tools(root, options, &names).unwrap()
+    confine_tools::create_selected_tools(root, options, &names).unwrap()
 }
 
 /// Every entry beneath `root` (symlinks as their targets' text), with file contents.

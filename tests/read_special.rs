@@ -59,9 +59,9 @@ fn read_file_refuses_a_fifo_and_a_device_without_opening_them() {
     let names: &[&str] = match mknod(&root.join("dev"), libc::S_IFCHR, libc::makedev(1, 3)) {
         Ok(()) => &["fifo", "dev"],
         Err(e) if !rustix::process::geteuid().is_root() => {
-            eprintln!(
-                "!!! read_file_refuses_a_fifo_and_a_device_without_opening_them: the DEVICE \
-                 half NOT RUN as an ordinary user (mknod: {e}); the FIFO half runs"
+            testkit::not_run(
+                "read_file_refuses_a_fifo_and_a_device_without_opening_them (device half)",
+                &format!("as an ordinary user (mknod: {e}); the FIFO half runs"),
             );
             &["fifo"]
         }
@@ -70,7 +70,7 @@ fn read_file_refuses_a_fifo_and_a_device_without_opening_them() {
              allows device nodes: {e}"
         ),
     };
-    let registry = tools::create_read_only_tools(root).unwrap();
+    let registry = confine_tools::create_read_only_tools(root).unwrap();
     let rt = runtime();
     let mut inotify = inotify::Inotify::init().unwrap();
     inotify

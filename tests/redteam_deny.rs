@@ -25,9 +25,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use confine_tools::{DeniedPaths, NodeProcessOptions};
 use serde_json::{Value, json};
 use support::{call_lines, call_on, census_flags, runtime};
-use tools::{DeniedPaths, NodeProcessOptions};
 
 const SECRET: &str = "s3cr3t-needle";
 
@@ -132,7 +132,7 @@ fn a_symlink_swapped_to_a_denied_file_during_reads_never_yields_it() {
         std::os::unix::fs::symlink("plain.txt", ws.join("link")).unwrap();
         let mut options = NodeProcessOptions::default();
         options.denied = Arc::new(denied);
-        let tools = tools::create_selected_tools(&ws, options, &["read_file"]).unwrap();
+        let tools = confine_tools::create_selected_tools(&ws, options, &["read_file"]).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let swapper = {
             let (ws, stop) = (ws.clone(), stop.clone());
@@ -186,7 +186,7 @@ fn a_denied_file_renamed_back_and_forth_is_never_read_by_its_denied_name() {
         std::os::unix::fs::symlink(".env", ws.join("to-env")).unwrap();
         let mut options = NodeProcessOptions::default();
         options.denied = Arc::new(denied);
-        let tools = tools::create_selected_tools(&ws, options, &["read_file"]).unwrap();
+        let tools = confine_tools::create_selected_tools(&ws, options, &["read_file"]).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let renamer = {
             let (ws, stop) = (ws.clone(), stop.clone());
@@ -364,9 +364,9 @@ fn no_namespaces() -> Option<[&'static str; 10]> {
 fn without_a_mount_namespace_a_sandboxed_call_with_denied_entries_is_refused() {
     const TEST: &str = "without_a_mount_namespace_a_sandboxed_call_with_denied_entries_is_refused";
     let Some(prefix) = no_namespaces() else {
-        eprintln!(
-            "!!! {TEST}: NOT RUN, no user namespace (with capsh) can be made here to refuse \
-             namespaces inside"
+        testkit::not_run(
+            TEST,
+            "no user namespace (with capsh) can be made here to refuse namespaces inside",
         );
         return;
     };
@@ -392,9 +392,10 @@ fn without_a_mount_namespace_a_sandboxed_call_with_denied_entries_is_refused() {
 fn in_the_container_like_setup_denied_entries_stay_covered() {
     const TEST: &str = "in_the_container_like_setup_denied_entries_stay_covered";
     if !rustix::process::geteuid().is_root() {
-        eprintln!(
-            "!!! {TEST}: NOT RUN as an ordinary user (it needs root, to remount the cgroup \
-             file system and drop a capability); CI runs it as root"
+        testkit::not_run(
+            TEST,
+            "as an ordinary user (it needs root, to remount the cgroup file system and drop a \
+             capability); CI runs it as root",
         );
         return;
     }

@@ -45,7 +45,7 @@ const GIT: &str = "git -c user.name=t -c user.email=t@example.invalid";
 fn have_git(test: &str) -> bool {
     let found = host_git(Path::new("/"), &["--version"]).is_some();
     if !found {
-        eprintln!("!!! {test}: NOT RUN, no git on PATH");
+        testkit::not_run(test, "no git on PATH");
     }
     found
 }
@@ -382,9 +382,10 @@ fn without_a_mount_namespace_a_sandboxed_call_in_a_repository_is_refused() {
         return;
     }
     let Some(prefix) = no_namespaces() else {
-        eprintln!(
-            "!!! {TEST}: NOT RUN, no user namespace (with capsh) can be made here to refuse \
-             namespaces inside"
+        testkit::not_run(
+            TEST,
+            "no user namespace (with capsh) can be made here to refuse \
+             namespaces inside",
         );
         return;
     };
@@ -422,9 +423,10 @@ fn in_the_container_like_setup_the_hooks_stay_read_only_and_git_commit_works() {
         return;
     }
     if !rustix::process::geteuid().is_root() {
-        eprintln!(
-            "!!! {TEST}: NOT RUN as an ordinary user (it needs root, to remount the cgroup \
-             file system and drop a capability); CI runs it as root"
+        testkit::not_run(
+            TEST,
+            "as an ordinary user (it needs root, to remount the cgroup \
+             file system and drop a capability); CI runs it as root",
         );
         return;
     }

@@ -12,9 +12,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use confine_tools::{
+    NodeProcessOptions, RunCommandOptions, ToolCall, ToolRegistry, execute_tool_call,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tools::{NodeProcessOptions, RunCommandOptions, ToolCall, ToolRegistry, execute_tool_call};
 
 mod support;
 use support::{alive, assert_dead, assert_no_pify, call_lines, marked, marker};
@@ -32,7 +34,8 @@ fn options(max_ms: Option<u64>) -> NodeProcessOptions {
 }
 
 fn registry(root: &Path, options: NodeProcessOptions) -> ToolRegistry {
-    tools::create_workspace_tools(root, marked(options)).expect("tools over a fresh directory")
+    confine_tools::create_workspace_tools(root, marked(options))
+        .expect("tools over a fresh directory")
 }
 
 async fn call(registry: &ToolRegistry, arguments: Value) -> (bool, Value) {
@@ -82,7 +85,7 @@ async fn ten_megabytes_keep_exactly_the_first_and_last_16_kib_with_the_marker() 
     let want = format!(
         "{}{}{}",
         std::str::from_utf8(&all[..kib16]).unwrap(),
-        nodeexec::omitted_marker(all.len() as u64 - 2 * kib16 as u64),
+        confine_nodeexec::omitted_marker(all.len() as u64 - 2 * kib16 as u64),
         std::str::from_utf8(&all[all.len() - kib16..]).unwrap(),
     );
     assert_eq!(all.len(), 10_000_000);
@@ -124,7 +127,7 @@ async fn output_at_head_plus_tail_is_whole_and_one_more_byte_is_marked() {
     let want = format!(
         "{}{}{}",
         "x".repeat(n / 2),
-        nodeexec::omitted_marker(1),
+        confine_nodeexec::omitted_marker(1),
         "x".repeat(n / 2)
     );
     assert_eq!(rec["stdout"].as_str().unwrap(), want);
@@ -251,7 +254,7 @@ async fn every_limit_at_n_and_n_plus_one() {
     // The command: 32,768 bytes run, 32,769 are refused.
     let at = format!(
         "true{}",
-        " ".repeat(tools::run_command::MAX_COMMAND_BYTES - 4)
+        " ".repeat(confine_tools::run_command::MAX_COMMAND_BYTES - 4)
     );
     let (is_error, rec) = call(&reg, json!({"command": at})).await;
     assert!(!is_error, "{rec}");
@@ -393,7 +396,7 @@ async fn a_real_crates_test_suite_runs_under_the_sandbox() {
     // wherever this machine keeps them (`CARGO_HOME`, `RUSTUP_HOME`, the installation of the
     // `cargo` on PATH, as where CI runs the suite as an ordinary user).
     let home = std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME"));
-    let mut sandbox = nodeexec::Sandbox::new();
+    let mut sandbox = confine_nodeexec::Sandbox::new();
     let mut dirs = vec![home.join(".cargo"), home.join(".rustup")];
     dirs.extend(
         ["CARGO_HOME", "RUSTUP_HOME"]
@@ -439,7 +442,7 @@ async fn under_the_sandbox_it_cannot_write_outside_or_connect_and_can_run_node_a
             let tmp = tempfile::tempdir().unwrap();
             let mut opts = options(None);
             if sandboxed {
-                opts.sandbox = Some(nodeexec::Sandbox::new());
+                opts.sandbox = Some(confine_nodeexec::Sandbox::new());
             }
             let reg = registry(tmp.path(), opts);
             let (is_error, rec) = call(&reg, json!({"command": command})).await;
@@ -468,7 +471,7 @@ async fn under_the_sandbox_it_cannot_write_outside_or_connect_and_can_run_node_a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_command_waits_for_the_shared_slots_and_is_cancellable_while_queued() {
     let tmp = tempfile::tempdir().unwrap();
-    let slots = std::sync::Arc::new(nodeexec::RunSlots::new(1));
+    let slots = std::sync::Arc::new(confine_nodeexec::RunSlots::new(1));
     let mut opts = options(None);
     opts.slots = Some(slots.clone());
     let registry = registry(tmp.path(), opts);

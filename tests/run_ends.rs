@@ -8,9 +8,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use confine_tools::{
+    NodeProcessOptions, RunCommandOptions, ToolCall, ToolRegistry, execute_tool_call,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tools::{NodeProcessOptions, RunCommandOptions, ToolCall, ToolRegistry, execute_tool_call};
 
 mod support;
 use support::{assert_dead, marked, marker};
@@ -24,7 +26,8 @@ fn registry(root: &Path) -> ToolRegistry {
     let mut options = NodeProcessOptions::default();
     options.commands = Some(commands);
     options.timeout = Some(Duration::from_millis(BOUND_MS));
-    tools::create_workspace_tools(root, marked(options)).expect("tools over a fresh directory")
+    confine_tools::create_workspace_tools(root, marked(options))
+        .expect("tools over a fresh directory")
 }
 
 async fn call(registry: &ToolRegistry, name: &str, arguments: Value) -> (bool, Value, Duration) {

@@ -8,9 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nodeexec::{LandlockSupport, Sandbox};
+use confine_nodeexec::{LandlockSupport, Sandbox};
+use confine_tools::NodeProcessOptions;
 use serde_json::{Value, json};
-use tools::NodeProcessOptions;
 
 mod support;
 use support::{assert_no_pify, call_lines, call_on, census_flags, marked, runtime};
@@ -29,7 +29,7 @@ fn kernel_abi() -> u32 {
 /// How node_process is reached.
 #[derive(Clone, Copy, Debug)]
 enum Route {
-    /// `tools::create_coding_tools` with `NodeProcessOptions::sandbox`.
+    /// `confine_tools::create_coding_tools` with `NodeProcessOptions::sandbox`.
     Tool,
     /// The built binary: `confine call [--sandbox]`.
     Binary,
@@ -63,7 +63,7 @@ fn run_all(route: Route, mode: Mode, root: &Path, probes: &[(String, Vec<String>
     let arguments = |(source, args): &(String, Vec<String>)| json!({"source": format!("{HELPERS}{source}"), "arguments": args});
     match route {
         Route::Tool => {
-            let registry = tools::create_coding_tools(root, options(mode)).unwrap();
+            let registry = confine_tools::create_coding_tools(root, options(mode)).unwrap();
             let rt = runtime();
             probes
                 .iter()
@@ -435,7 +435,10 @@ fn doctor_reports_landlock_and_the_sandbox_check() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["landlock"], json!({"available": true, "abi": abi}));
     assert_eq!(report["sandbox"]["usable"], true);
-    assert_eq!(report["sandbox"]["abi"], abi.min(nodeexec::MAX_TESTED_ABI));
+    assert_eq!(
+        report["sandbox"]["abi"],
+        abi.min(confine_nodeexec::MAX_TESTED_ABI)
+    );
     assert_eq!(
         report["sandbox"]["check"],
         json!({"ran": true, "passed": true, "writeInside": "ok", "writeTmp": "EACCES",
@@ -544,10 +547,11 @@ fn probe_as(
 fn sandbox_holds_as_a_user_and_in_a_container_like_setup() {
     use std::os::unix::fs::PermissionsExt;
     if !root() {
-        eprintln!(
-            "!!! sandbox_holds_as_a_user_and_in_a_container_like_setup: NOT RUN as an ordinary \
+        testkit::not_run(
+            "sandbox_holds_as_a_user_and_in_a_container_like_setup",
+            "as an ordinary \
              user (it needs root, to run the binary as another user and to drop a \
-             capability); CI runs it as root"
+             capability); CI runs it as root",
         );
         return;
     }

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use confine_tools::{Tool, ToolCall, ToolRegistry, ToolResult, execute_tool_call};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tools::{Tool, ToolCall, ToolRegistry, ToolResult, execute_tool_call};
 
 mod support;
 use support::{Sibling, call_lines, confine, feed, kill_and_reap, pify_entries};
@@ -112,8 +112,8 @@ fn write_via(
 
 fn registry(root: &Path) -> ToolRegistry {
     let tools: Vec<Arc<dyn Tool>> = vec![
-        Arc::new(tools::create_write_tool(root).unwrap()),
-        Arc::new(tools::create_read_tool(root).unwrap()),
+        Arc::new(confine_tools::create_write_tool(root).unwrap()),
+        Arc::new(confine_tools::create_read_tool(root).unwrap()),
     ];
     ToolRegistry::new(tools).unwrap()
 }
@@ -540,7 +540,7 @@ fn write_cancelled_is_a_rejection_and_writes_nothing() {
     let ws = Ws::fast();
     let cancel = CancellationToken::new();
     cancel.cancel();
-    let tool = tools::create_write_tool(&ws.root).unwrap();
+    let tool = confine_tools::create_write_tool(&ws.root).unwrap();
     let args = serde_json::value::RawValue::from_string(
         json!({"path": "a/b.txt", "content": "x"}).to_string(),
     )
@@ -548,13 +548,13 @@ fn write_cancelled_is_a_rejection_and_writes_nothing() {
     let outcome = ws.rt.block_on(tool.execute(&args, &cancel));
     assert_eq!(
         outcome.unwrap_err(),
-        tools::CallError::Cancelled(tools::Cancelled)
+        confine_tools::CallError::Cancelled(confine_tools::Cancelled)
     );
     let call = ToolCall::new("c", "write_file", &json!({"path": "b.txt", "content": "x"}));
     let outcome = ws
         .rt
         .block_on(execute_tool_call(&ws.registry, &call, &cancel));
-    assert_eq!(outcome.unwrap_err(), tools::Cancelled);
+    assert_eq!(outcome.unwrap_err(), confine_tools::Cancelled);
     assert!(tree(&ws.root).is_empty());
     ws.assert_no_leftovers();
 }

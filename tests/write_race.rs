@@ -101,8 +101,9 @@ fn an_editor_saving_by_rename_races_write_file_and_the_name_is_never_missing() {
     let dirs = Sibling::fast("unused");
     let root = dirs.root.clone();
     std::fs::write(root.join("tgt"), content("editor", 0)).unwrap();
-    let registry = tools::create_coding_tools(&root, tools::NodeProcessOptions::default())
-        .expect("a registry");
+    let registry =
+        confine_tools::create_coding_tools(&root, confine_tools::NodeProcessOptions::default())
+            .expect("a registry");
     let rt = runtime();
     let race = Race::default();
     let (mut written, mut replaced) = (0u64, 0u64);
@@ -184,8 +185,9 @@ fn an_editor_saving_by_rename_races_edit_file_and_the_name_is_never_missing() {
     let dirs = Sibling::fast("unused");
     let root = dirs.root.clone();
     std::fs::write(root.join("tgt"), content("editor", 0)).unwrap();
-    let registry = tools::create_workspace_tools(&root, tools::NodeProcessOptions::default())
-        .expect("a registry");
+    let registry =
+        confine_tools::create_workspace_tools(&root, confine_tools::NodeProcessOptions::default())
+            .expect("a registry");
     let rt = runtime();
     let race = Race::default();
     let mut outcomes = std::collections::BTreeMap::<String, u64>::new();
@@ -257,8 +259,9 @@ fn edit_file_never_commits_over_a_save_it_did_not_read() {
     let dirs = Sibling::fast("unused");
     let root = dirs.root.clone();
     std::fs::write(root.join("tgt"), content("editor", 0)).unwrap();
-    let registry = tools::create_workspace_tools(&root, tools::NodeProcessOptions::default())
-        .expect("a registry");
+    let registry =
+        confine_tools::create_workspace_tools(&root, confine_tools::NodeProcessOptions::default())
+            .expect("a registry");
     let rt = runtime();
     let stop = AtomicBool::new(false);
     let saves = AtomicU64::new(0);

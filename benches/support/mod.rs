@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use confine::tools::{NodeProcessOptions, ToolCall};
+use confine_cli::tools::{NodeProcessOptions, ToolCall};
 
 /// The first `node` on `PATH`, canonicalized.
 pub fn node() -> PathBuf {

@@ -27,7 +27,7 @@ use lines::{Frame, Framer};
 
 struct World {
     _tmp: tempfile::TempDir,
-    registry: tools::ToolRegistry,
+    registry: confine_tools::ToolRegistry,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -36,7 +36,7 @@ fn world() -> &'static World {
     WORLD.get_or_init(|| {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("a.txt"), "alpha").unwrap();
-        let registry = tools::create_read_only_tools(tmp.path()).unwrap();
+        let registry = confine_tools::create_read_only_tools(tmp.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -73,7 +73,7 @@ fn handle(frame: Frame, max: usize) {
                     let cancel = CancellationToken::new();
                     let result = w
                         .runtime
-                        .block_on(tools::execute_tool_call(&w.registry, &call, &cancel))
+                        .block_on(confine_tools::execute_tool_call(&w.registry, &call, &cancel))
                         .expect("never cancelled");
                     check_answer(&answer(&id, &result), Some(id.get()));
                 }

@@ -61,7 +61,7 @@ fn world() -> &'static World {
         assert!(FUZZ_LINE_BYTES < MAX_LINE_BYTES);
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("a.txt"), "alpha").unwrap();
-        let registry = tools::create_read_only_tools(tmp.path()).unwrap();
+        let registry = confine_tools::create_read_only_tools(tmp.path()).unwrap();
         // One thread: the session's tasks run inside each input's `block_on`, without a
         // wake-up of another thread per message.
         let runtime = tokio::runtime::Builder::new_current_thread()

@@ -1,4 +1,4 @@
-//! Fuzz `pathgrammar::normalize`. Oracle: whatever is accepted has only clean `/`-separated
+//! Fuzz `confine_pathgrammar::normalize`. Oracle: whatever is accepted has only clean `/`-separated
 //! segments, is a fixed point (normalizing it again returns it unchanged), and, joined beneath a
 //! root, never leaves it when the components are walked lexically. Any input may be rejected;
 //! none may panic.
@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(input) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(p) = pathgrammar::normalize(input) else {
+    let Ok(p) = confine_pathgrammar::normalize(input) else {
         return;
     };
     let s = p.as_str();
@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
         );
     }
     assert_eq!(
-        pathgrammar::normalize(s).as_ref(),
+        confine_pathgrammar::normalize(s).as_ref(),
         Ok(&p),
         "not a fixed point"
     );

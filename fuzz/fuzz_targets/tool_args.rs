@@ -22,7 +22,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::value::RawValue;
 use testkit::fixture::{TOOL_KEYS, argument_target, tree_stamp};
 use tokio_util::sync::CancellationToken;
-use tools::{CallError, ErrorCode, ToolRegistry};
+use confine_tools::{CallError, ErrorCode, ToolRegistry};
 
 struct World {
     _tmp: tempfile::TempDir,
@@ -58,9 +58,9 @@ fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
         let (tmp, root) = argument_target();
-        let mut options = tools::NodeProcessOptions::default();
+        let mut options = confine_tools::NodeProcessOptions::default();
         options.commands = Some(Default::default());
-        let registry = tools::create_workspace_tools(&root, options).unwrap();
+        let registry = confine_tools::create_workspace_tools(&root, options).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -177,7 +177,7 @@ fuzz_target!(|data: &[u8]| {
                 arguments.get()
             );
         }
-        Ok(()) if tools::READ_ONLY_TOOLS.contains(&tool.name()) => {
+        Ok(()) if confine_tools::READ_ONLY_TOOLS.contains(&tool.name()) => {
             let _ = w.runtime.block_on(tool.execute(&arguments, &cancel));
         }
         Ok(()) => {}

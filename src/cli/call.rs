@@ -17,9 +17,9 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use confine_tools::{ToolRegistry, execute_tool_call};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
-use tools::{ToolRegistry, execute_tool_call};
 
 use super::callline::{Decoded, LINE_TOO_LONG, answer, decode, invalid};
 use super::common::ToolArgs;

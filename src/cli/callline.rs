@@ -3,10 +3,10 @@
 //! Kept apart from the reading loop (and free of I/O) so that the fuzz targets can drive
 //! exactly this code.
 
+use confine_tools::{ToolCall, ToolResult};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tools::{ToolCall, ToolResult};
 
 #[derive(Deserialize)]
 struct Line {
@@ -138,7 +138,7 @@ mod tests {
         fn every_line_gets_one_answer_of_the_answer_shape(lines in proptest::collection::vec(line(), 1..8)) {
             let tmp = tempfile::tempdir().unwrap();
             std::fs::write(tmp.path().join("a.txt"), "alpha").unwrap();
-            let registry = tools::create_read_only_tools(tmp.path()).unwrap();
+            let registry = confine_tools::create_read_only_tools(tmp.path()).unwrap();
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             for bytes in lines {
                 match decode(&bytes) {
@@ -149,7 +149,7 @@ mod tests {
                     Decoded::Call(id, call) => {
                         let cancel = CancellationToken::new();
                         let result = runtime
-                            .block_on(tools::execute_tool_call(&registry, &call, &cancel))
+                            .block_on(confine_tools::execute_tool_call(&registry, &call, &cancel))
                             .expect("never cancelled");
                         let expected: Value = serde_json::from_str(id.get()).unwrap();
                         check_answer(&answer(&id, &result), &expected)?;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tools::{BuildError, NodeProcessOptions, SelectError, ToolRegistry};
+use confine_tools::{BuildError, NodeProcessOptions, SelectError, ToolRegistry};
 
 /// Where the tools work and how node_process is bounded.
 #[derive(Debug, Clone, clap::Args)]
@@ -161,24 +161,24 @@ async fn futures_lite_select<F: std::future::Future + Unpin>(futures: impl Itera
     .await;
 }
 
-/// Make this process not dumpable (see [`nodeexec::hide_embedder_environment`]), unless
+/// Make this process not dumpable (see [`confine_nodeexec::hide_embedder_environment`]), unless
 /// `--keep-dumpable` asked otherwise.
 pub fn hide_environment(args: &ToolArgs) {
     if !args.keep_dumpable {
-        nodeexec::hide_embedder_environment();
+        confine_nodeexec::hide_embedder_environment();
     }
 }
 
 /// One `--protect` pattern, checked alone (the count is checked with the list).
 pub fn protect_pattern(text: &str) -> Result<String, String> {
-    tools::ProtectedPaths::new(false, &[text])
+    confine_tools::ProtectedPaths::new(false, &[text])
         .map(|_| text.to_owned())
         .map_err(|e| e.to_string())
 }
 
 /// One `--deny` pattern, checked alone (the count is checked with the list).
 pub fn deny_pattern(text: &str) -> Result<String, String> {
-    tools::DeniedPaths::new(&[text])
+    confine_tools::DeniedPaths::new(&[text])
         .map(|_| text.to_owned())
         .map_err(|e| e.to_string())
 }
@@ -190,14 +190,14 @@ fn existing_path(path: &str) -> Result<PathBuf, String> {
 
 impl ToolArgs {
     /// The protected paths these flags ask for: a usage error when there are too many.
-    pub fn protected(&self) -> Result<tools::ProtectedPaths, ExitCode> {
-        tools::ProtectedPaths::new(!self.unprotect_defaults, &self.protect)
+    pub fn protected(&self) -> Result<confine_tools::ProtectedPaths, ExitCode> {
+        confine_tools::ProtectedPaths::new(!self.unprotect_defaults, &self.protect)
             .map_err(|e| usage(&format!("--protect: {e}")))
     }
 
     /// The denied paths these flags ask for: a usage error when there are too many.
-    pub fn denied(&self) -> Result<tools::DeniedPaths, ExitCode> {
-        tools::DeniedPaths::new(&self.deny).map_err(|e| usage(&format!("--deny: {e}")))
+    pub fn denied(&self) -> Result<confine_tools::DeniedPaths, ExitCode> {
+        confine_tools::DeniedPaths::new(&self.deny).map_err(|e| usage(&format!("--deny: {e}")))
     }
 
     /// The node_process options these flags ask for (the protected paths are the defaults;
@@ -216,7 +216,7 @@ impl ToolArgs {
             }
         }
         if self.allow_commands {
-            let mut commands = tools::RunCommandOptions::default();
+            let mut commands = confine_tools::RunCommandOptions::default();
             commands.timeout = self.command_timeout_ms.map(Duration::from_millis);
             commands.max_timeout = self.command_max_timeout_ms.map(Duration::from_millis);
             commands.max_jobs = self.max_jobs.map(|n| n as usize);
@@ -225,9 +225,9 @@ impl ToolArgs {
         }
         options.slots = self
             .max_processes
-            .map(|n| std::sync::Arc::new(nodeexec::RunSlots::new(n as usize)));
+            .map(|n| std::sync::Arc::new(confine_nodeexec::RunSlots::new(n as usize)));
         options.sandbox = self.sandbox.then(|| {
-            let mut sandbox = nodeexec::Sandbox::new();
+            let mut sandbox = confine_nodeexec::Sandbox::new();
             if let Some(abi) = self.sandbox_min_abi {
                 sandbox.min_abi(abi);
             }
@@ -249,33 +249,38 @@ impl ToolArgs {
     pub fn registry(&self) -> Result<ToolRegistry, ExitCode> {
         let names: Vec<String> = match (&self.tools, self.read_only) {
             (None, false) => {
-                let mut names: Vec<String> =
-                    tools::WORKSPACE_TOOLS.iter().map(|&n| n.into()).collect();
+                let mut names: Vec<String> = confine_tools::WORKSPACE_TOOLS
+                    .iter()
+                    .map(|&n| n.into())
+                    .collect();
                 if self.allow_commands {
-                    names.extend(tools::COMMAND_TOOLS.iter().map(|&n| n.into()));
+                    names.extend(confine_tools::COMMAND_TOOLS.iter().map(|&n| n.into()));
                 }
                 names
             }
-            (None, true) => tools::READ_ONLY_TOOLS.iter().map(|&n| n.into()).collect(),
+            (None, true) => confine_tools::READ_ONLY_TOOLS
+                .iter()
+                .map(|&n| n.into())
+                .collect(),
             (Some(names), read_only) => {
                 if names.iter().all(|n| n.trim().is_empty()) {
                     return Err(usage("--tools needs at least one tool name"));
                 }
                 let mut chosen = Vec::new();
                 for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-                    let command_tool = tools::COMMAND_TOOLS.contains(&name);
+                    let command_tool = confine_tools::COMMAND_TOOLS.contains(&name);
                     if command_tool && !self.allow_commands {
                         return Err(usage(&format!(
                             "{name} is offered only with --allow-commands"
                         )));
                     }
-                    if !tools::WORKSPACE_TOOLS.contains(&name) && !command_tool {
+                    if !confine_tools::WORKSPACE_TOOLS.contains(&name) && !command_tool {
                         return Err(usage(&format!(
                             "unknown tool {name:?} in --tools (known: {})",
-                            tools::WORKSPACE_TOOLS.join(", ")
+                            confine_tools::WORKSPACE_TOOLS.join(", ")
                         )));
                     }
-                    if read_only && !tools::READ_ONLY_TOOLS.contains(&name) {
+                    if read_only && !confine_tools::READ_ONLY_TOOLS.contains(&name) {
                         return Err(usage(&format!(
                             "{name} changes the workspace and --read-only was given"
                         )));
@@ -288,7 +293,7 @@ impl ToolArgs {
         let mut options = self.node_options();
         options.protected = std::sync::Arc::new(self.protected()?);
         options.denied = std::sync::Arc::new(self.denied()?);
-        tools::create_selected_tools(&self.root, options, &names).map_err(|e| match e {
+        confine_tools::create_selected_tools(&self.root, options, &names).map_err(|e| match e {
             SelectError::Build(e) => unusable(&e),
             other => usage(&other.to_string()),
         })

@@ -29,10 +29,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use nodeexec::{Containment, LandlockSupport, ProcessBound, Sandbox, SandboxRules};
+use confine_nodeexec::{Containment, LandlockSupport, ProcessBound, Sandbox, SandboxRules};
+use confine_tools::{NodeProcessOptions, ToolCall, execute_tool_call};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tools::{NodeProcessOptions, ToolCall, execute_tool_call};
 
 /// Arguments of `confine doctor`.
 #[derive(Debug, clap::Args)]
@@ -85,7 +85,7 @@ const SANDBOX_PROBE: &str = "const fs = require('fs');\
 /// The report, built once and printed as text or JSON.
 struct Report {
     landlock: LandlockSupport,
-    rules: Result<SandboxRules, nodeexec::ErrorKind>,
+    rules: Result<SandboxRules, confine_nodeexec::ErrorKind>,
     check: Value,
     /// The mode, and whether it had a PID namespace and a user namespace.
     containment: Option<(Containment, bool, bool)>,
@@ -115,11 +115,12 @@ pub fn run(args: Args) -> ExitCode {
         Ok(dir) => dir,
         Err(_) => return super::common::usage("cannot make a scratch directory"),
     };
-    let protected = match tools::ProtectedPaths::new(!args.unprotect_defaults, &args.protect) {
-        Ok(list) => list,
-        Err(e) => return super::common::usage(&format!("--protect: {e}")),
-    };
-    let denied = match tools::DeniedPaths::new(&args.deny) {
+    let protected =
+        match confine_tools::ProtectedPaths::new(!args.unprotect_defaults, &args.protect) {
+            Ok(list) => list,
+            Err(e) => return super::common::usage(&format!("--protect: {e}")),
+        };
+    let denied = match confine_tools::DeniedPaths::new(&args.deny) {
         Ok(list) => list,
         Err(e) => return super::common::usage(&format!("--deny: {e}")),
     };
@@ -133,12 +134,12 @@ pub fn run(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn examine(args: &Args, scratch: &Path, protected: tools::ProtectedPaths) -> Report {
+async fn examine(args: &Args, scratch: &Path, protected: confine_tools::ProtectedPaths) -> Report {
     let landlock = LandlockSupport::probe();
     let mut options = NodeProcessOptions::default();
     options.node = args.node.clone();
     options.timeout = Some(PROBE_TIMEOUT);
-    let node = tools::create_node_process_tool(scratch, options.clone())
+    let node = confine_tools::create_node_process_tool(scratch, options.clone())
         .ok()
         .map(|tool| tool.node().to_owned());
 
@@ -148,7 +149,7 @@ async fn examine(args: &Args, scratch: &Path, protected: tools::ProtectedPaths) 
         policy.allow_installation(node);
     }
     let rules = std::fs::File::open(scratch)
-        .map_err(|_| nodeexec::ErrorKind::StartFailed)
+        .map_err(|_| confine_nodeexec::ErrorKind::StartFailed)
         .and_then(|dir| policy.build(&dir).map_err(|e| e.kind()));
 
     // The containment a run gets: run Node.js (or, without one, this binary) once.
@@ -156,7 +157,7 @@ async fn examine(args: &Args, scratch: &Path, protected: tools::ProtectedPaths) 
         .clone()
         .or_else(|| std::env::current_exe().ok())
         .unwrap_or_else(|| PathBuf::from("/bin/true"));
-    let mut cmd = nodeexec::Command::new(&probe_program);
+    let mut cmd = confine_nodeexec::Command::new(&probe_program);
     cmd.arg("--version")
         .current_dir(scratch)
         .timeout(PROBE_TIMEOUT);
@@ -207,11 +208,11 @@ async fn denied_check(scratch: &Path, mut options: NodeProcessOptions) -> Value 
     {
         return json!({"ran": false, "reason": "cannot make a scratch workspace"});
     }
-    let Ok(list) = tools::DeniedPaths::new(&["secret.txt"]) else {
+    let Ok(list) = confine_tools::DeniedPaths::new(&["secret.txt"]) else {
         return json!({"ran": false, "reason": "the probe's list does not compile"});
     };
     options.denied = std::sync::Arc::new(list);
-    let Ok(registry) = tools::create_coding_tools(&workspace, options) else {
+    let Ok(registry) = confine_tools::create_coding_tools(&workspace, options) else {
         return json!({"ran": false, "reason": "the tools could not be built"});
     };
     let arguments = json!({"source": DENIED_PROBE});
@@ -240,7 +241,7 @@ async fn protected_check(scratch: &Path, options: NodeProcessOptions) -> Value {
     let covered = options
         .protected
         .is_protected(Path::new(".git/hooks/pre-commit"));
-    let Ok(registry) = tools::create_coding_tools(&repository, options) else {
+    let Ok(registry) = confine_tools::create_coding_tools(&repository, options) else {
         return json!({"ran": false, "reason": "the tools could not be built"});
     };
     let arguments = json!({"source": PROTECTED_PROBE});
@@ -261,7 +262,7 @@ async fn protected_check(scratch: &Path, options: NodeProcessOptions) -> Value {
 
 /// Run [`SANDBOX_PROBE`] through `node_process` with `--sandbox`'s options.
 async fn sandbox_check(scratch: &Path, options: NodeProcessOptions) -> Value {
-    let Ok(registry) = tools::create_coding_tools(scratch, options) else {
+    let Ok(registry) = confine_tools::create_coding_tools(scratch, options) else {
         return json!({"ran": false, "reason": "the tools could not be built"});
     };
     let tag = format!("{}", std::process::id());
@@ -323,15 +324,15 @@ impl Report {
                 "refusesTcp": rules.refuses_tcp(),
                 "refusesIpSockets": rules.refuses_ip_sockets(),
                 "scoped": rules.scoped(),
-                "minAbi": nodeexec::DEFAULT_MIN_ABI,
-                "addressSpaceBytes": nodeexec::DEFAULT_ADDRESS_SPACE,
-                "openFiles": nodeexec::DEFAULT_OPEN_FILES,
+                "minAbi": confine_nodeexec::DEFAULT_MIN_ABI,
+                "addressSpaceBytes": confine_nodeexec::DEFAULT_ADDRESS_SPACE,
+                "openFiles": confine_nodeexec::DEFAULT_OPEN_FILES,
                 "check": self.check,
             }),
             Err(kind) => json!({
                 "usable": false,
                 "error": kind.code(),
-                "minAbi": nodeexec::DEFAULT_MIN_ABI,
+                "minAbi": confine_nodeexec::DEFAULT_MIN_ABI,
                 "check": self.check,
             }),
         };
@@ -389,8 +390,8 @@ impl Report {
                 } else {
                     ""
                 },
-                nodeexec::DEFAULT_ADDRESS_SPACE >> 30,
-                nodeexec::DEFAULT_OPEN_FILES,
+                confine_nodeexec::DEFAULT_ADDRESS_SPACE >> 30,
+                confine_nodeexec::DEFAULT_OPEN_FILES,
                 shown(&rules.readable()).join(", "),
                 shown(&rules.writable()).join(", "),
                 metadata_policy(rules),
@@ -403,7 +404,7 @@ impl Report {
                 "unusable ({}): --sandbox calls fail with NODE_SANDBOX_UNAVAILABLE \
                  (it needs Landlock ABI {} or newer)",
                 kind.code(),
-                nodeexec::DEFAULT_MIN_ABI
+                confine_nodeexec::DEFAULT_MIN_ABI
             ),
         };
         let sandbox_check_text = if self.check["ran"] == true {
@@ -456,7 +457,7 @@ impl Report {
             Some((other, _, _)) => other.name().to_owned(),
             None => "unknown (the probe run failed)".to_owned(),
         };
-        let max = nodeexec::DEFAULT_MAX_PROCESSES;
+        let max = confine_nodeexec::DEFAULT_MAX_PROCESSES;
         let processes = match self.process_bound {
             Some(ProcessBound::Cgroup) => {
                 format!("at most {max} a call (pids.max of its cgroup v2)")

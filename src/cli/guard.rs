@@ -1,13 +1,13 @@
 //! `confine guard CASE.json`: the grading program of the path guard.
 //!
 //! Builds the case in a fresh temporary parent (`cc-task-abc` and its prefix-sharing sibling
-//! `cc-task-abc-evil`), maps every path through `jail::resolve_in_sandbox`, prints
-//! `[{"path", "ok"}, …]` on one line and removes the parent. See the `grading` crate.
+//! `cc-task-abc-evil`), maps every path through `confine_jail::resolve_in_sandbox`, prints
+//! `[{"path", "ok"}, …]` on one line and removes the parent. See the `confine-grading` crate.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use grading::{GuardCase, run_guard_case};
+use confine_grading::{GuardCase, run_guard_case};
 
 /// Arguments of `confine guard`.
 #[derive(Debug, clap::Args)]

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use grading::{JailCase, run_jail_case};
+use confine_grading::{JailCase, run_jail_case};
 
 /// Arguments of `confine jail`.
 #[derive(Debug, clap::Args)]

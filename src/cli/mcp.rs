@@ -5,8 +5,8 @@
 //!   `--read-only` the tools that change nothing; `--tools a,b` a chosen subset) with its
 //!   model-facing description, the JSON Schema derived from the type that validates its
 //!   arguments, and its annotations (read-only, destructive, idempotent, open-world hints,
-//!   from [`tools::Tool::hints`]).
-//! - `tools/call` runs [`tools::execute_tool_call`] and answers with one text content item
+//!   from [`confine_tools::Tool::hints`]).
+//! - `tools/call` runs [`confine_tools::execute_tool_call`] and answers with one text content item
 //!   holding the JSON record, `structuredContent` holding the same object, and `isError`.
 //!   Argument and execution errors are tool results (`isError: true`), never protocol errors;
 //!   only a tool name that is not served is a JSON-RPC error (`-32602`, invalid params, as the
@@ -215,7 +215,7 @@ mod tests {
     fn the_session_survives_any_messages() {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("a.txt"), "alpha").unwrap();
-        let registry = tools::create_read_only_tools(tmp.path()).unwrap();
+        let registry = confine_tools::create_read_only_tools(tmp.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -282,9 +282,9 @@ mod tests {
 
     #[test]
     fn instructions_name_exactly_the_tools_offered_and_the_bounds_in_force() {
-        let every: Vec<&str> = tools::WORKSPACE_TOOLS
+        let every: Vec<&str> = confine_tools::WORKSPACE_TOOLS
             .iter()
-            .chain(tools::COMMAND_TOOLS)
+            .chain(confine_tools::COMMAND_TOOLS)
             .copied()
             .collect();
         let sets: [&[&str]; 6] = [

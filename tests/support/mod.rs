@@ -15,9 +15,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 
+use confine_tools::{NodeProcessOptions, ToolCall, ToolRegistry, ToolResult, execute_tool_call};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tools::{NodeProcessOptions, ToolCall, ToolRegistry, ToolResult, execute_tool_call};
 
 // Re-exported for the suites that use them (not every one does).
 #[allow(unused_imports)]

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use confine_tools::{NodeProcessOptions, ToolCall, execute_tool_call};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tools::{NodeProcessOptions, ToolCall, execute_tool_call};
 
 /// The outcome of one file.
 #[derive(Debug, Default)]
@@ -106,7 +106,7 @@ struct GrammarCase {
 
 fn run_grammar(file: GrammarFile, report: &mut FileReport) {
     for case in file.cases {
-        let got = pathgrammar::normalize(&case.input)
+        let got = confine_pathgrammar::normalize(&case.input)
             .ok()
             .map(|p| p.as_str().to_owned());
         report.check(got == case.expect, || {
@@ -118,14 +118,14 @@ fn run_grammar(file: GrammarFile, report: &mut FileReport) {
     }
 }
 
-fn run_guard(case: grading::GuardCase, report: &mut FileReport) {
+fn run_guard(case: confine_grading::GuardCase, report: &mut FileReport) {
     let Some(expect) = case.expect.clone() else {
         return report.check(false, || "a guard case file needs \"expect\"".into());
     };
     if expect.len() != case.paths.len() {
         return report.check(false, || "\"expect\" and \"paths\" differ in length".into());
     }
-    match grading::run_guard_case(&case) {
+    match confine_grading::run_guard_case(&case) {
         Err(e) => report.check(false, || format!("cannot run the case: {e}")),
         Ok(outcomes) => {
             for (outcome, want) in outcomes.iter().zip(expect) {
@@ -140,11 +140,11 @@ fn run_guard(case: grading::GuardCase, report: &mut FileReport) {
     }
 }
 
-fn run_jail(case: grading::JailCase, report: &mut FileReport) {
+fn run_jail(case: confine_grading::JailCase, report: &mut FileReport) {
     if case.checks.iter().any(|c| c.ok.is_none()) {
         return report.check(false, || "every jail check needs \"ok\"".into());
     }
-    match grading::run_jail_case(&case) {
+    match confine_grading::run_jail_case(&case) {
         Err(e) => report.check(false, || format!("cannot run the case: {e}")),
         Ok(outcomes) => {
             for (outcome, check) in outcomes.iter().zip(&case.checks) {
@@ -186,9 +186,9 @@ struct CallsFile {
     #[serde(default)]
     options: Options,
     #[serde(default)]
-    setup: grading::CaseTree,
+    setup: confine_grading::CaseTree,
     #[serde(default)]
-    outside: grading::CaseTree,
+    outside: confine_grading::CaseTree,
     cases: Vec<CallCase>,
     #[serde(default)]
     after: After,
@@ -274,7 +274,7 @@ fn run_calls(file: CallsFile, report: &mut FileReport) {
     }
     let mut options = NodeProcessOptions::default();
     options.timeout = file.options.timeout_ms.map(Duration::from_millis);
-    let registry = match tools::create_workspace_tools(&places.root, options) {
+    let registry = match confine_tools::create_workspace_tools(&places.root, options) {
         Ok(r) => r,
         Err(e) => return report.check(false, || format!("cannot build the tools: {}", e.code())),
     };

@@ -1,8 +1,9 @@
 //! `cargo xtask layers`: dependencies point down.
 //!
-//! L0 `pathgrammar` and `beneath` (the descriptor layer), and `testkit` (the tests' helpers,
-//! which depend on no crate of ours); L1 `rootid`, `atomicwrite`,
-//! `nodeexec`; L2 `jail`, `tools`; 3 the repository's tooling (`grading`). A crate may depend
+//! L0 `confine-pathgrammar` and `confine-beneath` (the descriptor layer), and `testkit` (the
+//! tests' helpers, which depend on no crate of ours); L1 `confine-rootid`, `confine-atomicwrite`,
+//! `confine-nodeexec`; L2 `confine-jail`, `confine-tools`; 3 the repository's tooling
+//! (`confine-grading`). A crate may depend
 //! (normally, for building, or for its tests) only on crates of a strictly lower layer, and
 //! every crate under `crates/` must have a layer (`ARCHITECTURE.md` has the map). A test-support
 //! crate ([`TEST_SUPPORT`]) is a dev-dependency only, of every crate and of the root package.
@@ -12,18 +13,19 @@ use std::process::ExitCode;
 
 /// The layer of each library crate.
 pub const LAYERS: &[(&str, u8)] = &[
-    ("pathgrammar", 0),
-    ("beneath", 0),
-    ("rootid", 1),
-    ("atomicwrite", 1),
-    ("nodeexec", 1),
-    ("jail", 2),
-    ("tools", 2),
+    ("confine-pathgrammar", 0),
+    ("confine-beneath", 0),
+    ("confine-rootid", 1),
+    ("confine-atomicwrite", 1),
+    ("confine-nodeexec", 1),
+    ("confine-jail", 2),
+    ("confine-tools", 2),
     // The tests' helpers (`publish = false`, a dev-dependency only): below every crate whose
     // tests use it, so it depends on none of them.
     ("testkit", 0),
-    // Repository tooling (`publish = false`): the case runner of the binary and the xtask.
-    ("grading", 3),
+    // Repository tooling: the case runner of the binary and the xtask (published only so that
+    // the binary's package installs alone).
+    ("confine-grading", 3),
 ];
 
 /// Crates of test support: a dev-dependency only, never a normal or build dependency of any
@@ -141,12 +143,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
             dir.join("Cargo.toml"),
-            "[package]\nname = \"pathgrammar\"\n[dev-dependencies]\ntools = \"0.1\"\n",
+            "[package]\nname = \"confine-pathgrammar\"\n[dev-dependencies]\nconfine-tools = \"0.1\"\n",
         )
         .unwrap();
         let found = violations(tmp.path());
         assert_eq!(found.len(), 1, "{found:#?}");
-        assert!(found[0].contains("tools"));
+        assert!(found[0].contains("confine-tools"));
     }
 
     #[test]
@@ -156,18 +158,21 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
             dir.join("Cargo.toml"),
-            "[package]\nname = \"grading\"\n[dependencies]\ntestkit = \"0.1\"\n",
+            "[package]\nname = \"confine-grading\"\n[dependencies]\ntestkit = \"0.1\"\n",
         )
         .unwrap();
         std::fs::write(
             tmp.path().join("Cargo.toml"),
-            "[package]\nname = \"confine\"\n[build-dependencies]\ntestkit = \"0.1\"\n\
+            "[package]\nname = \"confine-cli\"\n[build-dependencies]\ntestkit = \"0.1\"\n\
              [dev-dependencies]\ntestkit = \"0.1\"\n",
         )
         .unwrap();
         let found = violations(tmp.path());
         assert_eq!(found.len(), 2, "{found:#?}");
-        assert!(found[0].contains("grading has the test-support crate testkit in [dependencies]"));
+        assert!(
+            found[0]
+                .contains("confine-grading has the test-support crate testkit in [dependencies]")
+        );
         assert!(found[1].contains("the root package has the test-support crate testkit"));
     }
 
@@ -184,7 +189,7 @@ mod tests {
                 "-e",
                 "normal",
                 "-p",
-                "confine",
+                "confine-cli",
                 "--prefix",
                 "none",
                 "--offline",
@@ -199,7 +204,7 @@ mod tests {
         );
         let tree = String::from_utf8_lossy(&out.stdout);
         assert!(
-            tree.contains("grading v"),
+            tree.contains("confine-grading v"),
             "the tree names the binary's crates: {tree}"
         );
         for name in TEST_SUPPORT {

@@ -1,7 +1,8 @@
 //! Project chores as code (`cargo xtask <command>`): `test` sets up and runs every suite (the
 //! README's test command), `conformance` runs the case corpus, `layers` checks that crate
 //! dependencies point down, `bench` runs every criterion bench, `load` drives MCP servers with
-//! pipelined calls (see `load.rs`), `census` checks that nothing of a test run is alive.
+//! pipelined calls (see `load.rs`), `census` checks that nothing of a test run is alive, `skips` prints and checks what did not
+//! run (see `skips.rs`).
 //! Each check that can also runs as a `#[test]`, so `cargo test --workspace` catches drift.
 
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ mod bench;
 mod conformance;
 mod layers;
 mod load;
+mod skips;
 mod test;
 
 fn main() -> ExitCode {
@@ -27,9 +29,10 @@ fn main() -> ExitCode {
         Some("test") => test::run(&root, &args[1..]),
         Some("load") => load::run(&args[1..]),
         Some("census") => test::census(&args[1..]),
+        Some("skips") => skips::run(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]|load [options]|census <run id>>"
+                "usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]|load [options]|census <run id>|skips <env> <log>>"
             );
             ExitCode::from(2)
         }

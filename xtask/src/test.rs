@@ -7,13 +7,17 @@
 //!    `CONFINE_CENSUS_RUN` id, then the process census: once the tests have ended, no process
 //!    holding that id (every test process, every `confine` a test starts and every child a
 //!    lifetime suite starts carries it, see `testkit::census`) may be alive;
-//! 3. `cargo xtask conformance`, the case corpus.
+//! 3. `cargo xtask conformance`, the case corpus;
+//! 4. the table of what did not run and why (see [`crate::skips`]), failing when a test that
+//!    must run in this environment did not.
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use testkit::census;
+
+use crate::skips;
 
 /// How long processes the tests killed get to be reaped before they count as survivors.
 const CENSUS_GRACE: Duration = Duration::from_secs(2);
@@ -31,13 +35,36 @@ pub fn run(root: &Path, extra: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    let env = match skips::environment() {
+        Ok(env) => env,
+        Err(e) => {
+            eprintln!("xtask test: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let mut args: Vec<&str> = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));
     let run = fresh_run_id();
-    let tested = step_with(&cargo, &args, root, &[(census::RUN_VAR, &run)]);
+    let log = root.join(format!("target/not-run-{run}.tsv"));
+    if let Err(e) =
+        std::fs::create_dir_all(root.join("target")).and_then(|()| std::fs::write(&log, ""))
+    {
+        eprintln!("xtask test: cannot create {}: {e}", log.display());
+        return ExitCode::FAILURE;
+    }
+    let log_str = log.to_string_lossy().into_owned();
+    let tested = step_with(
+        &cargo,
+        &args,
+        root,
+        &[(census::RUN_VAR, &run), (testkit::skip::LOG_VAR, &log_str)],
+    );
     // The census runs whether the tests passed or not: a survivor is reported either way.
     let counted = census_after(&run);
-    if !tested || !counted {
+    // So does the table: what did not run is part of every report.
+    eprintln!("xtask test: the {env} environment");
+    let all_ran = skips::check(root, &log, &env);
+    if !tested || !counted || !all_ran {
         return ExitCode::FAILURE;
     }
     if !step(&cargo, &["xtask", "conformance"], root) {

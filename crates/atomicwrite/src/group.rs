@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use beneath::FileId;
+use confine_beneath::FileId;
 
 /// The rounds of one directory.
 #[derive(Default)]

@@ -6,8 +6,8 @@ use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::Path;
 
-use beneath::{FileId, FsErrorKind, Temporary, remove_if_same};
 use cap_std::fs::Dir;
+use confine_beneath::{FileId, FsErrorKind, Temporary, remove_if_same};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 

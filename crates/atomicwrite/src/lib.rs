@@ -52,14 +52,14 @@
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority())?;
-//! let installed = atomicwrite::install(&dir, "hello.txt", b"hi")?;
+//! let installed = confine_atomicwrite::install(&dir, "hello.txt", b"hi")?;
 //! assert_eq!(dir.read_to_string("hello.txt")?, "hi");
 //! assert_eq!(installed.mode, 0o644);
 //!
 //! // A symlink target is refused, never followed.
 //! dir.symlink("hello.txt", "link")?;
-//! let err = atomicwrite::install(&dir, "link", b"x").unwrap_err();
-//! assert_eq!(err.kind(), atomicwrite::ErrorKind::TargetSymlink);
+//! let err = confine_atomicwrite::install(&dir, "link", b"x").unwrap_err();
+//! assert_eq!(err.kind(), confine_atomicwrite::ErrorKind::TargetSymlink);
 //! assert_eq!(err.code(), "WRITE_TARGET_SYMLINK");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -79,7 +79,7 @@
 //! # Threat model
 //!
 //! The caller trusts the directory handle it passes (how it was reached is its business:
-//! the `tools` crate opens it beneath a workspace root). Inside that directory a concurrent
+//! the `confine-tools` crate opens it beneath a workspace root). Inside that directory a concurrent
 //! process may create, rename, replace and remove entries at any moment. Against that:
 //!
 //! - every operation is relative to the handle and to one plain name (`*at` system calls), so
@@ -110,13 +110,15 @@
 //! Unix only (it uses `openat`, `renameat`, `fchmod`, `fsync` through `rustix`); tested on
 //! Linux. The identity is `(st_dev, st_ino)`.
 
+#![deny(missing_docs)]
+
 mod error;
 mod group;
 mod hooks;
 mod install;
 mod temp_name;
 
-pub use beneath::FileId;
+pub use confine_beneath::FileId;
 pub use error::{Error, ErrorKind};
 pub use hooks::{Hooks, NoHooks, Step};
 pub use install::{DEFAULT_MODE, Installed, install, install_with, sync_dir};

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use atomicwrite::{ErrorKind, Step, TEMP_MARKER, install, install_with};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use confine_atomicwrite::{ErrorKind, Step, TEMP_MARKER, install, install_with};
 use testkit::Sibling;
 
 /// A fresh parent holding the directory `ws` (where we install) and its prefix-sharing sibling

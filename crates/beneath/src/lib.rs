@@ -24,7 +24,7 @@
 //! symlinks beneath a directory on kernels without `openat2`.
 //!
 //! ```
-//! use beneath::{EntryKind, FileId, Symlinks, WalkDir, open_beneath};
+//! use confine_beneath::{EntryKind, FileId, Symlinks, WalkDir, open_beneath};
 //! use rustix::fs::OFlags;
 //!
 //! let tmp = tempfile::tempdir()?;
@@ -35,7 +35,7 @@
 //!
 //! // `..` and symlinks that leave the root are refused by the kernel (or the fallback).
 //! let err = open_beneath(&root, "src/etc/passwd", OFlags::RDONLY, Symlinks::FollowInside);
-//! assert_eq!(beneath::FsErrorKind::of(&err.unwrap_err()), beneath::FsErrorKind::Escape);
+//! assert_eq!(confine_beneath::FsErrorKind::of(&err.unwrap_err()), confine_beneath::FsErrorKind::Escape);
 //!
 //! // The walk lists a symlink as a symlink and never opens through it.
 //! let mut src = WalkDir::open_beneath(&root, "src", Symlinks::Refuse)?;
@@ -76,6 +76,8 @@
 //!
 //! Linux only: `openat2` from 5.6 (older kernels use the fallback), `O_PATH`, `getdents64`.
 //! Tested on Linux; the user-space fallback is tested on every kernel by calling it directly.
+
+#![deny(missing_docs)]
 
 mod climb;
 mod errno;

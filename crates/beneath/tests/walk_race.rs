@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use beneath::{EntryKind, FileId, Symlinks, WalkDir};
+use confine_beneath::{EntryKind, FileId, Symlinks, WalkDir};
 use rustix::fs::{Mode, OFlags, RenameFlags};
 
 const SECRET_NAME: &str = "outside-secret.txt";

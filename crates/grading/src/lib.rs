@@ -12,14 +12,16 @@
 //! path and `$OUTSIDE` for the sibling's.
 //!
 //! ```
-//! let case: grading::GuardCase = serde_json::from_str(
+//! let case: confine_grading::GuardCase = serde_json::from_str(
 //!     r#"{"files": {"ok.txt": "x"}, "symlinks": {"out": "$OUTSIDE"},
 //!         "paths": ["ok.txt", "../escape", "out/secret.txt"]}"#,
 //! )?;
-//! let oks: Vec<bool> = grading::run_guard_case(&case)?.iter().map(|o| o.ok).collect();
+//! let oks: Vec<bool> = confine_grading::run_guard_case(&case)?.iter().map(|o| o.ok).collect();
 //! assert_eq!(oks, [true, false, false]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+#![deny(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::io;
@@ -27,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use jail::{FileJail, JailPolicy, resolve_in_sandbox};
+use confine_jail::{FileJail, JailPolicy, resolve_in_sandbox};
 
 /// The name of the sandbox root inside the temporary parent.
 pub const ROOT_NAME: &str = "cc-task-abc";

@@ -9,13 +9,13 @@
 //!
 //! The tree: `cc-task-abc/sub/deep.txt` (1 KiB) in a fresh temporary directory, read and
 //! write bound the root, one deny bound beside the file. Run with
-//! `cargo bench -p jail --bench jail`.
+//! `cargo bench -p confine-jail --bench jail`.
 
 use std::hint::black_box;
 use std::path::Path;
 
+use confine_jail::{FileJail, JailPolicy, resolve_in_sandbox};
 use criterion::{Criterion, criterion_group, criterion_main};
-use jail::{FileJail, JailPolicy, resolve_in_sandbox};
 
 fn benches(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use beneath::FileId;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use confine_beneath::FileId;
 use rustix::fs::FileType;
 
 use crate::error::{Error, ErrorKind};

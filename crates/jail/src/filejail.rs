@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use beneath::FileId;
+use confine_beneath::FileId;
 use rustix::fs::FileType;
 
 use crate::bound::{AllowBound, DenyBound};

@@ -7,12 +7,12 @@
 //! - [`FileJail::new`]`(cwd, `[`JailPolicy`]` { allow_read, allow_write, deny })` confines reads
 //!   and writes to directory bounds; [`FileJail::resolve_for_read`] /
 //!   [`FileJail::resolve_for_write`] return the checked path, `open_for_*` the checked file.
-//! - [`grading`] runs the case files of `confine guard` / `confine jail` and the conformance
+//! - `confine-grading` runs the case files of `confine guard` / `confine jail` and the conformance
 //!   corpus.
 //! - Every refusal is an [`Error`] whose [`ErrorKind::code`] is a stable token.
 //!
 //! ```
-//! use jail::{FileJail, JailPolicy, resolve_in_sandbox};
+//! use confine_jail::{FileJail, JailPolicy, resolve_in_sandbox};
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let root = tmp.path().join("cc-task-abc");
@@ -108,6 +108,8 @@
 //! `openat(O_NOFOLLOW)` walk with the same guarantees). Other Unix systems may compile but are
 //! untested. Windows is not claimed: the crate uses Unix paths, `(dev, ino)` identities and
 //! procfs.
+
+#![deny(missing_docs)]
 
 mod bound;
 mod error;

@@ -22,7 +22,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-use beneath::{Climb, FileId, FsErrorKind, Symlinks, climb_to, open_beneath, remove_if_same};
+use confine_beneath::{
+    Climb, FileId, FsErrorKind, Symlinks, climb_to, open_beneath, remove_if_same,
+};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 

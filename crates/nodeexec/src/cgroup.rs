@@ -520,8 +520,9 @@ mod tests {
     #[test]
     fn sweep_removes_cgroups_of_dead_embedders() {
         let Some(runs) = parent() else {
-            eprintln!(
-                "!!! sweep_removes_cgroups_of_dead_embedders: NOT RUN, no writable cgroup here"
+            testkit::not_run(
+                "sweep_removes_cgroups_of_dead_embedders",
+                "no writable cgroup here",
             );
             return;
         };

@@ -18,10 +18,10 @@
 //! [`Outcome`] (exit code or signal, both streams, the [`Containment`] used) or an [`Error`]
 //! whose [`ErrorKind`] says why.
 //!
-//! The crate knows nothing of tools or JSON; `tools::node_process` builds on it.
+//! The crate knows nothing of tools or JSON; `confine_tools::node_process` builds on it.
 //!
 //! ```
-//! use nodeexec::{Command, Containment};
+//! use confine_nodeexec::{Command, Containment};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -216,7 +216,7 @@
 //! the kernel offers.
 //!
 //! ```
-//! use nodeexec::{Command, ErrorKind, LandlockSupport, Sandbox};
+//! use confine_nodeexec::{Command, ErrorKind, LandlockSupport, Sandbox};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! let workspace = tempfile::tempdir()?;
@@ -295,6 +295,7 @@
 //! [`CancellationToken`]: tokio_util::sync::CancellationToken
 
 #![deny(
+    missing_docs,
     clippy::undocumented_unsafe_blocks,
     clippy::multiple_unsafe_ops_per_block
 )]

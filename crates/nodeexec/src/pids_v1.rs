@@ -350,9 +350,10 @@ mod tests {
     #[test]
     fn sweep_removes_cgroups_of_dead_owners() {
         let Some(runs) = parent() else {
-            eprintln!(
-                "!!! sweep_removes_cgroups_of_dead_owners: NOT RUN, no writable cgroup v1 \
-                 `pids` hierarchy here"
+            testkit::not_run(
+                "sweep_removes_cgroups_of_dead_owners",
+                "no writable cgroup v1 \
+                 `pids` hierarchy here",
             );
             return;
         };

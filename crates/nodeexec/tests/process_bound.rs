@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use nodeexec::{Command, Containment, ErrorKind, Outcome, ProcessBound};
+use confine_nodeexec::{Command, Containment, ErrorKind, Outcome, ProcessBound};
 use tokio_util::sync::CancellationToken;
 
 mod support;
@@ -84,9 +84,10 @@ async fn fork_bomb_as_root_is_bounded_by_a_cgroup() {
     const N: u64 = 12;
     const TEST: &str = "fork_bomb_as_root_is_bounded_by_a_cgroup";
     if !rustix::process::getuid().is_root() {
-        eprintln!(
-            "!!! {TEST}: NOT RUN as an ordinary user (run.rs's fork bomb test covers the \
-             RLIMIT_NPROC bound there)"
+        testkit::not_run(
+            TEST,
+            "as an ordinary user (run.rs's fork bomb test covers the \
+             RLIMIT_NPROC bound there)",
         );
         return;
     }
@@ -102,18 +103,22 @@ async fn fork_bomb_as_root_is_bounded_by_a_cgroup() {
             run(cmd).await.unwrap()
         };
         if got.containment != mode {
-            eprintln!("!!! {TEST}: mode {} NOT AVAILABLE here", mode.name());
+            testkit::not_run(
+                &format!("{TEST} (mode {})", mode.name()),
+                "that containment mode is not available here",
+            );
             continue;
         }
         let bound = got.process_bound;
         let expected = match bound {
             ProcessBound::CgroupV1 | ProcessBound::Cgroup => N - 1,
             other => {
-                eprintln!(
-                    "!!! {TEST}: mode {} NOT RUN, its process bound as root here is {} \
-                     (neither a v2 nor a v1 `pids` cgroup)",
-                    mode.name(),
-                    other.name()
+                testkit::not_run(
+                    &format!("{TEST} (mode {})", mode.name()),
+                    &format!(
+                        "its process bound as root here is {} (neither a v2 nor a v1 `pids` cgroup)",
+                        other.name()
+                    ),
                 );
                 continue;
             }
@@ -230,9 +235,12 @@ async fn embedder_killed_leaves_no_v1_cgroup() {
     const TEST: &str = "embedder_killed_leaves_no_v1_cgroup";
     let probe = run(Command::new("/bin/true")).await.unwrap();
     if probe.process_bound != ProcessBound::CgroupV1 {
-        eprintln!(
-            "!!! {TEST}: NOT RUN, the process bound here is {}, not a cgroup v1 `pids` hierarchy",
-            probe.process_bound.name()
+        testkit::not_run(
+            TEST,
+            &format!(
+                "the process bound here is {}, not a cgroup v1 `pids` hierarchy",
+                probe.process_bound.name()
+            ),
         );
         return;
     }
@@ -245,7 +253,10 @@ async fn embedder_killed_leaves_no_v1_cgroup() {
         let mut cmd = Command::new("/bin/true");
         cmd.containment(mode);
         if run(cmd).await.unwrap().containment != mode {
-            eprintln!("!!! {TEST}: mode {} NOT AVAILABLE here", mode.name());
+            testkit::not_run(
+                &format!("{TEST} (mode {})", mode.name()),
+                "that containment mode is not available here",
+            );
             continue;
         }
         let m = marker();
@@ -332,7 +343,7 @@ async fn rlimit_bound_in_a_user_namespace_is_exact() {
     const N: u64 = 12;
     const TEST: &str = "rlimit_bound_in_a_user_namespace_is_exact";
     if rustix::process::getuid().is_root() {
-        eprintln!("!!! {TEST}: NOT RUN as root (the cgroup test covers root)");
+        testkit::not_run(TEST, "as root (the cgroup test covers root)");
         return;
     }
     let probe = {
@@ -341,10 +352,13 @@ async fn rlimit_bound_in_a_user_namespace_is_exact() {
         run(cmd).await.unwrap()
     };
     if !probe.user_namespace || probe.process_bound != ProcessBound::Rlimit {
-        eprintln!(
-            "!!! {TEST}: NOT RUN, no user namespace of the run's own here ({:?}, {})",
-            probe.containment,
-            probe.process_bound.name()
+        testkit::not_run(
+            TEST,
+            &format!(
+                "no user namespace of the run's own here ({:?}, {})",
+                probe.containment,
+                probe.process_bound.name()
+            ),
         );
         return;
     }
@@ -381,9 +395,12 @@ async fn v1_bound_holds_every_thread_of_the_program() {
     const TEST: &str = "v1_bound_holds_every_thread_of_the_program";
     let probe = run(command("/bin/true")).await.unwrap();
     if probe.process_bound != ProcessBound::CgroupV1 {
-        eprintln!(
-            "!!! {TEST}: NOT RUN, the process bound here is {}, not a cgroup v1 `pids` hierarchy",
-            probe.process_bound.name()
+        testkit::not_run(
+            TEST,
+            &format!(
+                "the process bound here is {}, not a cgroup v1 `pids` hierarchy",
+                probe.process_bound.name()
+            ),
         );
         return;
     }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use std::path::Path;
 
-use nodeexec::{Command, Containment, ErrorKind, LandlockSupport, Sandbox};
+use confine_nodeexec::{Command, Containment, ErrorKind, LandlockSupport, Sandbox};
 use tokio_util::sync::CancellationToken;
 
 mod support;
@@ -1007,7 +1007,7 @@ async fn run_waiter_environment_holds_nothing_of_the_embedder() {
 async fn run_init_shares_the_waiter_memory_and_stays_out_of_the_cgroup() {
     const TEST: &str = "run_init_shares_the_waiter_memory_and_stays_out_of_the_cgroup";
     if !rustix::process::geteuid().is_root() {
-        eprintln!("!!! {TEST}: NOT RUN as an ordinary user (kcmp of a not-dumpable waiter)");
+        testkit::not_run(TEST, "as an ordinary user (kcmp of a not-dumpable waiter)");
         return;
     }
     let same_memory = |a: i32, b: i32| {
@@ -1210,9 +1210,10 @@ async fn run_memory_bound_refuses_a_2_gib_allocation() {
 #[tokio::test]
 async fn run_fork_bomb_is_bounded_and_cleaned_up() {
     if rustix::process::geteuid().is_root() {
-        eprintln!(
-            "!!! run_fork_bomb_is_bounded_and_cleaned_up: NOT RUN as root (the kernel exempts root \
-             from RLIMIT_NPROC; the ordinary-user CI run covers it)"
+        testkit::not_run(
+            "run_fork_bomb_is_bounded_and_cleaned_up",
+            "as root (the kernel exempts root \
+             from RLIMIT_NPROC; the ordinary-user CI run covers it)",
         );
         return;
     }
@@ -1231,7 +1232,7 @@ async fn run_fork_bomb_is_bounded_and_cleaned_up() {
 /// of asking; one cancelled while queued ends as cancelled without starting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_slots_bound_concurrent_runs() {
-    let slots = std::sync::Arc::new(nodeexec::RunSlots::new(2));
+    let slots = std::sync::Arc::new(confine_nodeexec::RunSlots::new(2));
     let m = marker();
     let source = "setTimeout(() => process.stdout.write('done'), 300)";
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));

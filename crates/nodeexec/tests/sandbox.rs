@@ -1,4 +1,4 @@
-//! The opt-in kernel sandbox ([`nodeexec::Sandbox`]) with a real Node.js: every probe runs
+//! The opt-in kernel sandbox ([`confine_nodeexec::Sandbox`]) with a real Node.js: every probe runs
 //! twice, confined and not, and the unconfined twin shows the same probe succeeds without the
 //! sandbox, so each refusal is the sandbox's doing.
 //!
@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use nodeexec::{ErrorKind, LandlockSupport, Outcome, Sandbox};
+use confine_nodeexec::{ErrorKind, LandlockSupport, Outcome, Sandbox};
 use tokio_util::sync::CancellationToken;
 
 mod support;
@@ -263,7 +263,7 @@ fn sandbox_unavailable_when_the_abi_is_too_old() {
     // The twin: requiring exactly the kernel's ABI builds, and the program runs confined.
     sandbox.min_abi(abi);
     let rules = sandbox.build(&dir).unwrap();
-    assert_eq!(rules.abi(), abi.min(nodeexec::MAX_TESTED_ABI));
+    assert_eq!(rules.abi(), abi.min(confine_nodeexec::MAX_TESTED_ABI));
     let outcome = run(
         &dirs,
         Some(&sandbox),
@@ -495,7 +495,10 @@ fn sandbox_refuses_reading_secrets_outside_the_workspace() {
 #[test]
 fn sandbox_refuses_reading_etc_shadow_and_root_as_root() {
     if !root() {
-        eprintln!("SKIPPED sandbox_refuses_reading_etc_shadow_and_root_as_root: needs root");
+        testkit::not_run(
+            "sandbox_refuses_reading_etc_shadow_and_root_as_root",
+            "needs root (an ordinary user cannot read /etc/shadow anyway)",
+        );
         return;
     }
     let dirs = Dirs::new();
@@ -755,9 +758,10 @@ fn sys_admin() -> bool {
 fn sandbox_with_read_only_paths_is_unavailable_without_a_mount_namespace() {
     const TEST: &str = "sandbox_with_read_only_paths_is_unavailable_without_a_mount_namespace";
     if sys_admin() {
-        eprintln!(
-            "!!! {TEST}: NOT RUN with CAP_SYS_ADMIN (a mount namespace is made in every mode); \
-             it runs as an ordinary user and in the container-like setup"
+        testkit::not_run(
+            TEST,
+            "with CAP_SYS_ADMIN (a mount namespace is made in every mode); \
+             it runs as an ordinary user and in the container-like setup",
         );
         return;
     }
@@ -768,7 +772,7 @@ fn sandbox_with_read_only_paths_is_unavailable_without_a_mount_namespace() {
             .arg(format!("{HELPERS}\n{READ_ONLY_PROBE}"))
             .current_dir(dirs.ws())
             .timeout(Duration::from_secs(20))
-            .containment(nodeexec::Containment::Subreaper);
+            .containment(confine_nodeexec::Containment::Subreaper);
         let dir = std::fs::File::open(dirs.ws()).unwrap();
         cmd.sandbox(&sandbox.build(&dir).unwrap());
         tokio::runtime::Builder::new_current_thread()

@@ -1,4 +1,4 @@
-//! What this measures: `pathgrammar::normalize` on typical model-supplied paths (a 30-byte clean
+//! What this measures: `confine_pathgrammar::normalize` on typical model-supplied paths (a 30-byte clean
 //! relative path, the same with `./`, `\` and `//` noise that forces a rebuilt output, and a
 //! rejected `..` path), each beside a `_baseline` that does the least a caller would do anyway:
 //! `std::path::Path::new(p).components().count()` (splitting on `/` and classifying components,
@@ -21,19 +21,19 @@ fn bench(c: &mut Criterion) {
     assert_eq!(TYPICAL.len(), 30);
     let mut g = c.benchmark_group("normalize");
     g.bench_function("typical_30b", |b| {
-        b.iter(|| pathgrammar::normalize(black_box(TYPICAL)))
+        b.iter(|| confine_pathgrammar::normalize(black_box(TYPICAL)))
     });
     g.bench_function("typical_30b_baseline", |b| {
         b.iter(|| Path::new(black_box(TYPICAL)).components().count())
     });
     g.bench_function("noisy", |b| {
-        b.iter(|| pathgrammar::normalize(black_box(NOISY)))
+        b.iter(|| confine_pathgrammar::normalize(black_box(NOISY)))
     });
     g.bench_function("noisy_baseline", |b| {
         b.iter(|| Path::new(black_box(NOISY)).components().count())
     });
     g.bench_function("traversal_rejected", |b| {
-        b.iter(|| pathgrammar::normalize(black_box(TRAVERSAL)))
+        b.iter(|| confine_pathgrammar::normalize(black_box(TRAVERSAL)))
     });
     g.bench_function("traversal_rejected_baseline", |b| {
         b.iter(|| Path::new(black_box(TRAVERSAL)).components().count())

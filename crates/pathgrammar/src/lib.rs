@@ -12,7 +12,7 @@
 //! - [`MAX_PATH_BYTES`] (4,096) and [`MAX_SEGMENT_BYTES`] (255).
 //!
 //! ```
-//! use pathgrammar::{normalize, PathErrorReason};
+//! use confine_pathgrammar::{normalize, PathErrorReason};
 //!
 //! let p = normalize(r"src/./util\\strings.rs")?;
 //! assert_eq!(p.as_str(), "src/util/strings.rs");
@@ -25,7 +25,7 @@
 //! assert_eq!(e.reason(), PathErrorReason::Parent);
 //! assert_eq!(normalize("Con.txt").unwrap_err().reason().code(), "RESERVED_NAME");
 //! assert_eq!(normalize("notes.txt:secret").unwrap_err().reason().code(), "COLON");
-//! # Ok::<(), pathgrammar::PathError>(())
+//! # Ok::<(), confine_pathgrammar::PathError>(())
 //! ```
 //!
 //! # The grammar
@@ -94,6 +94,8 @@
 //! ```
 //!
 //! `fuzz/README.md` gives the equivalent build on the pinned stable toolchain.
+
+#![deny(missing_docs)]
 
 mod error;
 mod normalize;

@@ -3,7 +3,7 @@
 
 use std::path::{Component, Path};
 
-use pathgrammar::{MAX_PATH_BYTES, MAX_SEGMENT_BYTES, normalize};
+use confine_pathgrammar::{MAX_PATH_BYTES, MAX_SEGMENT_BYTES, normalize};
 use proptest::prelude::*;
 
 /// Segments chosen to hit every rule and its near misses.

@@ -11,7 +11,7 @@
 //!
 //! ```
 //! let tmp = tempfile::tempdir()?;
-//! let root = rootid::WorkspaceRoot::capture(tmp.path())?;
+//! let root = confine_rootid::WorkspaceRoot::capture(tmp.path())?;
 //! root.verify()?;
 //! assert_eq!(root.canonical(), tmp.path().canonicalize()?);
 //! root.dir().write("hello.txt", "hi")?;
@@ -32,6 +32,8 @@
 //! Linux is tested. The identity is `(st_dev, st_ino)` on Unix; other platforms are not
 //! supported by this crate yet.
 
+#![deny(missing_docs)]
+
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -43,7 +45,7 @@ pub use error::{RootError, RootErrorKind};
 
 /// A file's identity: `(st_dev, st_ino)` (the descriptor layer's type, under the name this
 /// crate has always given it).
-pub use beneath::FileId as FileIdentity;
+pub use confine_beneath::FileId as FileIdentity;
 
 /// A captured workspace root: the original entry, its canonical path, its identity and an open
 /// directory handle.

@@ -2,9 +2,9 @@
 
 use std::os::unix::fs::symlink;
 
-use rootid::{RootErrorKind, WorkspaceRoot};
+use confine_rootid::{RootErrorKind, WorkspaceRoot};
 
-fn kind(r: Result<WorkspaceRoot, rootid::RootError>) -> RootErrorKind {
+fn kind(r: Result<WorkspaceRoot, confine_rootid::RootError>) -> RootErrorKind {
     r.expect_err("capture must fail").kind()
 }
 

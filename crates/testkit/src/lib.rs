@@ -1,17 +1,22 @@
 //! Helpers shared by this repository's tests, one copy each: the process census
 //! ([`census`]), the workspace beside a prefix-sharing sibling and leftover scans
 //! ([`fixture`]), the Node.js executable ([`node`], [`node_on_path`]), small images of each
-//! format `read_media` serves ([`media`]), and unique names ([`unique`]).
+//! format `read_media` serves ([`media`]), unique names ([`unique`]), and the record of tests
+//! that could not run where they ran ([`not_run`], [`skip`]).
 //!
 //! A dev-dependency only (and a dependency of `xtask`, which runs the census after the test
 //! suites); never published. It depends on no crate of this workspace, so every crate's tests
 //! may use it.
 
+#![deny(missing_docs)]
+
 pub mod census;
 pub mod fixture;
 pub mod media;
+pub mod skip;
 
 pub use fixture::{Sibling, assert_no_pify, pify_entries};
+pub use skip::not_run;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -47,7 +52,7 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
-/// The kernel's Landlock ABI, as the caller probed it (`nodeexec::LandlockSupport`, which this
+/// The kernel's Landlock ABI, as the caller probed it (`confine_nodeexec::LandlockSupport`, which this
 /// crate cannot depend on): the sandbox suites need one and fail loudly on a kernel without.
 pub fn landlock_abi(probed: Option<u32>) -> u32 {
     probed

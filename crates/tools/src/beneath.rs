@@ -3,7 +3,7 @@
 //! cap-std already resolves beneath a `Dir` (with openat2 `RESOLVE_BENEATH` on Linux), but its
 //! general open path adds bookkeeping syscalls that showed up as a third of read_file's cost.
 //! Here the common case is a single `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` (the
-//! descriptor layer's [`beneath::open_beneath`]); the kernel refuses `..`, absolute paths and
+//! descriptor layer's [`confine_beneath::open_beneath`]); the kernel refuses `..`, absolute paths and
 //! any symlink that leaves the directory, absolute symlinks included (`EXDEV`), which is
 //! exactly cap-std's rule; kernels without openat2 get cap-std's resolver.
 
@@ -11,9 +11,9 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use beneath::{FsErrorKind, Symlinks, open_beneath, open_parent_beneath};
 use cap_std::fs::Dir;
-use rootid::FileIdentity;
+use confine_beneath::{FsErrorKind, Symlinks, open_beneath, open_parent_beneath};
+use confine_rootid::FileIdentity;
 use std::os::fd::AsRawFd;
 
 use rustix::fs::{FileType, Mode, OFlags, Stat};

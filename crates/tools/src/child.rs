@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nodeexec::ErrorKind as ExecErrorKind;
-use rootid::WorkspaceRoot;
+use confine_nodeexec::ErrorKind as ExecErrorKind;
+use confine_rootid::WorkspaceRoot;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
@@ -22,12 +22,12 @@ const REFUSED_ENV: &[&str] = &["NODE_OPTIONS"];
 pub(crate) struct Children {
     root: Arc<WorkspaceRoot>,
     env: Vec<(String, String)>,
-    sandbox: Option<nodeexec::Sandbox>,
+    sandbox: Option<confine_nodeexec::Sandbox>,
     /// What the sandbox keeps read-only beneath the root (those that exist at each run).
     protected: Arc<crate::ProtectedPaths>,
     /// What the sandbox covers beneath the root (those that exist at each run).
     denied: Arc<crate::DeniedPaths>,
-    slots: Arc<nodeexec::RunSlots>,
+    slots: Arc<confine_nodeexec::RunSlots>,
     /// Keep the embedder's session and privileges (the embedder's opt-out).
     keep_privileges: bool,
 }
@@ -92,7 +92,7 @@ impl Children {
     pub(crate) async fn admit(
         &self,
         cancel: &CancellationToken,
-    ) -> Result<nodeexec::RunSlot, CallError> {
+    ) -> Result<confine_nodeexec::RunSlot, CallError> {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
@@ -108,8 +108,8 @@ impl Children {
     /// `program` in the canonical root with the embedder's variables (and, where the embedder
     /// opted out, its session and privileges); the caller adds its arguments and bounds, then
     /// [`Children::confine`] last.
-    pub(crate) fn command(&self, program: &Path) -> nodeexec::Command {
-        let mut cmd = nodeexec::Command::new(program);
+    pub(crate) fn command(&self, program: &Path) -> confine_nodeexec::Command {
+        let mut cmd = confine_nodeexec::Command::new(program);
         cmd.current_dir(self.root.canonical());
         if self.keep_privileges {
             cmd.new_session(false).drop_privileges(false);
@@ -125,7 +125,7 @@ impl Children {
     /// when they cannot be built.
     pub(crate) fn confine(
         &self,
-        cmd: &mut nodeexec::Command,
+        cmd: &mut confine_nodeexec::Command,
         start_failed: ErrorKind,
     ) -> Result<(), CallError> {
         if let Some(sandbox) = &self.sandbox {
@@ -165,7 +165,7 @@ impl Children {
 
 impl RunErrors {
     /// A failed run as this tool's error.
-    pub(crate) fn of(&self, e: nodeexec::Error) -> CallError {
+    pub(crate) fn of(&self, e: confine_nodeexec::Error) -> CallError {
         let kind = match e.kind() {
             ExecErrorKind::Cancelled => return CallError::Cancelled(Cancelled),
             ExecErrorKind::TimedOut => self.timeout,

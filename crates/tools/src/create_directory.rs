@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
+use confine_pathgrammar::RelPath;
+use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -49,7 +49,7 @@ pub struct CreateDirectoryTool {
 
 impl CreateDirectoryTool {
     /// A create_directory tool over an already captured root, refusing the default protected paths.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
             denied: Arc::default(),
@@ -58,13 +58,13 @@ impl CreateDirectoryTool {
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
         self.denied = denied;
         self
     }
 
     /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
-    pub fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
+    pub(crate) fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
         self.protected = protected;
         self
     }

@@ -4,7 +4,7 @@
 //! The parent is opened beneath the root and held (see the `entry` module); the leaf is
 //! examined with `lstat` in it, the parent is checked to lie beneath the root still, and the
 //! entry is removed in the held parent only if it is still the entry examined (same
-//! `(dev, ino)`; `beneath::remove_if_same` for a file or a symlink). A directory is removed
+//! `(dev, ino)`; `confine_beneath::remove_if_same` for a file or a symlink). A directory is removed
 //! with `unlinkat(AT_REMOVEDIR)`, which the kernel refuses for a non-empty one
 //! (`DELETE_DIRECTORY_NOT_EMPTY`). The root cannot be named (the path
 //! grammar leaves no empty path), and an entry with the root's identity is refused all the
@@ -14,9 +14,9 @@
 
 use std::sync::Arc;
 
-use beneath::{FsErrorKind, remove_if_same};
-use pathgrammar::RelPath;
-use rootid::{FileIdentity, WorkspaceRoot};
+use confine_beneath::{FsErrorKind, remove_if_same};
+use confine_pathgrammar::RelPath;
+use confine_rootid::{FileIdentity, WorkspaceRoot};
 use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 use schemars::JsonSchema;
@@ -54,7 +54,7 @@ pub struct DeleteFileTool {
 
 impl DeleteFileTool {
     /// A delete_file tool over an already captured root, refusing the default protected paths.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
             denied: Arc::default(),
@@ -63,13 +63,13 @@ impl DeleteFileTool {
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
         self.denied = denied;
         self
     }
 
     /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
-    pub fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
+    pub(crate) fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
         self.protected = protected;
         self
     }

@@ -30,7 +30,7 @@
 //!   (`PATH_CHANGED_DURING_READ` otherwise): a symlink swapped to a denied file between the
 //!   check and the open is caught, nothing of it returned;
 //! * a walk's start directory is judged where the opened directory really stands beneath the
-//!   root ([`beneath::path_beneath`] on its descriptor), and the entries beneath it by that
+//!   root ([`confine_beneath::path_beneath`] on its descriptor), and the entries beneath it by that
 //!   real path;
 //! * a write tool judges the held parent directory's real place joined with the leaf name,
 //!   as the protected paths are judged.
@@ -49,11 +49,11 @@
 
 use std::path::{Path, PathBuf};
 
-use beneath::Symlinks;
 use cap_std::fs::Dir;
+use confine_beneath::Symlinks;
+use confine_pathgrammar::RelPath;
+use confine_rootid::{FileIdentity, WorkspaceRoot};
 use globset::{GlobSet, GlobSetBuilder};
-use pathgrammar::RelPath;
-use rootid::{FileIdentity, WorkspaceRoot};
 use rustix::fs::OFlags;
 
 use crate::error::{CallError, ErrorKind, ToolError};
@@ -329,7 +329,7 @@ impl DeniedPaths {
             return Err(refused());
         }
         let flags = OFlags::PATH | OFlags::NOFOLLOW;
-        let fd = beneath::open_beneath(root.dir(), &real, flags, Symlinks::Refuse)
+        let fd = confine_beneath::open_beneath(root.dir(), &real, flags, Symlinks::Refuse)
             .map_err(|_| changed())?;
         let now = rustix::fs::fstat(&fd).map_err(|_| changed())?;
         match FileIdentity::of(&now) == opened {
@@ -381,7 +381,7 @@ impl DeniedPaths {
             return Ok(None);
         }
         let outside = || CallError::Failed(ToolError::failed(ErrorKind::PathOutsideWorkspace));
-        let place = beneath::path_beneath(dir, root.dir())
+        let place = confine_beneath::path_beneath(dir, root.dir())
             .map_err(|_| CallError::Failed(ToolError::failed(ErrorKind::PathChangedDuringRead)))?
             .ok_or_else(outside)?;
         if self.is_denied(&place) {

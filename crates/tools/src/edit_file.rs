@@ -25,7 +25,7 @@
 //! 4. the unified diff (3 lines of context, by the `similar` crate) of the text as read
 //!    against the text as edited (both with `\n` endings, without the mark) is returned; with
 //!    `dryRun` nothing is written;
-//! 5. the new bytes are installed by [`atomicwrite::install_with`]: just before the rename the
+//! 5. the new bytes are installed by [`confine_atomicwrite::install_with`]: just before the rename the
 //!    root, the parent's identity at its path and cancellation are checked again, and the
 //!    target must still be the file that was read, with the same bytes (read again through
 //!    the descriptor held since step 2). Anything else is `EDIT_CONFLICT` and nothing is
@@ -53,10 +53,10 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use atomicwrite::Step;
-use beneath::{FsErrorKind, Symlinks};
-use pathgrammar::RelPath;
-use rootid::{FileIdentity, WorkspaceRoot};
+use confine_atomicwrite::Step;
+use confine_beneath::{FsErrorKind, Symlinks};
+use confine_pathgrammar::RelPath;
+use confine_rootid::{FileIdentity, WorkspaceRoot};
 use rustix::fs::{AtFlags, OFlags};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -138,7 +138,7 @@ pub struct EditFileTool {
 
 impl EditFileTool {
     /// An edit_file tool over an already captured root, refusing the default protected paths.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
             denied: Arc::default(),
@@ -147,13 +147,13 @@ impl EditFileTool {
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
         self.denied = denied;
         self
     }
 
     /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
-    pub fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
+    pub(crate) fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
         self.protected = protected;
         self
     }
@@ -245,7 +245,7 @@ pub(crate) fn apply(
 /// Open the target in the held parent, never following a symlink at it.
 fn open_target(root: &WorkspaceRoot, parent: &Parent, name: &str) -> Result<File, CallError> {
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
-    match beneath::open_beneath(&parent.dir, name, flags, Symlinks::Refuse) {
+    match confine_beneath::open_beneath(&parent.dir, name, flags, Symlinks::Refuse) {
         Ok(fd) => Ok(File::from(fd)),
         Err(e) => Err(failed(match FsErrorKind::of(&e) {
             FsErrorKind::NotFound | FsErrorKind::NotDirectory => ErrorKind::FileNotFound,
@@ -330,8 +330,8 @@ fn edit(
     // Set when the installation failed only at the directory's fsync, once the edited file
     // was confirmed at the name: the edit has landed.
     let landed = std::cell::Cell::new(false);
-    let token = |e: &atomicwrite::Error| {
-        use atomicwrite::ErrorKind as K;
+    let token = |e: &confine_atomicwrite::Error| {
+        use confine_atomicwrite::ErrorKind as K;
         landed.set(e.step() == Step::SyncDir);
         match e.kind() {
             // The target was replaced by something else since it was read.
@@ -576,7 +576,7 @@ mod tests {
         let ws = tmp.path().canonicalize().unwrap();
         std::fs::write(ws.join("f.txt"), "before").unwrap();
         let root = WorkspaceRoot::capture(&ws).unwrap();
-        let path = pathgrammar::normalize("f.txt").unwrap();
+        let path = confine_pathgrammar::normalize("f.txt").unwrap();
         let (parent, name) = open_existing_parent(&root, &path, ErrorKind::WriteFailed).unwrap();
         let file = open_target(&root, &parent, name).unwrap();
         let opened = FileIdentity::of_std(&file.metadata().unwrap());

@@ -14,9 +14,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use beneath::FsErrorKind;
-use pathgrammar::RelPath;
-use rootid::{FileIdentity, WorkspaceRoot};
+use confine_beneath::FsErrorKind;
+use confine_pathgrammar::RelPath;
+use confine_rootid::{FileIdentity, WorkspaceRoot};
 use rustix::fs::{FileType, Stat};
 
 use std::sync::Arc;
@@ -70,7 +70,7 @@ pub(crate) fn dir_error(e: &io::Error, other: ErrorKind) -> CallError {
 
 /// The held parent must still lie beneath the root before an effect in it.
 pub(crate) fn check_beneath(root: &WorkspaceRoot, parent: &Parent) -> Result<(), CallError> {
-    match beneath::is_beneath(&parent.dir, root.identity()) {
+    match confine_beneath::is_beneath(&parent.dir, root.identity()) {
         Ok(true) => Ok(()),
         Ok(false) => Err(failed(ErrorKind::PathOutsideWorkspace)),
         Err(_) => Err(failed(ErrorKind::WriteFailed)),
@@ -94,7 +94,7 @@ pub(crate) fn kind_of(st: &Stat) -> &'static str {
 
 /// A path argument through the grammar (`INVALID_RELATIVE_PATH`).
 pub(crate) fn normalize(path: &str) -> Result<RelPath, ToolError> {
-    pathgrammar::normalize(path)
+    confine_pathgrammar::normalize(path)
         .map_err(|e| ToolError::invalid(ErrorKind::InvalidRelativePath).with_source(e))
 }
 

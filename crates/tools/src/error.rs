@@ -366,15 +366,15 @@ impl CallError {
     }
 }
 
-impl From<rootid::RootError> for ToolError {
-    fn from(e: rootid::RootError) -> Self {
+impl From<confine_rootid::RootError> for ToolError {
+    fn from(e: confine_rootid::RootError) -> Self {
         // Any failure to re-verify the root during a call means it changed.
         ToolError::failed(ErrorKind::WorkspaceRootChanged).with_source(e)
     }
 }
 
-impl From<rootid::RootError> for CallError {
-    fn from(e: rootid::RootError) -> Self {
+impl From<confine_rootid::RootError> for CallError {
+    fn from(e: confine_rootid::RootError) -> Self {
         CallError::Failed(e.into())
     }
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rootid::{RootError, WorkspaceRoot};
+use confine_rootid::{RootError, WorkspaceRoot};
 
 use crate::create_directory::CreateDirectoryTool;
 use crate::delete_file::DeleteFileTool;
@@ -46,7 +46,7 @@ impl BuildError {
 }
 
 /// Capture `root` for tools (shared by all tools built from it).
-pub fn capture_root(root: impl AsRef<Path>) -> Result<Arc<WorkspaceRoot>, BuildError> {
+pub(crate) fn capture_root(root: impl AsRef<Path>) -> Result<Arc<WorkspaceRoot>, BuildError> {
     Ok(Arc::new(WorkspaceRoot::capture(root)?))
 }
 

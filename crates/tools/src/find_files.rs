@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use confine_pathgrammar::RelPath;
+use confine_rootid::WorkspaceRoot;
 use globset::{GlobBuilder, GlobMatcher};
-use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -85,7 +85,7 @@ pub struct FindFilesTool {
 
 impl FindFilesTool {
     /// A find tool over an already captured root.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
             denied: Arc::default(),
@@ -93,7 +93,7 @@ impl FindFilesTool {
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
         self.denied = denied;
         self
     }

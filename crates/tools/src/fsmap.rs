@@ -2,7 +2,7 @@
 
 use std::io;
 
-use beneath::FsErrorKind;
+use confine_beneath::FsErrorKind;
 
 use crate::error::{CallError, ErrorKind, ToolError};
 

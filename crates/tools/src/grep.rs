@@ -31,13 +31,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use beneath::{Symlinks, WalkDir};
+use confine_beneath::{Symlinks, WalkDir};
+use confine_pathgrammar::RelPath;
+use confine_rootid::WorkspaceRoot;
 use globset::GlobMatcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use pathgrammar::RelPath;
 use rayon::prelude::*;
-use rootid::WorkspaceRoot;
 use rustix::fs::{FileType, OFlags};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -161,7 +161,7 @@ pub struct GrepTool {
 
 impl GrepTool {
     /// A grep tool over an already captured root.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
             denied: Arc::default(),
@@ -169,7 +169,7 @@ impl GrepTool {
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
         self.denied = denied;
         self
     }
@@ -189,7 +189,7 @@ impl GrepTool {
         }
         let rel = Path::new(req.path.as_ref().map_or("", RelPath::as_str));
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
-        let fd = beneath::open_beneath(self.root.dir(), rel, flags, Symlinks::FollowInside)
+        let fd = confine_beneath::open_beneath(self.root.dir(), rel, flags, Symlinks::FollowInside)
             .map_err(|e| start_error(&self.root, rel, &e, ErrorKind::ReadFailed))?;
         let st = rustix::fs::fstat(&fd).map_err(|_| failed(ErrorKind::ReadFailed))?;
         match FileType::from_raw_mode(st.st_mode) {
@@ -211,7 +211,7 @@ impl GrepTool {
                     &mut matches,
                 )?;
                 self.denied
-                    .check_read(&self.root, rel, rootid::FileIdentity::of(&st))?;
+                    .check_read(&self.root, rel, confine_rootid::FileIdentity::of(&st))?;
                 let truncated = one.stopped || matches.len() > req.max;
                 matches.truncate(req.max);
                 return Ok(GrepOutput {

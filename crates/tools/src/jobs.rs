@@ -2,10 +2,10 @@
 //! `run_command {…, background: true}` and comes back to with `job_output`, `job_stop` and
 //! `job_list`.
 //!
-//! A job runs exactly as a `run_command` run does (`/bin/sh -c` through [`nodeexec`], the same
+//! A job runs exactly as a `run_command` run does (`/bin/sh -c` through [`nodeexec`](confine_nodeexec), the same
 //! containment, environment allowlist, `TMPDIR` beneath the root and opt-in sandbox); only its
 //! output is kept differently and it is not waited for. Each stream keeps at most
-//! [`UNREAD_BYTES`] bytes not yet read ([`nodeexec::Unread`]: the oldest bytes go first, never
+//! [`UNREAD_BYTES`] bytes not yet read ([`confine_nodeexec::Unread`]: the oldest bytes go first, never
 //! splitting a UTF-8 character), and `job_output` hands over what was written since the
 //! previous `job_output` of that job with the exact count of bytes that went unread
 //! (`stdoutDropped`, `stderrDropped`, counted since the previous `job_output`).
@@ -35,7 +35,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nodeexec::ErrorKind as ExecErrorKind;
+use confine_nodeexec::ErrorKind as ExecErrorKind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -84,7 +84,7 @@ struct Job {
     id: String,
     command: String,
     started: Instant,
-    unread: nodeexec::Unread,
+    unread: confine_nodeexec::Unread,
     /// Cancelled by `job_stop` and by the table's drop.
     stop: CancellationToken,
     /// `None` while running.
@@ -145,7 +145,7 @@ struct TableState {
 
 impl JobTable {
     /// A table allowing `max_jobs` running jobs (at least one).
-    pub fn new(max_jobs: usize) -> Self {
+    pub(crate) fn new(max_jobs: usize) -> Self {
         Self {
             max_jobs: max_jobs.max(1),
             state: Mutex::default(),
@@ -175,7 +175,7 @@ impl JobTable {
             id: format!("job-{}", state.next),
             command: command.to_owned(),
             started: Instant::now(),
-            unread: nodeexec::Unread::new(UNREAD_BYTES),
+            unread: confine_nodeexec::Unread::new(UNREAD_BYTES),
             stop: CancellationToken::new(),
             end: watch::Sender::new(None),
         });
@@ -214,8 +214,10 @@ impl JobTable {
     pub(crate) async fn start<T: Send + 'static>(
         self: &Arc<Self>,
         command: &str,
-        build: impl FnOnce(&nodeexec::Unread) -> Result<(nodeexec::Command, T), CallError>,
-        start_errors: impl Fn(nodeexec::Error) -> CallError + Send + 'static,
+        build: impl FnOnce(
+            &confine_nodeexec::Unread,
+        ) -> Result<(confine_nodeexec::Command, T), CallError>,
+        start_errors: impl Fn(confine_nodeexec::Error) -> CallError + Send + 'static,
         cancel: &CancellationToken,
     ) -> Result<JobStarted, CallError> {
         let job = self.admit(command)?;
@@ -367,7 +369,7 @@ pub struct JobOutputTool {
 
 impl JobOutputTool {
     /// The tool over `jobs`.
-    pub fn new(jobs: Arc<JobTable>) -> Self {
+    pub(crate) fn new(jobs: Arc<JobTable>) -> Self {
         Self { jobs }
     }
 }
@@ -445,7 +447,7 @@ pub struct JobStopTool {
 
 impl JobStopTool {
     /// The tool over `jobs`.
-    pub fn new(jobs: Arc<JobTable>) -> Self {
+    pub(crate) fn new(jobs: Arc<JobTable>) -> Self {
         Self { jobs }
     }
 }
@@ -521,7 +523,7 @@ pub struct JobListTool {
 
 impl JobListTool {
     /// The tool over `jobs`.
-    pub fn new(jobs: Arc<JobTable>) -> Self {
+    pub(crate) fn new(jobs: Arc<JobTable>) -> Self {
         Self { jobs }
     }
 }

@@ -1,18 +1,39 @@
-//! The tools an LLM agent calls inside one workspace (`read_file`, `write_file`,
-//! `node_process`, and the file tools `edit_file`, `read_lines`, `read_media`, `file_info`,
-//! `create_directory`, `move_file`, `delete_file`), and the layer that serves them: the
-//! [`Tool`] trait with its [`ToolHints`], [`ToolRegistry`] and [`execute_tool_call`].
+//! The tools an LLM agent calls inside one workspace, and the layer that serves them.
 //!
-//! Factories: [`create_coding_tools`] (the three coding tools), [`create_workspace_tools`]
-//! (the whole set, [`WORKSPACE_TOOLS`]), [`create_read_only_tools`] (those that change
-//! nothing, [`READ_ONLY_TOOLS`]) and [`create_selected_tools`] (any subset by name). Where
-//! the embedder enables commands ([`NodeProcessOptions::commands`]), the set also holds
-//! [`COMMAND_TOOLS`]: `run_command` and the background-job tools `job_output`, `job_stop` and
-//! `job_list`, which share one [`JobTable`] per registry (see [`jobs`]). Each tool's arguments,
-//! record and tokens are described in its module and in `docs/TOOLS.md`.
+//! The tools: `read_file`, `write_file`, `node_process`, `edit_file`, `read_lines`,
+//! `read_media`, `list_directory`, `find_files`, `grep`, `file_info`, `create_directory`,
+//! `move_file`, `delete_file` ([`WORKSPACE_TOOLS`]; [`READ_ONLY_TOOLS`] are those that change
+//! nothing), and, where the embedder enables commands ([`NodeProcessOptions::commands`]),
+//! `run_command` and the background-job tools `job_output`, `job_stop` and `job_list`
+//! ([`COMMAND_TOOLS`]), which share one [`JobTable`] per registry (see [`jobs`]). Each tool's
+//! arguments, record and tokens are described in its module and in `docs/TOOLS.md`.
+//!
+//! # Public surface
+//!
+//! What a user needs, and all that is public:
+//!
+//! - **Building** (one way: factories, each capturing the root once): [`create_read_tool`],
+//!   [`create_write_tool`] and [`create_node_process_tool`] for one tool;
+//!   [`create_coding_tools`] (those three), [`create_workspace_tools`] (the whole set),
+//!   [`create_read_only_tools`] and [`create_selected_tools`] (any subset by name) for a
+//!   [`ToolRegistry`]. Their options: [`NodeProcessOptions`], [`RunCommandOptions`],
+//!   [`ProtectedPaths`] ([`DEFAULT_PROTECTED`]), [`DeniedPaths`]; their failures:
+//!   [`BuildError`], [`SelectError`], [`ProtectError`], [`DenyError`], [`CoverError`],
+//!   [`DuplicateToolName`].
+//! - **Calling**: [`execute_tool_call`] (and [`execute_tool_call_record`]) with a [`ToolCall`],
+//!   giving a [`ToolResult`] or [`Cancelled`]; [`ToolRegistry::definitions`] for the model's
+//!   tool list ([`ToolDefinition`], [`ToolHints`]); progress through [`with_progress`],
+//!   [`ProgressSink`] and [`ProgressReport`].
+//! - **Writing a tool of your own**: the [`Tool`] trait (or [`TypedTool`] with
+//!   [`parse_arguments`] and [`schema_of`]), [`BoxFuture`], and the error types [`ToolError`],
+//!   [`CallError`], [`ErrorKind`] and [`ErrorCode`].
+//! - **Each tool's types**: one module per tool (for example [`read_file`]) with its argument
+//!   and record types and its tool type, named after the tool ([`ReadFileTool`] serves
+//!   `read_file`); a tool type is made only by the factories. Limits a caller meets:
+//!   [`MAX_READ_BYTES`], [`MAX_MEDIA_BYTES`].
 //!
 //! The file tools do their filesystem work on a thread pool of their own (never on the
-//! reactor), resolve every path on descriptors beneath the root (the `beneath` crate), and check
+//! reactor), resolve every path on descriptors beneath the root (the `confine-beneath` crate), and check
 //! cancellation before each effect. Where no crate does the job, the code is ours: the
 //! line streaming of `read_lines` (bounded per line, so a file of any size and a line of any
 //! length cost bounded memory) and the exact-text replacement of `edit_file`; its diff is
@@ -26,12 +47,12 @@
 //! `Err(Cancelled)`.
 //!
 //! ```
-//! use tools::{ToolCall, execute_tool_call};
+//! use confine_tools::{ToolCall, execute_tool_call};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! let tmp = tempfile::tempdir()?;
 //! std::fs::write(tmp.path().join("hello.txt"), "hi")?;
-//! let registry = tools::create_read_only_tools(tmp.path())?;
+//! let registry = confine_tools::create_read_only_tools(tmp.path())?;
 //! let call = ToolCall::new("1", "read_file", &serde_json::json!({"path": "hello.txt"}));
 //! let rt = tokio::runtime::Builder::new_current_thread().build()?;
 //! let result = rt.block_on(execute_tool_call(&registry, &call, &CancellationToken::new()))?;
@@ -49,12 +70,14 @@
 //! followed whatever races run. An absolute symlink is refused even when it points inside the
 //! root (cap-std's rule, kept on purpose: its meaning depends on where the root is mounted).
 //! Messages never carry host paths. The embedder may deny paths to the model altogether
-//! ([`DeniedPaths`], `NodeProcessOptions::denied` or each tool's `deny`: `PATH_DENIED`, see
-//! [`deny`]) and protect the files the host runs or obeys from writes ([`ProtectedPaths`]).
+//! ([`DeniedPaths`] as [`NodeProcessOptions::denied`]: `PATH_DENIED`, see [`deny`]) and
+//! protect the files the host runs or obeys from writes ([`ProtectedPaths`]).
 //!
 //! # Platform support
 //!
 //! Linux is tested. The grammar is the same on every OS.
+
+#![deny(missing_docs)]
 
 mod beneath;
 mod blocking;
@@ -92,8 +115,8 @@ pub use edit_file::EditFileTool;
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{
     BuildError, COMMAND_TOOLS, READ_ONLY_TOOLS, RUN_COMMAND, SelectError, WORKSPACE_TOOLS,
-    capture_root, create_coding_tools, create_node_process_tool, create_read_only_tools,
-    create_read_tool, create_selected_tools, create_workspace_tools, create_write_tool,
+    create_coding_tools, create_node_process_tool, create_read_only_tools, create_read_tool,
+    create_selected_tools, create_workspace_tools, create_write_tool,
 };
 pub use file_info::FileInfoTool;
 pub use find_files::FindFilesTool;

@@ -7,9 +7,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use beneath::{EntryKind, FileId};
-use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
+use confine_beneath::{EntryKind, FileId};
+use confine_pathgrammar::RelPath;
+use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -70,7 +70,7 @@ pub struct ListDirectoryTool {
 
 impl ListDirectoryTool {
     /// A list tool over an already captured root.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
             denied: Arc::default(),
@@ -78,7 +78,7 @@ impl ListDirectoryTool {
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
         self.denied = denied;
         self
     }
@@ -111,7 +111,7 @@ impl ListDirectoryTool {
             usize::MAX,
             cancel,
             |entry| match plain_name(entry.name()) {
-                Some(name) if prefix + name.len() > pathgrammar::MAX_PATH_BYTES => {
+                Some(name) if prefix + name.len() > confine_pathgrammar::MAX_PATH_BYTES => {
                     skipped += 1;
                     false
                 }
@@ -183,7 +183,8 @@ impl ListDirectoryTool {
 /// Validate an optional directory path.
 pub(crate) fn check_dir_path(path: Option<&str>) -> Result<Option<RelPath>, ToolError> {
     path.map(|p| {
-        pathgrammar::normalize(p).map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
+        confine_pathgrammar::normalize(p)
+            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
     })
     .transpose()
 }

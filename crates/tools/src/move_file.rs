@@ -13,9 +13,9 @@
 
 use std::sync::Arc;
 
-use beneath::FsErrorKind;
-use pathgrammar::RelPath;
-use rootid::{FileIdentity, WorkspaceRoot};
+use confine_beneath::FsErrorKind;
+use confine_pathgrammar::RelPath;
+use confine_rootid::{FileIdentity, WorkspaceRoot};
 use rustix::fs::RenameFlags;
 use rustix::io::Errno;
 use schemars::JsonSchema;
@@ -66,7 +66,7 @@ pub struct MoveFileTool {
 
 impl MoveFileTool {
     /// A move_file tool over an already captured root, refusing the default protected paths.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
             denied: Arc::default(),
@@ -75,13 +75,13 @@ impl MoveFileTool {
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
         self.denied = denied;
         self
     }
 
     /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
-    pub fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
+    pub(crate) fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
         self.protected = protected;
         self
     }
@@ -159,9 +159,9 @@ fn rename(
         return Err(refused);
     }
     // Durable once both directories are.
-    let _ = atomicwrite::sync_dir(&to.dir);
+    let _ = confine_atomicwrite::sync_dir(&to.dir);
     if from.id != to.id {
-        let _ = atomicwrite::sync_dir(&from.dir);
+        let _ = confine_atomicwrite::sync_dir(&from.dir);
     }
     Ok(MoveOutput {
         source: valid.source.as_str().to_owned(),

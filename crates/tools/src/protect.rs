@@ -13,7 +13,7 @@
 //!
 //! A write tool checks a path twice before any effect: the path as the model wrote it, and
 //! the path where the opened parent directory really stands beneath the root
-//! ([`beneath::path_beneath`], on the descriptor the tool then works in) joined with the leaf
+//! ([`confine_beneath::path_beneath`], on the descriptor the tool then works in) joined with the leaf
 //! name. So `write_file link/pre-commit` with `link -> .git/hooks` is refused (the real
 //! parent is `.git/hooks`), and so is `.git/hooks/x` where `.git` is a symlink elsewhere
 //! (the written path). Every directory `write_file`, `move_file` or `create_directory`
@@ -34,9 +34,9 @@
 use std::path::{Path, PathBuf};
 
 use cap_std::fs::Dir;
+use confine_pathgrammar::RelPath;
+use confine_rootid::WorkspaceRoot;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
 
 use crate::error::{CallError, ErrorKind, ToolError};
 
@@ -260,7 +260,7 @@ const PLACE_TRIES: usize = 4;
 pub(crate) fn place_of(root: &WorkspaceRoot, dir: &Dir) -> Result<Option<PathBuf>, CallError> {
     let mut last = None;
     for _ in 0..PLACE_TRIES {
-        match beneath::path_beneath(dir, root.dir()) {
+        match confine_beneath::path_beneath(dir, root.dir()) {
             Ok(place) => return Ok(place),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ESTALE | libc::ENOENT)) => {
                 last = Some(e);

@@ -4,8 +4,8 @@ use std::io::{self, Read};
 use std::path::Path;
 use std::sync::Arc;
 
-use pathgrammar::RelPath;
-use rootid::{FileIdentity, WorkspaceRoot};
+use confine_pathgrammar::RelPath;
+use confine_rootid::{FileIdentity, WorkspaceRoot};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -55,7 +55,7 @@ pub struct ReadFileTool {
 
 impl ReadFileTool {
     /// A read tool over an already captured root.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
             denied: Arc::default(),
@@ -63,7 +63,7 @@ impl ReadFileTool {
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
         self.denied = denied;
         self
     }
@@ -221,7 +221,7 @@ impl TypedTool for ReadFileTool {
     const FAILED: ErrorKind = ErrorKind::ReadFailed;
 
     fn check(&self, input: ReadInput) -> Result<RelPath, ToolError> {
-        pathgrammar::normalize(&input.path)
+        confine_pathgrammar::normalize(&input.path)
             .map_err(|e| ToolError::invalid(ErrorKind::InvalidRelativePath).with_source(e))
     }
 

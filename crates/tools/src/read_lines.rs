@@ -26,8 +26,8 @@ use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 use std::sync::Arc;
 
-use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
+use confine_pathgrammar::RelPath;
+use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -99,7 +99,7 @@ pub struct ReadLinesTool {
 
 impl ReadLinesTool {
     /// A read_lines tool over an already captured root.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
             denied: Arc::default(),
@@ -107,7 +107,7 @@ impl ReadLinesTool {
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
         self.denied = denied;
         self
     }
@@ -196,7 +196,7 @@ fn read_lines(
     let (file, st) =
         open_read_beneath(root.dir(), rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
     // A regular file (checked before it was opened) of this identity.
-    let opened = rootid::FileIdentity::of(&st);
+    let opened = confine_rootid::FileIdentity::of(&st);
     let mut reader = BufReader::with_capacity(64 * 1024, ScanReader::new(file, &st, cancel));
     let mut keep = Vec::with_capacity(KEEP_BYTES);
     let mut text = String::new();

@@ -22,8 +22,8 @@
 use std::sync::Arc;
 
 use base64::Engine as _;
-use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
+use confine_pathgrammar::RelPath;
+use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -73,7 +73,7 @@ pub struct ReadMediaTool {
 
 impl ReadMediaTool {
     /// A read_media tool over an already captured root.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
             denied: Arc::default(),
@@ -81,7 +81,7 @@ impl ReadMediaTool {
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
         self.denied = denied;
         self
     }

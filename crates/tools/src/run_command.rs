@@ -11,7 +11,7 @@
 //!
 //! # How the command runs
 //!
-//! `/bin/sh -c <command>` through [`nodeexec`], exactly as `node_process` runs Node.js: the
+//! `/bin/sh -c <command>` through [`nodeexec`](confine_nodeexec), exactly as `node_process` runs Node.js: the
 //! canonical root as working directory, stdin on the null device, the same containment (no
 //! process the command starts outlives the call, whether it ends by exit, timeout or
 //! cancellation), the same opt-in sandbox policy ([`NodeProcessOptions::sandbox`], built by the
@@ -23,7 +23,7 @@
 //! removes it when the future is dropped).
 //!
 //! Each stream keeps its first [`HEAD_BYTES`] and its last [`TAIL_BYTES`], with a line between
-//! naming the bytes left out ([`nodeexec::omitted_marker`]), so the start of a test run and its
+//! naming the bytes left out ([`confine_nodeexec::omitted_marker`]), so the start of a test run and its
 //! summary both survive; memory stays bounded whatever the command prints. The time bound is
 //! the embedder's default (120 s unless configured) or the call's `timeoutMs`, at most the
 //! embedder's maximum (600 s unless configured). A timeout is a result, not an error:
@@ -39,15 +39,15 @@ mod tmpdir;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nodeexec::ErrorKind as ExecErrorKind;
-use rootid::WorkspaceRoot;
+use confine_nodeexec::ErrorKind as ExecErrorKind;
+use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::child::{Children, RunErrors, node_executable};
 use crate::error::{CallError, ErrorKind, ToolError};
-use crate::jobs::{DEFAULT_JOB_TIMEOUT, DEFAULT_MAX_JOBS, JobStarted, JobTable};
+use crate::jobs::{DEFAULT_JOB_TIMEOUT, JobStarted, JobTable};
 use crate::node_process::NodeProcessOptions;
 use crate::progress::{ProgressReport, current_sink};
 use crate::tool::{ToolHints, TypedTool};
@@ -163,18 +163,8 @@ pub struct RunCommandTool {
 }
 
 impl RunCommandTool {
-    /// A command tool over an already captured root, with `node`'s environment and sandbox.
-    pub fn new(
-        root: Arc<WorkspaceRoot>,
-        node: &NodeProcessOptions,
-        options: &RunCommandOptions,
-    ) -> Self {
-        let jobs = Arc::new(JobTable::new(options.max_jobs.unwrap_or(DEFAULT_MAX_JOBS)));
-        Self::with_jobs(root, node, options, jobs)
-    }
-
     /// A command tool whose background jobs go to `jobs` (shared with the job tools).
-    pub fn with_jobs(
+    pub(crate) fn with_jobs(
         root: Arc<WorkspaceRoot>,
         node: &NodeProcessOptions,
         options: &RunCommandOptions,
@@ -207,7 +197,7 @@ impl RunCommandTool {
 
     /// Refuse `background: true` (`INVALID_RUN_COMMAND_INPUT`): for a tool set that serves
     /// `run_command` without `job_output`, where a job's output could never be read.
-    pub fn without_jobs(mut self) -> Self {
+    pub(crate) fn without_jobs(mut self) -> Self {
         self.offers_jobs = false;
         self
     }
@@ -224,7 +214,7 @@ impl RunCommandTool {
         cancel: &CancellationToken,
     ) -> Result<JobStarted, CallError> {
         self.children.root().verify()?;
-        let build = |unread: &nodeexec::Unread| {
+        let build = |unread: &confine_nodeexec::Unread| {
             let tmp = RunTmp::create(self.children.root_arc())
                 .map_err(|e| failed(ErrorKind::RunCommandFailed).with_source(e))?;
             let mut cmd = self.command(&run, &tmp)?;
@@ -242,7 +232,11 @@ impl RunCommandTool {
         self.max_timeout.as_millis().try_into().unwrap_or(u64::MAX)
     }
 
-    fn command(&self, run: &CommandRun, tmp: &RunTmp) -> Result<nodeexec::Command, CallError> {
+    fn command(
+        &self,
+        run: &CommandRun,
+        tmp: &RunTmp,
+    ) -> Result<confine_nodeexec::Command, CallError> {
         let mut cmd = self.children.command(SHELL.as_ref());
         cmd.arg("-c")
             .arg(&run.command)
@@ -274,7 +268,7 @@ impl RunCommandTool {
         let result = match current_sink() {
             None => cmd.run(cancel).await,
             Some(sink) => {
-                let progress = nodeexec::Progress::new();
+                let progress = confine_nodeexec::Progress::new();
                 cmd.progress(&progress);
                 let run = cmd.run(cancel);
                 tokio::pin!(run);

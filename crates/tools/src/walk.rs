@@ -1,6 +1,6 @@
 //! The walk that `list_directory`, `find_files` and `grep` share: a directory opened beneath
 //! the root, entries read from its descriptor, children opened with `O_NOFOLLOW` relative to
-//! it (the descriptor layer's [`beneath::WalkDir`]), never through a symlink.
+//! it (the descriptor layer's [`confine_beneath::WalkDir`]), never through a symlink.
 //!
 //! Rules every walking tool keeps:
 //! - a name the path grammar would refuse (not UTF-8, a control character, …) is left out: no
@@ -37,11 +37,11 @@ use std::io::Read;
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use beneath::{Entry, EntryKind, FileId, FsErrorKind, Symlinks, WalkDir};
+use confine_beneath::{Entry, EntryKind, FileId, FsErrorKind, Symlinks, WalkDir};
+use confine_pathgrammar::RelPath;
+use confine_rootid::WorkspaceRoot;
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
 use rustix::fs::OFlags;
 use tokio_util::sync::CancellationToken;
 
@@ -61,7 +61,7 @@ pub(crate) const FILES_PER_BATCH: usize = 1024;
 
 /// The longest path a result may hold (the grammar's limit: a longer one could not be given
 /// back to any tool).
-const MAX_PATH_BYTES: usize = pathgrammar::MAX_PATH_BYTES;
+const MAX_PATH_BYTES: usize = confine_pathgrammar::MAX_PATH_BYTES;
 
 pub(crate) fn failed(kind: ErrorKind) -> CallError {
     CallError::Failed(ToolError::failed(kind))
@@ -82,7 +82,7 @@ pub(crate) fn is_temporary(name: &str) -> bool {
 /// The entry's name when the grammar accepts it as one segment, as it stands.
 pub(crate) fn plain_name(name: &OsStr) -> Option<&str> {
     let s = name.to_str()?;
-    match pathgrammar::normalize(s) {
+    match confine_pathgrammar::normalize(s) {
         Ok(p) if p.as_str() == s => Some(s),
         _ => None,
     }
@@ -129,7 +129,7 @@ pub(crate) fn start_error(
         FsErrorKind::NotDirectory => {
             // The path itself is something else, or a component above it is.
             let flags = OFlags::PATH;
-            match beneath::open_beneath(root.dir(), rel, flags, Symlinks::FollowInside) {
+            match confine_beneath::open_beneath(root.dir(), rel, flags, Symlinks::FollowInside) {
                 Ok(_) => failed(ErrorKind::NotADirectory),
                 Err(e) if FsErrorKind::of(&e) == FsErrorKind::Escape => {
                     failed(ErrorKind::PathOutsideWorkspace)
@@ -169,7 +169,8 @@ impl Ignores {
             }
             let file = join(&prefix, ".gitignore");
             let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
-            let Ok(fd) = beneath::open_beneath(root.dir(), &file, flags, Symlinks::Refuse) else {
+            let Ok(fd) = confine_beneath::open_beneath(root.dir(), &file, flags, Symlinks::Refuse)
+            else {
                 continue;
             };
             let file = std::fs::File::from(fd);

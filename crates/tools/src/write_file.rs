@@ -10,7 +10,7 @@
 //! checked step at a time (see the `parent` module: a symlinked parent that stays inside the root is
 //! followed, one that leaves it is `PATH_OUTSIDE_WORKSPACE`, a non-directory in the way is
 //! `WRITE_PARENT_NOT_DIRECTORY`); take the process-wide lock of the target (its parent's
-//! identity and its name, shared by every tool instance); then [`atomicwrite::install_with`],
+//! identity and its name, shared by every tool instance); then [`confine_atomicwrite::install_with`],
 //! whose hooks re-check cancellation before each effect, and before the rename also the root,
 //! the parent's identity at its path, and (after the rename) that the parent is still beneath
 //! the root. Cancellation is never honoured after the rename: the call then reports what
@@ -32,9 +32,9 @@ use std::ffi::OsStr;
 use std::io;
 use std::sync::Arc;
 
-use atomicwrite::{Hooks, Step};
-use pathgrammar::RelPath;
-use rootid::WorkspaceRoot;
+use confine_atomicwrite::{Hooks, Step};
+use confine_pathgrammar::RelPath;
+use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -106,7 +106,7 @@ pub struct WriteFileTool {
 
 impl WriteFileTool {
     /// A write tool over an already captured root, refusing the default protected paths.
-    pub fn new(root: Arc<WorkspaceRoot>) -> Self {
+    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
             denied: Arc::default(),
@@ -115,20 +115,20 @@ impl WriteFileTool {
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
         self.denied = denied;
         self
     }
 
     /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
-    pub fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
+    pub(crate) fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
         self.protected = protected;
         self
     }
 
     /// Validate arguments: the grammar, then the size. Pure.
     pub fn check_input(input: WriteInput) -> Result<ValidWrite, ToolError> {
-        let path = pathgrammar::normalize(&input.path)
+        let path = confine_pathgrammar::normalize(&input.path)
             .map_err(|e| ToolError::invalid(ErrorKind::InvalidRelativePath).with_source(e))?;
         if input.content.len() > MAX_WRITE_BYTES {
             return Err(ToolError::invalid(ErrorKind::FileTooLarge));
@@ -203,7 +203,7 @@ impl WriteFileTool {
 /// What the first blocking job of a write did: installed the file, or found the target's lock
 /// held by another writer (the parent, the name and the content are handed back).
 enum First {
-    Installed(atomicwrite::Installed),
+    Installed(confine_atomicwrite::Installed),
     Busy(Parent, String, String),
 }
 
@@ -218,7 +218,7 @@ fn install_held(
     name: &str,
     content: &str,
     cancel: &CancellationToken,
-) -> Result<atomicwrite::Installed, CallError> {
+) -> Result<confine_atomicwrite::Installed, CallError> {
     let _held = held;
     install_checked(
         root,
@@ -233,8 +233,13 @@ fn install_held(
 }
 
 /// The token of an installation error.
-fn token(root: &WorkspaceRoot, e: &atomicwrite::Error, parent: &Parent, name: &str) -> ErrorKind {
-    use atomicwrite::ErrorKind as K;
+fn token(
+    root: &WorkspaceRoot,
+    e: &confine_atomicwrite::Error,
+    parent: &Parent,
+    name: &str,
+) -> ErrorKind {
+    use confine_atomicwrite::ErrorKind as K;
     match e.kind() {
         K::TargetSymlink => symlink_target_kind(root, parent, name),
         K::TargetNotRegular => ErrorKind::WriteTargetNotRegular,
@@ -250,7 +255,7 @@ fn failed(kind: ErrorKind) -> CallError {
     CallError::Failed(ToolError::failed(kind))
 }
 
-/// Install `bytes` as `name` in the held `parent` through [`atomicwrite::install_with`], with
+/// Install `bytes` as `name` in the held `parent` through [`confine_atomicwrite::install_with`], with
 /// the checks of the module docs between its steps; `check` runs last before the commit
 /// ([`Step::Rename`]) and after the parent's check once committed ([`Step::CheckInstalled`],
 /// given the name where the displaced old file waits, if any): edit_file's conflict checks. A refusal by a check is reported as itself, an
@@ -266,8 +271,8 @@ pub(crate) fn install_checked(
     bytes: &[u8],
     cancel: &CancellationToken,
     check: &CallerCheck<'_>,
-    token: &dyn Fn(&atomicwrite::Error) -> ErrorKind,
-) -> Result<atomicwrite::Installed, CallError> {
+    token: &dyn Fn(&confine_atomicwrite::Error) -> ErrorKind,
+) -> Result<confine_atomicwrite::Installed, CallError> {
     let mut guard = Guard {
         root,
         protected,
@@ -277,7 +282,7 @@ pub(crate) fn install_checked(
         caller: check,
         reason: None,
     };
-    atomicwrite::install_with(&parent.dir, name, bytes, &mut guard).map_err(|e| {
+    confine_atomicwrite::install_with(&parent.dir, name, bytes, &mut guard).map_err(|e| {
         match guard.reason.take() {
             Some(reason) => reason,
             // For the operator's log: the step and the system's error (never a path).
@@ -420,7 +425,7 @@ mod tests {
     fn a_stalled_write_does_not_delay_a_concurrent_read() {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("r.txt"), "read me").unwrap();
-        let root = crate::capture_root(tmp.path()).unwrap();
+        let root = crate::factory::capture_root(tmp.path()).unwrap();
         let writer = WriteFileTool::new(root.clone());
         let reader = crate::ReadFileTool::new(root);
         let (reached_tx, reached) = mpsc::channel();
@@ -445,7 +450,7 @@ mod tests {
                 .await
                 .unwrap();
             // On the runtime's one worker, as the write is.
-            let path = pathgrammar::normalize("r.txt").unwrap();
+            let path = confine_pathgrammar::normalize("r.txt").unwrap();
             let read = tokio::spawn(async move { reader.run(path, &cancel).await })
                 .await
                 .unwrap()
@@ -476,7 +481,7 @@ mod tests {
         let ws = tmp.path().join("ws");
         std::fs::create_dir_all(ws.join("sub")).unwrap();
         std::fs::write(ws.join("sub/moved.txt"), "precious").unwrap();
-        let root = crate::capture_root(&ws).unwrap();
+        let root = crate::factory::capture_root(&ws).unwrap();
         let writer = WriteFileTool::new(root);
         let (from, to) = (ws.join("sub"), tmp.path().join("away"));
         let to2 = to.clone();
@@ -519,7 +524,7 @@ mod tests {
             let ws = tmp.path().join("ws");
             std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
             std::fs::create_dir_all(ws.join("staging")).unwrap();
-            let root = crate::capture_root(&ws).unwrap();
+            let root = crate::factory::capture_root(&ws).unwrap();
             let writer = WriteFileTool::new(root).protect(Arc::new(protected.clone()));
             let (from, to) = (ws.join("staging"), ws.join(".git/hooks"));
             gate(name, Step::Rename, move || {

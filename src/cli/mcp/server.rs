@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use confine_tools::{ToolCall, ToolRegistry, execute_tool_call_record};
 use rmcp::ErrorData;
 use rmcp::ServerHandler;
 use rmcp::model::{
@@ -13,7 +14,6 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tools::{ToolCall, ToolRegistry, execute_tool_call_record};
 
 /// The JSON-RPC code answered for a request whose call was cancelled (the LSP's
 /// `RequestCancelled`). rmcp drops the answer to a request the client cancelled; this code is
@@ -173,7 +173,7 @@ impl ConfineServer {
 }
 
 /// The progress message: output bytes so far and the last line.
-fn progress_message(report: &tools::ProgressReport) -> String {
+fn progress_message(report: &confine_tools::ProgressReport) -> String {
     if report.last_line.is_empty() {
         format!("{} bytes of output", report.output_bytes)
     } else {
@@ -185,7 +185,7 @@ fn progress_message(report: &tools::ProgressReport) -> String {
 }
 
 /// An MCP tool from a registry definition.
-fn to_mcp_tool(def: tools::ToolDefinition) -> Tool {
+fn to_mcp_tool(def: confine_tools::ToolDefinition) -> Tool {
     let schema = match def.parameters {
         Value::Object(map) => map,
         // A schema is always an object; keep the tool callable if one is not.
@@ -198,7 +198,7 @@ fn to_mcp_tool(def: tools::ToolDefinition) -> Tool {
 
 /// The tool's hints as MCP annotations, for the agent host (hints only: MCP clients must not
 /// trust them for security, and this server does not rely on them).
-fn annotations(hints: tools::ToolHints) -> ToolAnnotations {
+fn annotations(hints: confine_tools::ToolHints) -> ToolAnnotations {
     let mut a = match hints.title {
         Some(title) => ToolAnnotations::with_title(title),
         None => ToolAnnotations::new(),
@@ -218,7 +218,7 @@ fn annotations(hints: tools::ToolHints) -> ToolAnnotations {
 /// run with the server's own access to the machine, and the text says so.
 fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
     let offered = |name: &str| registry.get(name).is_some();
-    let runners: Vec<&str> = ["node_process", tools::RUN_COMMAND]
+    let runners: Vec<&str> = ["node_process", confine_tools::RUN_COMMAND]
         .into_iter()
         .filter(|name| offered(name))
         .collect();
@@ -267,7 +267,7 @@ fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
              servers or long jobs."
         ));
     }
-    if offered(tools::RUN_COMMAND) {
+    if offered(confine_tools::RUN_COMMAND) {
         let max = setting.command_max_timeout_ms.unwrap_or(600_000);
         let default = setting.command_timeout_ms.unwrap_or(120_000).min(max);
         text.push_str(&format!(
@@ -425,7 +425,8 @@ impl ServerHandler for ConfineServer {
                 // Reports go through a channel to a task that sends them; the sender drops
                 // with the call, and the task is awaited before the result is answered, so
                 // no notification follows the result.
-                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<tools::ProgressReport>();
+                let (tx, mut rx) =
+                    tokio::sync::mpsc::unbounded_channel::<confine_tools::ProgressReport>();
                 let peer = context.peer.clone();
                 let sender = tokio::spawn(async move {
                     while let Some(report) = rx.recv().await {
@@ -440,10 +441,11 @@ impl ServerHandler for ConfineServer {
                         }
                     }
                 });
-                let sink: tools::ProgressSink = std::sync::Arc::new(move |report| {
+                let sink: confine_tools::ProgressSink = std::sync::Arc::new(move |report| {
                     let _ = tx.send(report);
                 });
-                let outcome = tools::with_progress(sink, self.run(&call, &context.ct)).await;
+                let outcome =
+                    confine_tools::with_progress(sink, self.run(&call, &context.ct)).await;
                 let _ = sender.await;
                 outcome
             }
@@ -460,7 +462,7 @@ impl ServerHandler for ConfineServer {
 
 #[cfg(test)]
 mod tests {
-    use tools::ToolResult;
+    use confine_tools::ToolResult;
 
     use super::*;
 
@@ -506,13 +508,13 @@ mod tests {
     #[test]
     fn read_only_instructions_name_only_read_only_tools() {
         let tmp = tempfile::tempdir().unwrap();
-        let registry = tools::create_read_only_tools(tmp.path()).unwrap();
+        let registry = confine_tools::create_read_only_tools(tmp.path()).unwrap();
         let setting = Setting {
             read_only: true,
             ..Setting::default()
         };
         let server = ConfineServer::new(registry, setting);
-        assert_eq!(server.tool_names(), tools::READ_ONLY_TOOLS);
+        assert_eq!(server.tool_names(), confine_tools::READ_ONLY_TOOLS);
         for tool in server.listed.iter() {
             let a = tool.annotations.as_ref().expect("annotations");
             assert_eq!(a.read_only_hint, Some(true), "{}", tool.name);

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use crate::Sandbox;
-use jail::{ErrorKind, FileJail, JailPolicy};
+use confine_jail::{ErrorKind, FileJail, JailPolicy};
 
 use crate::sandbox;
 
@@ -142,7 +142,7 @@ fn fixture() -> (Sandbox, FileJail) {
     (s, jail)
 }
 
-fn kind<T>(r: Result<T, jail::Error>) -> Result<(), ErrorKind> {
+fn kind<T>(r: Result<T, confine_jail::Error>) -> Result<(), ErrorKind> {
     r.map(|_| ()).map_err(|e| e.kind())
 }
 

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use jail::resolve_in_sandbox;
+use confine_jail::resolve_in_sandbox;
 
 use crate::sandbox;
 
@@ -180,7 +180,7 @@ fn guard_error_codes() {
     let err = resolve_in_sandbox(s.root(), "../escape")
         .into_result()
         .unwrap_err();
-    assert_eq!(err.kind(), jail::ErrorKind::OutsideSandbox);
+    assert_eq!(err.kind(), confine_jail::ErrorKind::OutsideSandbox);
     s.close().unwrap();
 }
 

@@ -1,4 +1,4 @@
-//! Integration tests of the `jail` crate (one binary): the guard's attack families, the
+//! Integration tests of the `confine-jail` crate (one binary): the guard's attack families, the
 //! jail's, descriptor-based opens, and race tests with their naive twins. (The conformance
 //! case files run through `cargo xtask conformance`, and its `#[test]`.)
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use crate::Sandbox;
-use jail::{FileJail, JailPolicy};
+use confine_jail::{FileJail, JailPolicy};
 
 use crate::sandbox;
 

@@ -9,7 +9,7 @@
 // Each test binary uses a subset of these helpers; the rest would warn as dead code there.
 #![allow(dead_code)]
 
-use nodeexec::{Command, Containment, Outcome};
+use confine_nodeexec::{Command, Containment, Outcome};
 use tokio_util::sync::CancellationToken;
 
 // Re-exported for the files that use them (not every one does).
@@ -62,7 +62,7 @@ pub fn fork_bomb(marker: &str, mode: Containment) -> Command {
 }
 
 /// Run `cmd` with a token nobody cancels.
-pub async fn run(cmd: Command) -> Result<Outcome, nodeexec::Error> {
+pub async fn run(cmd: Command) -> Result<Outcome, confine_nodeexec::Error> {
     cmd.run(&CancellationToken::new()).await
 }
 

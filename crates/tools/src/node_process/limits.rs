@@ -62,7 +62,7 @@ impl NodeProcessTool {
 mod tests {
     use std::sync::Arc;
 
-    use rootid::WorkspaceRoot;
+    use confine_rootid::WorkspaceRoot;
 
     use super::*;
     use crate::node_process::{NodeProcessOptions, NodeRun};

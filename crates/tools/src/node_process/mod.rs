@@ -30,7 +30,7 @@
 //! (`require.main === module`, `__filename`, relative `require` and a leading `#!` line work
 //! as for a file run directly).
 //!
-//! The child runs through [`nodeexec`]: no shell, the canonical root as working directory,
+//! The child runs through [`nodeexec`](confine_nodeexec): no shell, the canonical root as working directory,
 //! stdin on the null device, an allowlisted environment (PATH, LANG, LC_*, TZ, plus the
 //! embedder's [`NodeProcessOptions::env`]; never `NODE_OPTIONS`), each stream capped at 32,768
 //! bytes, the time bound (500 ms unless the embedder sets another), its own session, cgroup
@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rootid::WorkspaceRoot;
+use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -94,17 +94,17 @@ pub struct NodeProcessOptions {
     /// `NODE_OPTIONS` is dropped.
     pub env: Vec<(String, String)>,
     /// The opt-in kernel sandbox (Linux Landlock, seccomp and resource limits, see
-    /// [`nodeexec::Sandbox`]), with the workspace root as the writable tree; the tool adds
+    /// [`confine_nodeexec::Sandbox`]), with the workspace root as the writable tree; the tool adds
     /// the Node.js installation to what it may read. More places to read or write are added
     /// on the policy itself (`Sandbox::allow_read`, `Sandbox::allow_write`). `None` runs
     /// Node.js unconfined. Where the kernel cannot enforce it a call fails with
     /// `NODE_SANDBOX_UNAVAILABLE` and nothing runs.
-    pub sandbox: Option<nodeexec::Sandbox>,
+    pub sandbox: Option<confine_nodeexec::Sandbox>,
     /// The bound on concurrent runs this tool counts against: share one `Arc` between every
     /// tool of an embedder that starts processes, so the bound is the embedder's. `None`: a
     /// bound of the tool's own, one run per CPU. A call waits (in order, cancellably) for a
     /// slot before anything of it exists; the wait is not part of its time bound.
-    pub slots: Option<Arc<nodeexec::RunSlots>>,
+    pub slots: Option<Arc<confine_nodeexec::RunSlots>>,
     /// Keep the embedder's session and privileges in the children of `node_process` and
     /// `run_command` (by default each gets a session of its own, no new privileges and no
     /// capabilities, sandbox or not).
@@ -175,13 +175,13 @@ pub struct NodeProcessTool {
 
 impl NodeProcessTool {
     /// A node tool over an already captured root; fixes the Node.js executable now.
-    pub fn new(
+    pub(crate) fn new(
         root: Arc<WorkspaceRoot>,
         options: NodeProcessOptions,
     ) -> Result<Self, crate::BuildError> {
         let node = node_executable(&options).ok_or(crate::BuildError::NodeNotFound)?;
         // What embedders that died (SIGKILL) left: only names of ours whose owner is gone.
-        nodeexec::remove_stale_cgroups();
+        confine_nodeexec::remove_stale_cgroups();
         remove_stale_scripts(root.dir());
         // Node.js must read its own installation, wherever it lives.
         Ok(Self {
@@ -203,7 +203,7 @@ impl NodeProcessTool {
         script: &Script<'_>,
         readable: &File,
         arguments: &[String],
-    ) -> Result<nodeexec::Command, CallError> {
+    ) -> Result<confine_nodeexec::Command, CallError> {
         let mut cmd = self.children.command(&self.node);
         cmd.arg("--eval")
             .arg(loader(script.name()))

@@ -5,17 +5,20 @@
 use std::io::Write;
 use std::os::fd::AsFd;
 
-use beneath::{FsErrorKind, Temporary};
 use cap_std::fs::{Dir, File, OpenOptions, OpenOptionsExt};
-use rootid::FileIdentity;
+use confine_beneath::{FsErrorKind, Temporary};
+use confine_rootid::FileIdentity;
 
 use super::failed;
 use crate::error::{CallError, ErrorKind};
 
-/// this process ([`nodeexec::Owner`]), so that one left by an embedder that was killed can be
+/// this process ([`confine_nodeexec::Owner`]), so that one left by an embedder that was killed can be
 /// told from one of a live embedder sharing the workspace.
 pub(super) fn script_name(random: uuid::Uuid) -> String {
-    format!(".pify-node-{}-{random}.cjs", nodeexec::Owner::current())
+    format!(
+        ".pify-node-{}-{random}.cjs",
+        confine_nodeexec::Owner::current()
+    )
 }
 
 /// Remove the scripts, in the workspace root, of embedders that no longer exist: only names
@@ -43,12 +46,12 @@ pub(super) fn remove_stale_scripts(dir: &Dir) {
 }
 
 /// The owner in a script name `.pify-node-<pid>-<start>-<uuid>.cjs`.
-fn stale_script_owner(name: &str) -> Option<nodeexec::Owner> {
+fn stale_script_owner(name: &str) -> Option<confine_nodeexec::Owner> {
     let rest = name.strip_prefix(".pify-node-")?.strip_suffix(".cjs")?;
     let mut parts = rest.splitn(3, '-');
     let (pid, start, random) = (parts.next()?, parts.next()?, parts.next()?);
     uuid::Uuid::parse_str(random).ok()?;
-    nodeexec::Owner::parse(&format!("{pid}-{start}"))
+    confine_nodeexec::Owner::parse(&format!("{pid}-{start}"))
 }
 
 /// The temporary script of one call; removed (by identity) when dropped, unless already

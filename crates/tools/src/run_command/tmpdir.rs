@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cap_std::fs::DirBuilder;
 use cap_std::fs::DirBuilderExt;
-use rootid::WorkspaceRoot;
+use confine_rootid::WorkspaceRoot;
 use rustix::fs::AtFlags;
 
 /// How many fresh names are tried (a taken name is never reused).

@@ -16,10 +16,10 @@
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use beneath::FsErrorKind;
 use cap_std::fs::Dir;
-use pathgrammar::RelPath;
-use rootid::{FileIdentity, WorkspaceRoot};
+use confine_beneath::FsErrorKind;
+use confine_pathgrammar::RelPath;
+use confine_rootid::{FileIdentity, WorkspaceRoot};
 use rustix::fs::Mode;
 use rustix::io::Errno;
 use tokio_util::sync::CancellationToken;
@@ -151,7 +151,8 @@ impl Parent {
 /// The directory lies now beneath the root (the climb by `..` on descriptors sees where it is
 /// now, whatever path led to it).
 pub(crate) fn is_beneath(dir: &Dir, root: FileIdentity) -> Result<bool, CallError> {
-    beneath::is_beneath(dir, root).map_err(|e| failed(ErrorKind::WriteFailed).with_source(e))
+    confine_beneath::is_beneath(dir, root)
+        .map_err(|e| failed(ErrorKind::WriteFailed).with_source(e))
 }
 
 /// The token for a target that is a symlink: `PATH_OUTSIDE_WORKSPACE` when it leads outside
@@ -196,7 +197,7 @@ mod tests {
     #[test]
     fn parent_moved_out_of_the_root_is_detected() {
         let (tmp, ws, root) = setup();
-        let path = pathgrammar::normalize("a/b/f.txt").unwrap();
+        let path = confine_pathgrammar::normalize("a/b/f.txt").unwrap();
         let (parent, name) = open_parent(
             &root,
             &path,
@@ -216,7 +217,7 @@ mod tests {
     #[test]
     fn parent_replaced_at_its_path_fails_recheck() {
         let (tmp, ws, root) = setup();
-        let path = pathgrammar::normalize("a/b/f.txt").unwrap();
+        let path = confine_pathgrammar::normalize("a/b/f.txt").unwrap();
         let (parent, _) = open_parent(
             &root,
             &path,
@@ -237,7 +238,7 @@ mod tests {
         let (_tmp, ws, root) = setup();
         let cancel = CancellationToken::new();
         cancel.cancel();
-        let path = pathgrammar::normalize("new/f.txt").unwrap();
+        let path = confine_pathgrammar::normalize("new/f.txt").unwrap();
         let err = open_parent(&root, &path, &ProtectedPaths::none(), &cancel).unwrap_err();
         assert_eq!(err, CallError::Cancelled(Cancelled));
         assert!(!ws.join("new").exists());

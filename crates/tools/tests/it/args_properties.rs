@@ -7,12 +7,12 @@
 
 use std::cell::Cell;
 
+use confine_tools::{CallError, ErrorCode};
 use proptest::prelude::*;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use testkit::fixture::{TOOL_KEYS, argument_target, tree_stamp};
 use tokio_util::sync::CancellationToken;
-use tools::{CallError, ErrorCode};
 
 fn string() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -97,9 +97,9 @@ fn arguments() -> impl Strategy<Value = String> {
 #[test]
 fn arbitrary_arguments_are_refused_before_any_effect() {
     let (tmp, root) = argument_target();
-    let mut options = tools::NodeProcessOptions::default();
+    let mut options = confine_tools::NodeProcessOptions::default();
     options.commands = Some(Default::default());
-    let registry = tools::create_workspace_tools(&root, options).unwrap();
+    let registry = confine_tools::create_workspace_tools(&root, options).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -118,7 +118,7 @@ fn arbitrary_arguments_are_refused_before_any_effect() {
                     let result = runtime.block_on(tool.execute(&arguments, &cancel));
                     prop_assert_eq!(result, Err(CallError::Failed(refusal)));
                 }
-                Ok(()) if tools::READ_ONLY_TOOLS.contains(&tool.name()) => {
+                Ok(()) if confine_tools::READ_ONLY_TOOLS.contains(&tool.name()) => {
                     executed.set(executed.get() + 1);
                     let _ = runtime.block_on(tool.execute(&arguments, &cancel));
                 }

@@ -1,5 +1,5 @@
-//! Denied paths through the Rust API: each tool's `deny` builder refuses what the list
-//! denies (the same tool without it reads the secret), and a walk started through a symlink
+//! Denied paths through the Rust API: a set built with `NodeProcessOptions::denied` refuses
+//! what the list denies (the same set without it reads the secret), and a walk started through a symlink
 //! swapped between an allowed and a denied directory never shows a denied name or byte (the
 //! twin without the list does).
 
@@ -7,12 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rootid::WorkspaceRoot;
+use confine_tools::{DeniedPaths, NodeProcessOptions, ToolRegistry};
 use serde_json::{Value, json};
-use tools::{
-    DeniedPaths, FileInfoTool, FindFilesTool, GrepTool, ListDirectoryTool, ReadFileTool,
-    ReadLinesTool, Tool, ToolRegistry,
-};
 
 use crate::{call, token};
 
@@ -29,29 +25,21 @@ fn workspace() -> tempfile::TempDir {
     tmp
 }
 
-/// The read-only tools over `ws`, each built with `deny(list)` when a list is given.
+/// The read-only tools over `ws`, built with `list` as the set's denied paths when given.
 fn read_tools(ws: &Path, list: Option<DeniedPaths>) -> ToolRegistry {
-    let root = Arc::new(WorkspaceRoot::capture(ws).unwrap());
-    let list = list.map(Arc::new);
-    macro_rules! built {
-        ($t:ty) => {{
-            let tool = <$t>::new(root.clone());
-            let tool = match &list {
-                Some(list) => tool.deny(list.clone()),
-                None => tool,
-            };
-            Arc::new(tool) as Arc<dyn Tool>
-        }};
+    let mut options = NodeProcessOptions::default();
+    if let Some(list) = list {
+        options.denied = Arc::new(list);
     }
-    ToolRegistry::new([
-        built!(ReadFileTool),
-        built!(ReadLinesTool),
-        built!(FileInfoTool),
-        built!(ListDirectoryTool),
-        built!(FindFilesTool),
-        built!(GrepTool),
-    ])
-    .unwrap()
+    let names = [
+        "read_file",
+        "read_lines",
+        "file_info",
+        "list_directory",
+        "find_files",
+        "grep",
+    ];
+    confine_tools::create_selected_tools(ws, options, &names).unwrap()
 }
 
 fn list() -> DeniedPaths {
@@ -59,7 +47,7 @@ fn list() -> DeniedPaths {
 }
 
 #[test]
-fn each_tools_deny_builder_refuses_and_the_tool_without_it_reads() {
+fn a_set_built_with_denied_paths_refuses_and_the_set_without_reads() {
     let tmp = workspace();
     let calls: [(&str, Value); 6] = [
         ("read_file", json!({"path": ".env"})),
@@ -93,9 +81,9 @@ fn each_tools_deny_builder_refuses_and_the_tool_without_it_reads() {
 fn a_write_through_a_symlinked_parent_into_a_denied_directory_is_refused() {
     let tmp = workspace();
     std::os::unix::fs::symlink("secrets", tmp.path().join("s")).unwrap();
-    let mut options = tools::NodeProcessOptions::default();
+    let mut options = NodeProcessOptions::default();
     options.denied = Arc::new(list());
-    let guarded = tools::create_workspace_tools(tmp.path(), options).unwrap();
+    let guarded = confine_tools::create_workspace_tools(tmp.path(), options).unwrap();
     for (name, args) in [
         ("write_file", json!({"path": "s/new", "content": "x"})),
         ("create_directory", json!({"path": "s/dir"})),

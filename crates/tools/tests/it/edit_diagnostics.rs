@@ -6,14 +6,14 @@
 
 use std::os::unix::fs::MetadataExt;
 
+use confine_tools::ToolRegistry;
+use confine_tools::edit_file::{MAX_CLOSEST_CHARS, MAX_OCCURRENCE_LINES};
 use serde_json::{Value, json};
-use tools::ToolRegistry;
-use tools::edit_file::{MAX_CLOSEST_CHARS, MAX_OCCURRENCE_LINES};
 
 use crate::{Sandbox, call};
 
 fn registry(sb: &Sandbox) -> ToolRegistry {
-    tools::create_selected_tools(&sb.root, Default::default(), &["edit_file"]).unwrap()
+    confine_tools::create_selected_tools(&sb.root, Default::default(), &["edit_file"]).unwrap()
 }
 
 /// What identifies the file's state: its bytes, inode and modification time.
@@ -325,7 +325,7 @@ fn edit_miss_search_notices_cancellation() {
     let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
     std::fs::write(sb.root.join("f.txt"), "\n".repeat(65_536)).unwrap();
-    let call = tools::ToolCall::new(
+    let call = confine_tools::ToolCall::new(
         "t",
         "edit_file",
         &json!({"path": "f.txt", "edits": [{"oldText": "x\n".repeat(32_768), "newText": ""}]}),
@@ -344,7 +344,7 @@ fn edit_miss_search_notices_cancellation() {
         .enable_all()
         .build()
         .unwrap();
-    let got = rt.block_on(tools::execute_tool_call(&reg, &call, &cancel));
+    let got = rt.block_on(confine_tools::execute_tool_call(&reg, &call, &cancel));
     let ended = std::time::Instant::now();
     let cancelled_at = canceller.join().unwrap();
     assert!(got.is_err(), "expected a cancellation, got {got:?}");

@@ -112,7 +112,8 @@ fn naive_twin_escapes(
 #[test]
 fn delete_file_with_a_parent_swapped_for_an_outside_symlink_never_deletes_outside() {
     let sb = arena();
-    let reg = tools::create_selected_tools(&sb.root, Default::default(), &["delete_file"]).unwrap();
+    let reg = confine_tools::create_selected_tools(&sb.root, Default::default(), &["delete_file"])
+        .unwrap();
     let swapper = Swapper::start(sb.root.join("d"), sb.root.join("flip"));
     let mut deleted = 0;
     for _ in 0..ROUNDS {
@@ -158,7 +159,8 @@ fn naive_delete_by_path_does_delete_outside_under_the_same_swap() {
 #[test]
 fn move_file_with_parents_swapped_for_an_outside_symlink_never_touches_outside() {
     let sb = arena();
-    let reg = tools::create_selected_tools(&sb.root, Default::default(), &["move_file"]).unwrap();
+    let reg =
+        confine_tools::create_selected_tools(&sb.root, Default::default(), &["move_file"]).unwrap();
     std::fs::create_dir(sb.root.join("keep")).unwrap();
     let swapper = Swapper::start(sb.root.join("d"), sb.root.join("flip"));
     let mut moved = 0;
@@ -224,7 +226,8 @@ fn edit_file_racing_an_external_writer_conflicts_or_applies_to_what_it_read() {
     let sb = Sandbox::disk("TOP SECRET");
     let path = sb.root.join("race.txt");
     std::fs::write(&path, "ext 00000000\nAAA\n").unwrap();
-    let reg = tools::create_selected_tools(&sb.root, Default::default(), &["edit_file"]).unwrap();
+    let reg =
+        confine_tools::create_selected_tools(&sb.root, Default::default(), &["edit_file"]).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
 
     // The external writer: opens the name and overwrites it in place with a whole version.

@@ -2,13 +2,13 @@
 
 use std::os::unix::fs::{PermissionsExt, symlink};
 
+use confine_tools::ToolRegistry;
 use serde_json::{Value, json};
-use tools::ToolRegistry;
 
 use crate::{Sandbox, call, token};
 
 fn registry(sb: &Sandbox) -> ToolRegistry {
-    tools::create_selected_tools(
+    confine_tools::create_selected_tools(
         &sb.root,
         Default::default(),
         &[
@@ -136,7 +136,7 @@ fn edit_keeps_crlf_and_bom_on_disk() {
 fn edit_sizes_before_and_after_at_n_and_n_plus_one() {
     let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
-    let n = tools::edit_file::MAX_EDIT_BYTES;
+    let n = confine_tools::edit_file::MAX_EDIT_BYTES;
     // Before: a file of N bytes is edited, N + 1 is refused.
     std::fs::write(sb.root.join("n.txt"), format!("A{}", "x".repeat(n - 1))).unwrap();
     ok(
@@ -671,14 +671,14 @@ fn a_cancelled_call_is_a_rejection_and_changes_nothing() {
         ),
         ("delete_file", json!({"path": "a.txt"})),
     ] {
-        let call = tools::ToolCall::new("c", name, &args);
-        let got = rt.block_on(tools::execute_tool_call(&reg, &call, &cancel));
-        assert_eq!(got, Err(tools::Cancelled), "{name}");
+        let call = confine_tools::ToolCall::new("c", name, &args);
+        let got = rt.block_on(confine_tools::execute_tool_call(&reg, &call, &cancel));
+        assert_eq!(got, Err(confine_tools::Cancelled), "{name}");
         // The tool itself, called past the registry's own check, also refuses.
         let tool = reg.get(name).unwrap();
         let got = rt.block_on(tool.execute(&call.arguments, &cancel));
         assert!(
-            matches!(got, Err(tools::CallError::Cancelled(_))),
+            matches!(got, Err(confine_tools::CallError::Cancelled(_))),
             "{name}: {got:?}"
         );
     }

@@ -12,9 +12,9 @@ mod scans;
 mod walk_race;
 mod walking;
 
+use confine_tools::{ToolCall, ToolRegistry, ToolResult, execute_tool_call};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tools::{ToolCall, ToolRegistry, ToolResult, execute_tool_call};
 
 /// A fresh parent holding the workspace `ws` and its prefix-sharing sibling `ws-outside`
 /// (with `secret.txt`): `Sandbox::disk(secret)`.

@@ -4,14 +4,14 @@ use std::os::unix::fs::symlink;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use confine_tools::{Cancelled, ToolCall, execute_tool_call};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tools::{Cancelled, ToolCall, execute_tool_call};
 
 use crate::{Sandbox, call, token};
 
-fn read(sb: &Sandbox, path: &str) -> tools::ToolResult {
-    let registry = tools::create_read_only_tools(&sb.root).unwrap();
+fn read(sb: &Sandbox, path: &str) -> confine_tools::ToolResult {
+    let registry = confine_tools::create_read_only_tools(&sb.root).unwrap();
     call(&registry, "read_file", json!({ "path": path }))
 }
 
@@ -68,7 +68,7 @@ fn read_refuses_non_regular_without_blocking() {
     let root = sb.root.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let registry = tools::create_read_only_tools(&root).unwrap();
+        let registry = confine_tools::create_read_only_tools(&root).unwrap();
         let got: Vec<String> = ["dir", "fifo", "sock"]
             .iter()
             .map(|p| token(&call(&registry, "read_file", json!({ "path": p }))))
@@ -155,7 +155,7 @@ fn read_error_records_hold_no_host_path() {
 fn read_after_root_replaced_fails_root_changed() {
     let sb = Sandbox::disk("TOP SECRET");
     std::fs::write(sb.root.join("a.txt"), "original").unwrap();
-    let registry = tools::create_read_only_tools(&sb.root).unwrap();
+    let registry = confine_tools::create_read_only_tools(&sb.root).unwrap();
     std::fs::rename(&sb.root, sb.tmp.path().join("moved")).unwrap();
     std::fs::create_dir(&sb.root).unwrap();
     std::fs::write(sb.root.join("a.txt"), "impostor").unwrap();
@@ -168,7 +168,7 @@ fn read_after_root_replaced_fails_root_changed() {
 fn read_cancelled_before_is_a_rejection_not_a_record() {
     let sb = Sandbox::disk("TOP SECRET");
     std::fs::write(sb.root.join("a.txt"), "a").unwrap();
-    let registry = tools::create_read_only_tools(&sb.root).unwrap();
+    let registry = confine_tools::create_read_only_tools(&sb.root).unwrap();
     let cancel = CancellationToken::new();
     cancel.cancel();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -181,11 +181,11 @@ fn read_cancelled_before_is_a_rejection_not_a_record() {
     ));
     assert_eq!(got, Err(Cancelled));
     // The tool itself checks too, for callers that skip the registry.
-    let tool = tools::create_read_tool(&sb.root).unwrap();
-    let rel = pathgrammar::normalize("a.txt").unwrap();
+    let tool = confine_tools::create_read_tool(&sb.root).unwrap();
+    let rel = confine_pathgrammar::normalize("a.txt").unwrap();
     assert!(matches!(
         tool.read(&rel, &cancel),
-        Err(tools::CallError::Cancelled(_))
+        Err(confine_tools::CallError::Cancelled(_))
     ));
 }
 
@@ -216,8 +216,8 @@ fn read_symlink_swap_race_never_escapes() {
             }
         })
     };
-    let tool = tools::create_read_tool(&sb.root).unwrap();
-    let rel = pathgrammar::normalize("link").unwrap();
+    let tool = confine_tools::create_read_tool(&sb.root).unwrap();
+    let rel = confine_pathgrammar::normalize("link").unwrap();
     let cancel = CancellationToken::new();
     let (mut inside, mut refused, mut naive_escapes) = (0, 0, 0);
     for _ in 0..3000 {
@@ -226,7 +226,7 @@ fn read_symlink_swap_race_never_escapes() {
                 assert_eq!(out.content, "inside", "a guarded read escaped");
                 inside += 1;
             }
-            Err(tools::CallError::Failed(e)) => {
+            Err(confine_tools::CallError::Failed(e)) => {
                 let t = e.kind().unwrap().code();
                 assert!(
                     matches!(

@@ -2,16 +2,16 @@
 
 use std::sync::Arc;
 
+use confine_tools::{Tool, ToolRegistry};
 use serde_json::json;
-use tools::{Tool, ToolRegistry};
 
 use crate::{Sandbox, call};
 
 #[test]
 fn registry_refuses_duplicate_names() {
     let sb = Sandbox::disk("TOP SECRET");
-    let a: Arc<dyn Tool> = Arc::new(tools::create_read_tool(&sb.root).unwrap());
-    let b: Arc<dyn Tool> = Arc::new(tools::create_read_tool(&sb.root).unwrap());
+    let a: Arc<dyn Tool> = Arc::new(confine_tools::create_read_tool(&sb.root).unwrap());
+    let b: Arc<dyn Tool> = Arc::new(confine_tools::create_read_tool(&sb.root).unwrap());
     let err = ToolRegistry::new([a, b]).unwrap_err();
     assert_eq!(err.0, "read_file");
 }
@@ -19,7 +19,7 @@ fn registry_refuses_duplicate_names() {
 #[test]
 fn definitions_have_strict_schemas() {
     let sb = Sandbox::disk("TOP SECRET");
-    let registry = tools::create_coding_tools(&sb.root, Default::default()).unwrap();
+    let registry = confine_tools::create_coding_tools(&sb.root, Default::default()).unwrap();
     let defs = registry.definitions();
     let names: Vec<&str> = defs.iter().map(|d| d.name).collect();
     assert_eq!(names, ["read_file", "write_file", "node_process"]);
@@ -39,7 +39,7 @@ fn definitions_have_strict_schemas() {
 #[test]
 fn unknown_tool_is_a_record() {
     let sb = Sandbox::disk("TOP SECRET");
-    let registry = tools::create_read_only_tools(&sb.root).unwrap();
+    let registry = confine_tools::create_read_only_tools(&sb.root).unwrap();
     let r = call(&registry, "delete_everything", json!({}));
     assert!(r.is_error);
     assert_eq!(r.record()["error"]["code"], "TOOL_NOT_FOUND");
@@ -55,7 +55,7 @@ fn unknown_tool_is_a_record() {
 #[test]
 fn validate_is_pure_and_refuses_shapes() {
     let sb = Sandbox::disk("TOP SECRET");
-    let tool = tools::create_read_tool(&sb.root).unwrap();
+    let tool = confine_tools::create_read_tool(&sb.root).unwrap();
     let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_owned()).unwrap();
     assert!(tool.validate(&raw(r#"{"path":"a"}"#)).is_ok());
     for bad in [
@@ -77,16 +77,20 @@ fn validate_is_pure_and_refuses_shapes() {
 fn factories_refuse_unusable_roots_with_tokens() {
     let sb = Sandbox::disk("TOP SECRET");
     std::fs::write(sb.root.join("f"), "x").unwrap();
-    let code = |r: Result<tools::ReadFileTool, tools::BuildError>| r.unwrap_err().code();
+    let code =
+        |r: Result<confine_tools::ReadFileTool, confine_tools::BuildError>| r.unwrap_err().code();
     assert_eq!(
-        code(tools::create_read_tool(sb.root.join("missing"))),
+        code(confine_tools::create_read_tool(sb.root.join("missing"))),
         "WORKSPACE_ROOT_NOT_FOUND"
     );
     assert_eq!(
-        code(tools::create_read_tool(sb.root.join("f"))),
+        code(confine_tools::create_read_tool(sb.root.join("f"))),
         "WORKSPACE_ROOT_NOT_DIRECTORY"
     );
-    assert_eq!(code(tools::create_read_tool("")), "INVALID_WORKSPACE_ROOT");
+    assert_eq!(
+        code(confine_tools::create_read_tool("")),
+        "INVALID_WORKSPACE_ROOT"
+    );
 }
 
 /// `read_file` → `ReadFileTool`.
@@ -105,35 +109,35 @@ fn type_name_for(tool: &str) -> String {
 /// Each tool's type is named after the tool, and every tool served has its type listed here.
 #[test]
 fn every_tool_type_is_named_after_its_tool() {
-    fn short<T: tools::TypedTool>() -> (&'static str, &'static str) {
+    fn short<T: confine_tools::TypedTool>() -> (&'static str, &'static str) {
         let full = std::any::type_name::<T>();
         (T::NAME, full.rsplit("::").next().unwrap_or(full))
     }
     let types = [
-        short::<tools::ReadFileTool>(),
-        short::<tools::WriteFileTool>(),
-        short::<tools::NodeProcessTool>(),
-        short::<tools::EditFileTool>(),
-        short::<tools::ReadLinesTool>(),
-        short::<tools::ReadMediaTool>(),
-        short::<tools::ListDirectoryTool>(),
-        short::<tools::FindFilesTool>(),
-        short::<tools::GrepTool>(),
-        short::<tools::FileInfoTool>(),
-        short::<tools::CreateDirectoryTool>(),
-        short::<tools::MoveFileTool>(),
-        short::<tools::DeleteFileTool>(),
-        short::<tools::RunCommandTool>(),
-        short::<tools::JobOutputTool>(),
-        short::<tools::JobStopTool>(),
-        short::<tools::JobListTool>(),
+        short::<confine_tools::ReadFileTool>(),
+        short::<confine_tools::WriteFileTool>(),
+        short::<confine_tools::NodeProcessTool>(),
+        short::<confine_tools::EditFileTool>(),
+        short::<confine_tools::ReadLinesTool>(),
+        short::<confine_tools::ReadMediaTool>(),
+        short::<confine_tools::ListDirectoryTool>(),
+        short::<confine_tools::FindFilesTool>(),
+        short::<confine_tools::GrepTool>(),
+        short::<confine_tools::FileInfoTool>(),
+        short::<confine_tools::CreateDirectoryTool>(),
+        short::<confine_tools::MoveFileTool>(),
+        short::<confine_tools::DeleteFileTool>(),
+        short::<confine_tools::RunCommandTool>(),
+        short::<confine_tools::JobOutputTool>(),
+        short::<confine_tools::JobStopTool>(),
+        short::<confine_tools::JobListTool>(),
     ];
     for (tool, ty) in types {
         assert_eq!(ty, type_name_for(tool), "the type of {tool}");
     }
-    let served: Vec<&str> = tools::WORKSPACE_TOOLS
+    let served: Vec<&str> = confine_tools::WORKSPACE_TOOLS
         .iter()
-        .chain(tools::COMMAND_TOOLS)
+        .chain(confine_tools::COMMAND_TOOLS)
         .copied()
         .collect();
     let mut named: Vec<&str> = types.iter().map(|(t, _)| *t).collect();

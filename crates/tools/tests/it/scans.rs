@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use confine_tools::{ToolCall, ToolRegistry, execute_tool_call};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tools::{ToolCall, ToolRegistry, execute_tool_call};
 
 use crate::{Sandbox, call, token};
 
@@ -22,7 +22,7 @@ const MIB: usize = 1 << 20;
 const GIB: u64 = 1 << 30;
 
 fn tools(sb: &Sandbox) -> ToolRegistry {
-    tools::create_read_only_tools(&sb.root).unwrap()
+    confine_tools::create_read_only_tools(&sb.root).unwrap()
 }
 
 fn ok(registry: &ToolRegistry, name: &str, args: Value) -> Value {
@@ -46,7 +46,7 @@ fn lines_of(v: &Value) -> Vec<(u64, String)> {
 }
 
 /// A file of `len` bytes holding `data` at the given offsets and holes elsewhere; `None` when
-/// this filesystem does not keep holes (the caller says NOT RUN).
+/// this filesystem does not keep holes (the caller records that it did not run).
 fn sparse(path: &Path, data: &[(u64, &[u8])], len: u64) -> Option<File> {
     let f = File::create(path).unwrap();
     for (at, bytes) in data {
@@ -58,14 +58,10 @@ fn sparse(path: &Path, data: &[(u64, &[u8])], len: u64) -> Option<File> {
     ((st.st_blocks as u64) * 512 < len / 2).then_some(f)
 }
 
-fn not_run(test: &str, why: &str) {
-    eprintln!("!!! {test}: NOT RUN, {why}");
-}
-
 #[test]
 fn grep_searches_a_line_of_1_mib_whole_and_cuts_one_byte_more() {
     let sb = Sandbox::disk("s");
-    let max = tools::grep::MAX_SEARCHED_LINE;
+    let max = confine_tools::grep::MAX_SEARCHED_LINE;
     // Line 1: exactly 1 MiB, the needle in its last bytes. Line 2: one byte more, the needle
     // in its last bytes (past the cut) and a marker at its start (before it). Line 3 after.
     let mut text = vec![b'a'; max - 6];
@@ -148,7 +144,7 @@ fn scans_of_a_100_gib_sparse_file_answer_quickly() {
         &[(0, head.as_bytes())],
         100 * GIB,
     ) else {
-        return not_run(TEST, "this filesystem keeps no holes");
+        return testkit::not_run(TEST, "this filesystem keeps no holes");
     };
     // And many lines (64 KiB: whole blocks), a hole between them and the end.
     let listed: String = (1..=100).map(|i| format!("line {i}\n")).collect();
@@ -209,7 +205,7 @@ fn scans_across_a_hole_find_the_lines_on_both_sides() {
         &[(0, head.as_bytes()), (at, tail)],
         at + tail.len() as u64,
     ) else {
-        return not_run(TEST, "this filesystem keeps no holes");
+        return testkit::not_run(TEST, "this filesystem keeps no holes");
     };
     let r = tools(&sb);
     let v = ok(
@@ -315,7 +311,10 @@ fn cancelled_on_first_read(
     watched: &Path,
     name: &str,
     args: Value,
-) -> (Result<tools::ToolResult, tools::Cancelled>, Duration) {
+) -> (
+    Result<confine_tools::ToolResult, confine_tools::Cancelled>,
+    Duration,
+) {
     use rustix::fs::inotify;
     let cancel = CancellationToken::new();
     let fd = inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
@@ -545,7 +544,7 @@ fn result_bytes(v: &Value) -> usize {
 
 #[test]
 fn grep_result_of_4_mib_is_whole_and_one_byte_more_is_truncated() {
-    let cap = tools::grep::MAX_RESULT_BYTES;
+    let cap = confine_tools::grep::MAX_RESULT_BYTES;
     let sb = Sandbox::disk("s");
     // A path of 2,216 bytes and 1,000 lines of 1,978 or 1,982 bytes (496 or 497 characters):
     // exactly 4 MiB of paths and lines.
@@ -590,7 +589,7 @@ fn grep_result_of_4_mib_is_whole_and_one_byte_more_is_truncated() {
 
 #[test]
 fn grep_result_over_4_mib_across_files_is_a_truncated_prefix() {
-    let cap = tools::grep::MAX_RESULT_BYTES;
+    let cap = confine_tools::grep::MAX_RESULT_BYTES;
     let sb = Sandbox::disk("s");
     // 9 files of 100 matching lines of 1,000 bytes: 900 matches (under maxMatches), each with
     // up to 20 context lines: some 19 MB of result before the cap.

@@ -7,10 +7,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use confine_tools::{ToolCall, execute_tool_call};
 use rustix::fs::{Mode, OFlags, RenameFlags};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tools::{ToolCall, execute_tool_call};
 
 use crate::Sandbox;
 
@@ -37,7 +37,7 @@ fn walks_during_symlink_exchange_never_reach_outside() {
     let sb = Sandbox::disk("TOP SECRET");
     let stop = Arc::new(AtomicBool::new(false));
     let swaps = swapping(&sb, stop.clone());
-    let registry = tools::create_read_only_tools(&sb.root).unwrap();
+    let registry = confine_tools::create_read_only_tools(&sb.root).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

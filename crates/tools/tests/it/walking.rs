@@ -4,14 +4,14 @@
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
 
+use confine_tools::{ToolCall, ToolRegistry, execute_tool_call};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tools::{ToolCall, ToolRegistry, execute_tool_call};
 
 use crate::{Sandbox, call, token};
 
 fn tools(sb: &Sandbox) -> ToolRegistry {
-    tools::create_read_only_tools(&sb.root).unwrap()
+    confine_tools::create_read_only_tools(&sb.root).unwrap()
 }
 
 fn ok(registry: &ToolRegistry, name: &str, args: Value) -> Value {
