@@ -507,6 +507,10 @@ mod tests {
         assert!(DeniedPaths::new(&names).is_ok());
         let mut more = names.clone();
         more.push("one-more".into());
+        let long = "a".repeat(1024);
+        assert!(DeniedPaths::new(&[long.as_str()]).is_ok());
+        let longer = "a".repeat(1025);
+        assert!(DeniedPaths::new(&[longer.as_str()]).is_err());
         let e = DeniedPaths::new(&more).unwrap_err();
         assert!(e.to_string().contains("more than 256"), "{e}");
     }
@@ -550,6 +554,23 @@ mod tests {
             list.existing_bounded(root, 10, 9),
             Err(CoverError::TooManyDenied)
         );
+    }
+
+    #[test]
+    fn resolve_follows_at_most_40_symlinks() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::write(root.join(".env"), "").unwrap();
+        // l0 -> .env, l{i} -> l{i-1}: naming l{n-1} follows n links.
+        std::os::unix::fs::symlink(".env", root.join("l0")).unwrap();
+        for i in 1..=MAX_LINKS {
+            std::os::unix::fs::symlink(format!("l{}", i - 1), root.join(format!("l{i}"))).unwrap();
+        }
+        let dir = Dir::open_ambient_dir(root, cap_std::ambient_authority()).unwrap();
+        let last = format!("l{}", MAX_LINKS - 1);
+        assert_eq!(resolve(&dir, p(&last), true), Some(".env".into()));
+        let one_more = format!("l{MAX_LINKS}");
+        assert_eq!(resolve(&dir, p(&one_more), true), None);
     }
 
     #[test]
