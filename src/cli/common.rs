@@ -85,6 +85,12 @@ pub struct ToolArgs {
     /// patterns still apply.
     #[arg(long)]
     pub unprotect_defaults: bool,
+    /// Deny paths matching GLOB (gitignore-style, relative to the root; repeatable, at most
+    /// 256): every file tool refuses them with PATH_DENIED, list_directory, find_files and
+    /// grep leave them out (counted in `denied`), and under --sandbox children find those
+    /// that exist covered (unreadable).
+    #[arg(long = "deny", value_name = "GLOB", value_parser = deny_pattern)]
+    pub deny: Vec<String>,
     /// Keep this server dumpable: debuggers, core dumps and other processes of the same user
     /// may then read its memory, environment and `/proc/<pid>/fd` (children started without
     /// --sandbox included). Off by default; for debugging and for tests that inspect the
@@ -170,6 +176,13 @@ pub fn protect_pattern(text: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// One `--deny` pattern, checked alone (the count is checked with the list).
+pub fn deny_pattern(text: &str) -> Result<String, String> {
+    confine_tools::DeniedPaths::new(&[text])
+        .map(|_| text.to_owned())
+        .map_err(|e| e.to_string())
+}
+
 /// A path that exists, canonicalized now (the sandbox opens it at each call).
 fn existing_path(path: &str) -> Result<PathBuf, String> {
     std::fs::canonicalize(path).map_err(|e| format!("{path}: {e}"))
@@ -180,6 +193,11 @@ impl ToolArgs {
     pub fn protected(&self) -> Result<confine_tools::ProtectedPaths, ExitCode> {
         confine_tools::ProtectedPaths::new(!self.unprotect_defaults, &self.protect)
             .map_err(|e| usage(&format!("--protect: {e}")))
+    }
+
+    /// The denied paths these flags ask for: a usage error when there are too many.
+    pub fn denied(&self) -> Result<confine_tools::DeniedPaths, ExitCode> {
+        confine_tools::DeniedPaths::new(&self.deny).map_err(|e| usage(&format!("--deny: {e}")))
     }
 
     /// The node_process options these flags ask for (the protected paths are the defaults;
@@ -274,6 +292,7 @@ impl ToolArgs {
         };
         let mut options = self.node_options();
         options.protected = std::sync::Arc::new(self.protected()?);
+        options.denied = std::sync::Arc::new(self.denied()?);
         confine_tools::create_selected_tools(&self.root, options, &names).map_err(|e| match e {
             SelectError::Build(e) => unusable(&e),
             other => usage(&other.to_string()),

@@ -15,7 +15,12 @@
 //!   read-only here: a check writes a hook in a scratch repository through `node_process`
 //!   (`EROFS`: a mount namespace of the run's own binds them read-only;
 //!   `NODE_SANDBOX_UNAVAILABLE`: none can be made, so a sandboxed call in a workspace holding
-//!   one is refused).
+//!   one is refused);
+//! * the denied paths (`--deny`: the patterns every file tool refuses with `PATH_DENIED`) and
+//!   whether `--sandbox` children find denied entries covered here: a check reads a denied
+//!   file of a scratch workspace through `node_process` (empty: covered in a mount namespace
+//!   of the run's own; `NODE_SANDBOX_UNAVAILABLE`: none can be made, so a sandboxed call in a
+//!   workspace holding a denied entry is refused).
 //!
 //! Text by default, one JSON object with `--json`. The exit status is 0 whenever the report was
 //! made, whatever it says: a machine without Landlock is a fact to report, not a failure.
@@ -44,7 +49,18 @@ pub struct Args {
     /// Drop the default protected paths, as for `mcp` and `call`.
     #[arg(long)]
     pub unprotect_defaults: bool,
+    /// Also deny paths matching GLOB, as for `mcp` and `call` (shown in the report).
+    #[arg(long = "deny", value_name = "GLOB", value_parser = super::common::deny_pattern)]
+    pub deny: Vec<String>,
 }
+
+/// The denied-path probe: read the scratch workspace's denied file, its text or error code.
+const DENIED_PROBE: &str = "const fs = require('fs');\
+    let r; try { r = fs.readFileSync('secret.txt', 'utf8'); } catch (e) { r = e.code || String(e); }\
+    console.log(JSON.stringify(r));";
+
+/// What the probe's denied file holds.
+const DENIED_TEXT: &str = "doctor's secret";
 
 /// The protected-path probe: plant a hook in the scratch repository, as an error code.
 const PROTECTED_PROBE: &str = "const fs = require('fs');\
@@ -80,6 +96,10 @@ struct Report {
     protected: (Vec<String>, usize),
     /// Whether a sandboxed child found a protected path read-only.
     protected_check: Value,
+    /// The denied patterns (`--deny`).
+    denied: Vec<String>,
+    /// Whether a sandboxed child found a denied file covered.
+    denied_check: Value,
 }
 
 /// Run the subcommand.
@@ -100,7 +120,12 @@ pub fn run(args: Args) -> ExitCode {
             Ok(list) => list,
             Err(e) => return super::common::usage(&format!("--protect: {e}")),
         };
-    let report = runtime.block_on(examine(&args, scratch.path(), protected));
+    let denied = match confine_tools::DeniedPaths::new(&args.deny) {
+        Ok(list) => list,
+        Err(e) => return super::common::usage(&format!("--deny: {e}")),
+    };
+    let mut report = runtime.block_on(examine(&args, scratch.path(), protected));
+    report.denied = denied.patterns().to_vec();
     if args.json {
         println!("{}", report.to_json());
     } else {
@@ -150,14 +175,15 @@ async fn examine(args: &Args, scratch: &Path, protected: confine_tools::Protecte
     });
 
     let shown_protected = (protected.patterns().to_vec(), protected.default_count());
-    let (check, protected_check) = if node.is_none() {
+    let (check, protected_check, denied_check) = if node.is_none() {
         let not_run = json!({"ran": false, "reason": "no Node.js"});
-        (not_run.clone(), not_run)
+        (not_run.clone(), not_run.clone(), not_run)
     } else {
         options.sandbox = Some(Sandbox::new());
         let check = sandbox_check(scratch, options.clone()).await;
+        let denied_check = denied_check(scratch, options.clone()).await;
         options.protected = std::sync::Arc::new(protected);
-        (check, protected_check(scratch, options).await)
+        (check, protected_check(scratch, options).await, denied_check)
     };
     Report {
         landlock,
@@ -168,7 +194,41 @@ async fn examine(args: &Args, scratch: &Path, protected: confine_tools::Protecte
         node,
         protected: shown_protected,
         protected_check,
+        denied: Vec::new(),
+        denied_check,
     }
+}
+
+/// Run [`DENIED_PROBE`] through `node_process` with `--sandbox` in a scratch workspace whose
+/// `secret.txt` is denied: `""` where denied entries are covered for children.
+async fn denied_check(scratch: &Path, mut options: NodeProcessOptions) -> Value {
+    let workspace = scratch.join("denied");
+    if std::fs::create_dir_all(&workspace).is_err()
+        || std::fs::write(workspace.join("secret.txt"), DENIED_TEXT).is_err()
+    {
+        return json!({"ran": false, "reason": "cannot make a scratch workspace"});
+    }
+    let Ok(list) = confine_tools::DeniedPaths::new(&["secret.txt"]) else {
+        return json!({"ran": false, "reason": "the probe's list does not compile"});
+    };
+    options.denied = std::sync::Arc::new(list);
+    let Ok(registry) = confine_tools::create_coding_tools(&workspace, options) else {
+        return json!({"ran": false, "reason": "the tools could not be built"});
+    };
+    let arguments = json!({"source": DENIED_PROBE});
+    let call = ToolCall::new("doctor", "node_process", &arguments);
+    let Ok(result) = execute_tool_call(&registry, &call, &CancellationToken::new()).await else {
+        return json!({"ran": false, "reason": "cancelled"});
+    };
+    let record = result.record();
+    let said = match result.is_error {
+        true => record["error"]["message"].clone(),
+        false => record["stdout"]
+            .as_str()
+            .and_then(|s| serde_json::from_str(s.trim()).ok())
+            .unwrap_or(Value::Null),
+    };
+    json!({"ran": true, "covered": said == "", "readDenied": said})
 }
 
 /// Run [`PROTECTED_PROBE`] through `node_process` with `--sandbox` in a scratch repository
@@ -297,6 +357,10 @@ impl Report {
                 "patterns": self.protected.0,
                 "defaults": self.protected.1,
                 "check": self.protected_check,
+            },
+            "denied": {
+                "patterns": self.denied,
+                "check": self.denied_check,
             },
         })
     }
@@ -444,6 +508,23 @@ impl Report {
                 .to_owned(),
             (true, other) => format!("FAILED: a hook planted in a scratch repository: {other:?}"),
         };
+        let denied = match self.denied.is_empty() {
+            true => "none (no --deny)".to_owned(),
+            false => self.denied.join(", "),
+        };
+        let check = &self.denied_check;
+        let covered = match (check["ran"] == true, check["readDenied"].as_str()) {
+            (false, _) => format!("not checked ({})", check["reason"]),
+            (true, Some("")) => "denied entries covered for --sandbox children (a mount \
+                 namespace of each run's own; a denied file in a scratch workspace read as \
+                 empty)"
+                .to_owned(),
+            (true, Some("NODE_SANDBOX_UNAVAILABLE")) => "no mount namespace can be made here: \
+                 a --sandbox call in a workspace holding a denied entry fails with \
+                 NODE_SANDBOX_UNAVAILABLE"
+                .to_owned(),
+            (true, other) => format!("FAILED: a denied file in a scratch workspace: {other:?}"),
+        };
         format!(
             "landlock:      {landlock}\n\
              sandbox:       {sandbox}\n\
@@ -452,7 +533,9 @@ impl Report {
              processes:     {processes}\n\
              node:          {node}\n\
              protected:     {protected}\n\
-             read-only:     {children}\n",
+             read-only:     {children}\n\
+             denied:        {denied}\n\
+             covered:       {covered}\n",
             check_text = sandbox_check_text,
         )
     }

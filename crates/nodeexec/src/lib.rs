@@ -197,12 +197,14 @@
 //! * runs with [`DEFAULT_ADDRESS_SPACE`] (4 GiB) of address space and
 //!   [`DEFAULT_OPEN_FILES`] (1024) descriptors, no capabilities and no way to gain any;
 //! * finds the paths beneath the write root that [`Sandbox::read_only`] names (git's hooks
-//!   and configuration, for the tools) read-only (`EROFS`), in a mount namespace of its own.
+//!   and configuration, for the tools) read-only (`EROFS`), in a mount namespace of its own;
+//! * finds the paths that [`Sandbox::hide`] names (the tools' denied entries) covered in that
+//!   namespace: a file by `/dev/null`, a directory by an empty mode-0 tmpfs.
 //!
-//! Nothing here but the last needs a namespace or a privilege: the same policy holds as root,
-//! as an ordinary user and in a container that refuses namespaces. Read-only paths need a
-//! mount namespace (root, or the user namespace the containment makes for an ordinary user);
-//! where none can be made, a start with read-only paths fails with
+//! Nothing here but the last two needs a namespace or a privilege: the same policy holds as
+//! root, as an ordinary user and in a container that refuses namespaces. Read-only and hidden
+//! paths need a mount namespace (root, or the user namespace the containment makes for an
+//! ordinary user); where none can be made, a start with such paths fails with
 //! [`ErrorKind::SandboxUnavailable`] and nothing runs. It does **not** hide that a
 //! path exists (`stat` is not governed), nor stop exhausting the CPU, the disk beneath the
 //! root or the number of processes within the time bound. `docs/SECURITY.md` says more,

@@ -25,6 +25,8 @@ pub(crate) struct Children {
     sandbox: Option<confine_nodeexec::Sandbox>,
     /// What the sandbox keeps read-only beneath the root (those that exist at each run).
     protected: Arc<crate::ProtectedPaths>,
+    /// What the sandbox covers beneath the root (those that exist at each run).
+    denied: Arc<crate::DeniedPaths>,
     slots: Arc<confine_nodeexec::RunSlots>,
     /// Keep the embedder's session and privileges (the embedder's opt-out).
     keep_privileges: bool,
@@ -62,6 +64,7 @@ impl Children {
             env: passed_env(&options.env),
             sandbox,
             protected: options.protected.clone(),
+            denied: options.denied.clone(),
             slots: options.slots.clone().unwrap_or_default(),
             keep_privileges: options.keep_privileges,
         }
@@ -132,9 +135,18 @@ impl Children {
             let existing = self.protected.existing_beneath(root).map_err(|_| {
                 CallError::Failed(ToolError::failed(ErrorKind::NodeSandboxUnavailable))
             })?;
+            // The denied entries that exist now, covered for the child (the same namespace;
+            // beyond the walk's bounds the start is NODE_SANDBOX_UNAVAILABLE: never a child
+            // with a denied entry left readable).
+            let hidden = self.denied.existing_beneath(root).map_err(|_| {
+                CallError::Failed(ToolError::failed(ErrorKind::NodeSandboxUnavailable))
+            })?;
             let mut sandbox = sandbox.clone();
             for rel in existing {
                 sandbox.read_only(root.join(rel));
+            }
+            for rel in hidden {
+                sandbox.hide(root.join(rel));
             }
             // Built beneath the root's handle, so they follow the directory the tool
             // captured, whatever its path names now.

@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::deny::DeniedPaths;
 use crate::entry::{normalize, run_writing};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::protect::ProtectedPaths;
@@ -42,6 +43,7 @@ pub struct MkdirOutput {
 #[derive(Debug, Clone)]
 pub struct CreateDirectoryTool {
     root: Arc<WorkspaceRoot>,
+    denied: Arc<DeniedPaths>,
     protected: Arc<ProtectedPaths>,
 }
 
@@ -50,8 +52,15 @@ impl CreateDirectoryTool {
     pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
+            denied: Arc::default(),
             protected: Arc::default(),
         }
+    }
+
+    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+        self.denied = denied;
+        self
     }
 
     /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
@@ -64,6 +73,7 @@ impl CreateDirectoryTool {
 fn mkdir(
     root: &WorkspaceRoot,
     protected: &ProtectedPaths,
+    denied: &DeniedPaths,
     path: &RelPath,
     cancel: &CancellationToken,
 ) -> Result<MkdirOutput, CallError> {
@@ -72,6 +82,7 @@ fn mkdir(
     }
     protected.check_written(path)?;
     root.verify()?;
+    denied.check_path(root, path)?;
     let segments: Vec<&str> = path.segments().collect();
     let (_dir, created) = open_dirs(root, &segments, protected, cancel).map_err(|e| match e {
         CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
@@ -107,6 +118,14 @@ impl TypedTool for CreateDirectoryTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<MkdirOutput, CallError> {
-        run_writing(&self.root, &self.protected, valid, cancel, mkdir).await
+        run_writing(
+            &self.root,
+            &self.protected,
+            &self.denied,
+            valid,
+            cancel,
+            mkdir,
+        )
+        .await
     }
 }

@@ -23,6 +23,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::deny::DeniedPaths;
 use crate::entry::{check_beneath, failed, lstat_at, normalize, open_existing_parent, run_writing};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::protect::ProtectedPaths;
@@ -47,6 +48,7 @@ pub struct DeleteOutput {
 #[derive(Debug, Clone)]
 pub struct DeleteFileTool {
     root: Arc<WorkspaceRoot>,
+    denied: Arc<DeniedPaths>,
     protected: Arc<ProtectedPaths>,
 }
 
@@ -55,8 +57,15 @@ impl DeleteFileTool {
     pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
+            denied: Arc::default(),
             protected: Arc::default(),
         }
+    }
+
+    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+        self.denied = denied;
+        self
     }
 
     /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
@@ -69,6 +78,7 @@ impl DeleteFileTool {
 fn delete(
     root: &WorkspaceRoot,
     protected: &ProtectedPaths,
+    denied: &DeniedPaths,
     path: &RelPath,
     cancel: &CancellationToken,
 ) -> Result<DeleteOutput, CallError> {
@@ -77,8 +87,10 @@ fn delete(
     }
     protected.check_written(path)?;
     root.verify()?;
+    denied.check_path(root, path)?;
     let (parent, name) = open_existing_parent(root, path, ErrorKind::WriteFailed)?;
     protected.check_in(root, &parent.dir, name, false)?;
+    denied.check_in(root, &parent.dir, name, false)?;
     let st = match lstat_at(&parent.dir, name) {
         Ok(st) => st,
         Err(Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
@@ -152,6 +164,14 @@ impl TypedTool for DeleteFileTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<DeleteOutput, CallError> {
-        run_writing(&self.root, &self.protected, valid, cancel, delete).await
+        run_writing(
+            &self.root,
+            &self.protected,
+            &self.denied,
+            valid,
+            cancel,
+            delete,
+        )
+        .await
     }
 }

@@ -63,6 +63,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
+use crate::deny::DeniedPaths;
 use crate::entry::{failed, lstat_at, normalize, open_existing_parent};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::protect::ProtectedPaths;
@@ -131,6 +132,7 @@ pub struct ValidEdit {
 #[derive(Debug, Clone)]
 pub struct EditFileTool {
     root: Arc<WorkspaceRoot>,
+    denied: Arc<DeniedPaths>,
     protected: Arc<ProtectedPaths>,
 }
 
@@ -139,8 +141,15 @@ impl EditFileTool {
     pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
+            denied: Arc::default(),
             protected: Arc::default(),
         }
+    }
+
+    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+        self.denied = denied;
+        self
     }
 
     /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
@@ -420,10 +429,14 @@ impl TypedTool for EditFileTool {
         let root = self.root.clone();
         let path = valid.path.clone();
         let protected = self.protected.clone();
+        let denied = self.denied.clone();
         let (parent, name) = off_reactor(move || {
             root.verify()?;
+            // A dry run too: its diff would show the file's text.
+            denied.check_path(&root, &path)?;
             let (parent, name) = open_existing_parent(&root, &path, ErrorKind::WriteFailed)?;
             protected.check_in(&root, &parent.dir, name, false)?;
+            denied.check_in(&root, &parent.dir, name, false)?;
             Ok((parent, name.to_owned()))
         })
         .await?;

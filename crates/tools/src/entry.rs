@@ -24,6 +24,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
+use crate::deny::DeniedPaths;
 use crate::error::{CallError, ErrorKind, ToolError};
 use crate::protect::ProtectedPaths;
 use crate::write_file::parent::Parent;
@@ -100,29 +101,39 @@ pub(crate) fn normalize(path: &str) -> Result<RelPath, ToolError> {
 /// Run a tool's blocking body over its root off the async workers ([`off_reactor`]).
 pub(crate) async fn run_on_root<V: Send + 'static, T: Send + 'static>(
     root: &Arc<WorkspaceRoot>,
+    denied: &Arc<DeniedPaths>,
     valid: V,
     cancel: &CancellationToken,
-    body: fn(&WorkspaceRoot, &V, &CancellationToken) -> Result<T, CallError>,
+    body: fn(&WorkspaceRoot, &DeniedPaths, &V, &CancellationToken) -> Result<T, CallError>,
 ) -> Result<T, CallError> {
     let root = root.clone();
+    let denied = denied.clone();
     let cancel = cancel.clone();
-    off_reactor(move || body(&root, &valid, &cancel)).await
+    off_reactor(move || body(&root, &denied, &valid, &cancel)).await
 }
 
-/// A write tool's blocking body: the root, the protected paths, the validated arguments.
-pub(crate) type WritingBody<V, T> =
-    fn(&WorkspaceRoot, &ProtectedPaths, &V, &CancellationToken) -> Result<T, CallError>;
+/// A write tool's blocking body: the root, the protected and the denied paths, the validated
+/// arguments.
+pub(crate) type WritingBody<V, T> = fn(
+    &WorkspaceRoot,
+    &ProtectedPaths,
+    &DeniedPaths,
+    &V,
+    &CancellationToken,
+) -> Result<T, CallError>;
 
 /// [`run_on_root`] for a tool that changes the workspace, given the protected paths.
 pub(crate) async fn run_writing<V: Send + 'static, T: Send + 'static>(
     root: &Arc<WorkspaceRoot>,
     protected: &Arc<ProtectedPaths>,
+    denied: &Arc<DeniedPaths>,
     valid: V,
     cancel: &CancellationToken,
     body: WritingBody<V, T>,
 ) -> Result<T, CallError> {
     let root = root.clone();
     let protected = protected.clone();
+    let denied = denied.clone();
     let cancel = cancel.clone();
-    off_reactor(move || body(&root, &protected, &valid, &cancel)).await
+    off_reactor(move || body(&root, &protected, &denied, &valid, &cancel)).await
 }

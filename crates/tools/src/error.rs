@@ -179,6 +179,9 @@ kinds! {
     InvalidReadMediaInput => "INVALID_READ_MEDIA_INPUT",
     /// The file is not a PNG, JPEG, GIF or WebP whose width and height can be read.
     FileNotMedia => "FILE_NOT_MEDIA",
+    /// The path is denied (it, a directory above it, or where a symlink leads matches the
+    /// embedder's deny list): no tool reads, changes or lists it.
+    PathDenied => "PATH_DENIED",
 }
 
 impl fmt::Display for ErrorKind {
@@ -469,6 +472,7 @@ mod tests {
             "PATH_PROTECTED",
             "INVALID_READ_MEDIA_INPUT",
             "FILE_NOT_MEDIA",
+            "PATH_DENIED",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);

@@ -133,21 +133,40 @@ fn build_tool(
     with_job_tools: bool,
 ) -> Option<Result<Arc<dyn Tool>, BuildError>> {
     let protected = &options.protected;
+    let d = options.denied.clone();
     let tool: Arc<dyn Tool> = match name {
-        "read_file" => Arc::new(ReadFileTool::new(root.clone())),
-        "write_file" => Arc::new(WriteFileTool::new(root.clone()).protect(protected.clone())),
-        "edit_file" => Arc::new(EditFileTool::new(root.clone()).protect(protected.clone())),
-        "read_lines" => Arc::new(ReadLinesTool::new(root.clone())),
-        "read_media" => Arc::new(ReadMediaTool::new(root.clone())),
-        "file_info" => Arc::new(FileInfoTool::new(root.clone())),
-        "create_directory" => {
-            Arc::new(CreateDirectoryTool::new(root.clone()).protect(protected.clone()))
-        }
-        "move_file" => Arc::new(MoveFileTool::new(root.clone()).protect(protected.clone())),
-        "delete_file" => Arc::new(DeleteFileTool::new(root.clone()).protect(protected.clone())),
-        "list_directory" => Arc::new(ListDirectoryTool::new(root.clone())),
-        "find_files" => Arc::new(FindFilesTool::new(root.clone())),
-        "grep" => Arc::new(GrepTool::new(root.clone())),
+        "read_file" => Arc::new(ReadFileTool::new(root.clone()).deny(d)),
+        "write_file" => Arc::new(
+            WriteFileTool::new(root.clone())
+                .protect(protected.clone())
+                .deny(d),
+        ),
+        "edit_file" => Arc::new(
+            EditFileTool::new(root.clone())
+                .protect(protected.clone())
+                .deny(d),
+        ),
+        "read_lines" => Arc::new(ReadLinesTool::new(root.clone()).deny(d)),
+        "read_media" => Arc::new(ReadMediaTool::new(root.clone()).deny(d)),
+        "file_info" => Arc::new(FileInfoTool::new(root.clone()).deny(d)),
+        "create_directory" => Arc::new(
+            CreateDirectoryTool::new(root.clone())
+                .protect(protected.clone())
+                .deny(d),
+        ),
+        "move_file" => Arc::new(
+            MoveFileTool::new(root.clone())
+                .protect(protected.clone())
+                .deny(d),
+        ),
+        "delete_file" => Arc::new(
+            DeleteFileTool::new(root.clone())
+                .protect(protected.clone())
+                .deny(d),
+        ),
+        "list_directory" => Arc::new(ListDirectoryTool::new(root.clone()).deny(d)),
+        "find_files" => Arc::new(FindFilesTool::new(root.clone()).deny(d)),
+        "grep" => Arc::new(GrepTool::new(root.clone()).deny(d)),
         RUN_COMMAND => {
             let commands = options.commands.as_ref()?;
             let tool = RunCommandTool::with_jobs(root.clone(), options, commands, jobs.clone());

@@ -15,6 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::deny::DeniedPaths;
 use crate::entry::{failed, kind_of, lstat_at, normalize, open_existing_parent, run_on_root};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
@@ -46,17 +47,28 @@ pub struct InfoOutput {
 #[derive(Debug, Clone)]
 pub struct FileInfoTool {
     root: Arc<WorkspaceRoot>,
+    denied: Arc<DeniedPaths>,
 }
 
 impl FileInfoTool {
     /// A file_info tool over an already captured root.
     pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            denied: Arc::default(),
+        }
+    }
+
+    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+        self.denied = denied;
+        self
     }
 }
 
 fn info(
     root: &WorkspaceRoot,
+    denied: &DeniedPaths,
     path: &RelPath,
     cancel: &CancellationToken,
 ) -> Result<InfoOutput, CallError> {
@@ -64,7 +76,9 @@ fn info(
         return Err(Cancelled.into());
     }
     root.verify()?;
+    denied.check_path(root, path)?;
     let (parent, name) = open_existing_parent(root, path, ErrorKind::ReadFailed)?;
+    denied.check_in(root, &parent.dir, name, false)?;
     let st = match lstat_at(&parent.dir, name) {
         Ok(st) => st,
         Err(rustix::io::Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
@@ -108,7 +122,7 @@ impl TypedTool for FileInfoTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<InfoOutput, CallError> {
-        run_on_root(&self.root, valid, cancel, info).await
+        run_on_root(&self.root, &self.denied, valid, cancel, info).await
     }
 }
 

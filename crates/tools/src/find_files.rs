@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
+use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::list_directory::check_dir_path;
 use crate::tool::{ToolHints, TypedTool};
@@ -46,6 +47,10 @@ pub struct FindOutput {
     /// path grammar refuses, a path over 4,096 bytes); a directory counts once, its contents
     /// unseen.
     pub skipped: usize,
+    /// Entries left out because they are denied (`--deny`; a directory counts once, its
+    /// contents unseen); absent when none were.
+    #[serde(skip_serializing_if = "crate::walk::is_zero")]
+    pub denied: usize,
     /// More than [`MAX_FIND_RESULTS`] matched: the rest were left out.
     pub truncated: bool,
 }
@@ -75,12 +80,22 @@ pub(crate) fn compile_glob(pattern: &str) -> Result<GlobMatcher, ToolError> {
 #[derive(Debug, Clone)]
 pub struct FindFilesTool {
     root: Arc<WorkspaceRoot>,
+    denied: Arc<DeniedPaths>,
 }
 
 impl FindFilesTool {
     /// A find tool over an already captured root.
     pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            denied: Arc::default(),
+        }
+    }
+
+    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+        self.denied = denied;
+        self
     }
 
     /// Run a validated request; blocking.
@@ -93,7 +108,11 @@ impl FindFilesTool {
             return Err(Cancelled.into());
         }
         self.root.verify()?;
+        if let Some(path) = &req.path {
+            self.denied.check_path(&self.root, path)?;
+        }
         let start = open_start(&self.root, req.path.as_ref(), ErrorKind::ReadFailed)?;
+        let real_start = self.denied.walk_start(&self.root, &start)?;
         let ignores = if req.include_ignored {
             Ignores::default()
         } else {
@@ -109,6 +128,7 @@ impl FindFilesTool {
             cancel,
             limit: MAX_FIND_RESULTS,
             stop: None,
+            denied: real_start.map(|r| (&*self.denied, r)),
         };
         let walked = walk(start, ignores, &spec, |_, files| {
             Ok(files
@@ -128,6 +148,7 @@ impl FindFilesTool {
         Ok(FindOutput {
             paths,
             skipped: walked.skipped,
+            denied: walked.denied,
             truncated,
         })
     }

@@ -44,6 +44,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
+use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::find_files::{MAX_PATTERN_BYTES, compile_glob};
 use crate::list_directory::check_dir_path;
@@ -133,6 +134,10 @@ pub struct GrepOutput {
     /// path grammar refuses, a path over 4,096 bytes); a directory counts once, its contents
     /// unseen.
     pub skipped: usize,
+    /// Entries left out because they are denied (`--deny`; a directory counts once, its
+    /// contents unseen); absent when none were.
+    #[serde(skip_serializing_if = "crate::walk::is_zero")]
+    pub denied: usize,
     /// More than `maxMatches` matched: the rest were left out.
     pub truncated: bool,
 }
@@ -151,12 +156,22 @@ pub struct GrepRequest {
 #[derive(Debug, Clone)]
 pub struct GrepTool {
     root: Arc<WorkspaceRoot>,
+    denied: Arc<DeniedPaths>,
 }
 
 impl GrepTool {
     /// A grep tool over an already captured root.
     pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            denied: Arc::default(),
+        }
+    }
+
+    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+        self.denied = denied;
+        self
     }
 
     /// Run a validated request; blocking.
@@ -169,6 +184,9 @@ impl GrepTool {
             return Err(Cancelled.into());
         }
         self.root.verify()?;
+        if let Some(path) = &req.path {
+            self.denied.check_path(&self.root, path)?;
+        }
         let rel = Path::new(req.path.as_ref().map_or("", RelPath::as_str));
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
         let fd = confine_beneath::open_beneath(self.root.dir(), rel, flags, Symlinks::FollowInside)
@@ -192,6 +210,8 @@ impl GrepTool {
                     req.max + 1,
                     &mut matches,
                 )?;
+                self.denied
+                    .check_read(&self.root, rel, confine_rootid::FileIdentity::of(&st))?;
                 let truncated = one.stopped || matches.len() > req.max;
                 matches.truncate(req.max);
                 return Ok(GrepOutput {
@@ -199,11 +219,13 @@ impl GrepTool {
                     files_searched: usize::from(one.searched),
                     long_lines_cut: one.long_lines_cut,
                     skipped: 0,
+                    denied: 0,
                     truncated,
                 });
             }
             _ => return Err(failed(ErrorKind::FileNotRegular)),
         }
+        let real_start = self.denied.walk_start(&self.root, &fd)?;
         let start = WalkDir::from_fd(fd).map_err(|_| failed(ErrorKind::ReadFailed))?;
         let counts = Counts::default();
         let spec = WalkSpec {
@@ -216,6 +238,7 @@ impl GrepTool {
             cancel,
             limit: req.max,
             stop: Some(&counts.held.full),
+            denied: real_start.map(|r| (&*self.denied, r)),
         };
         let ignores = Ignores::above(&self.root, req.path.as_ref());
         let walked = walk(start, ignores, &spec, |dir, files| {
@@ -230,6 +253,7 @@ impl GrepTool {
             files_searched: counts.searched.into_inner(),
             long_lines_cut: counts.cut.into_inner(),
             skipped: walked.skipped,
+            denied: walked.denied,
             truncated,
         })
     }

@@ -17,8 +17,9 @@
 //!   [`create_coding_tools`] (those three), [`create_workspace_tools`] (the whole set),
 //!   [`create_read_only_tools`] and [`create_selected_tools`] (any subset by name) for a
 //!   [`ToolRegistry`]. Their options: [`NodeProcessOptions`], [`RunCommandOptions`],
-//!   [`ProtectedPaths`] ([`DEFAULT_PROTECTED`]); their failures: [`BuildError`],
-//!   [`SelectError`], [`ProtectError`], [`DuplicateToolName`].
+//!   [`ProtectedPaths`] ([`DEFAULT_PROTECTED`]), [`DeniedPaths`]; their failures:
+//!   [`BuildError`], [`SelectError`], [`ProtectError`], [`DenyError`], [`CoverError`],
+//!   [`DuplicateToolName`].
 //! - **Calling**: [`execute_tool_call`] (and [`execute_tool_call_record`]) with a [`ToolCall`],
 //!   giving a [`ToolResult`] or [`Cancelled`]; [`ToolRegistry::definitions`] for the model's
 //!   tool list ([`ToolDefinition`], [`ToolHints`]); progress through [`with_progress`],
@@ -68,7 +69,9 @@
 //! `RESOLVE_BENEATH` on Linux): `..`, absolute paths and symlinks leaving the root cannot be
 //! followed whatever races run. An absolute symlink is refused even when it points inside the
 //! root (cap-std's rule, kept on purpose: its meaning depends on where the root is mounted).
-//! Messages never carry host paths.
+//! Messages never carry host paths. The embedder may deny paths to the model altogether
+//! ([`DeniedPaths`] as [`NodeProcessOptions::denied`]: `PATH_DENIED`, see [`deny`]) and
+//! protect the files the host runs or obeys from writes ([`ProtectedPaths`]).
 //!
 //! # Platform support
 //!
@@ -81,6 +84,7 @@ mod blocking;
 mod child;
 pub mod create_directory;
 pub mod delete_file;
+pub mod deny;
 pub mod edit_file;
 mod entry;
 mod error;
@@ -106,6 +110,7 @@ pub mod write_file;
 
 pub use create_directory::CreateDirectoryTool;
 pub use delete_file::DeleteFileTool;
+pub use deny::{CoverError, DeniedPaths, DenyError};
 pub use edit_file::EditFileTool;
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{

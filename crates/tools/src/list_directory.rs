@@ -4,6 +4,7 @@
 //! However many entries the directory holds, only the 1,001 smallest names are kept while it
 //! is read (the walk's bounded window), and cancellation is checked between entries.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use confine_beneath::{EntryKind, FileId};
@@ -14,9 +15,10 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
+use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
-use crate::walk::{failed, is_temporary, open_start, plain_name, read_window};
+use crate::walk::{failed, is_temporary, join, open_start, plain_name, read_window};
 
 /// The most entries one call returns.
 pub const MAX_LIST_ENTRIES: usize = 1_000;
@@ -52,6 +54,9 @@ pub struct ListOutput {
     pub entries: Vec<ListEntry>,
     /// Entries whose names no tool could be given back (not UTF-8, control characters, …).
     pub skipped: usize,
+    /// Entries left out because they are denied (`--deny`); absent when none were.
+    #[serde(skip_serializing_if = "crate::walk::is_zero")]
+    pub denied: usize,
     /// More than [`MAX_LIST_ENTRIES`] entries: the rest were left out.
     pub truncated: bool,
 }
@@ -60,12 +65,22 @@ pub struct ListOutput {
 #[derive(Debug, Clone)]
 pub struct ListDirectoryTool {
     root: Arc<WorkspaceRoot>,
+    denied: Arc<DeniedPaths>,
 }
 
 impl ListDirectoryTool {
     /// A list tool over an already captured root.
     pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            denied: Arc::default(),
+        }
+    }
+
+    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+        self.denied = denied;
+        self
     }
 
     /// List `path` (the root when `None`); blocking.
@@ -78,7 +93,12 @@ impl ListDirectoryTool {
             return Err(Cancelled.into());
         }
         self.root.verify()?;
+        if let Some(path) = path {
+            self.denied.check_path(&self.root, path)?;
+        }
         let mut dir = open_start(&self.root, path, ErrorKind::ReadFailed)?;
+        let real_start = self.denied.walk_start(&self.root, &dir)?;
+        let mut denied = 0;
         // Only the smallest names are kept while the directory is read, however many it holds.
         // A name whose path would pass 4,096 bytes is left out (and counted) as a walk leaves
         // it out: no tool could take it back.
@@ -95,7 +115,14 @@ impl ListDirectoryTool {
                     skipped += 1;
                     false
                 }
-                Some(name) => !is_temporary(name),
+                Some(name) if is_temporary(name) => false,
+                Some(name) => match &real_start {
+                    Some(real) if self.denied.is_denied(Path::new(&join(real, name))) => {
+                        denied += 1;
+                        false
+                    }
+                    _ => true,
+                },
                 None => {
                     skipped += 1;
                     false
@@ -143,6 +170,7 @@ impl ListDirectoryTool {
             path: shown_path(path),
             entries,
             skipped,
+            denied,
             truncated,
         })
     }

@@ -22,6 +22,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::deny::DeniedPaths;
 use crate::entry::{check_beneath, failed, lstat_at, normalize, open_existing_parent, run_writing};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::protect::ProtectedPaths;
@@ -59,6 +60,7 @@ pub struct ValidMove {
 #[derive(Debug, Clone)]
 pub struct MoveFileTool {
     root: Arc<WorkspaceRoot>,
+    denied: Arc<DeniedPaths>,
     protected: Arc<ProtectedPaths>,
 }
 
@@ -67,8 +69,15 @@ impl MoveFileTool {
     pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
+            denied: Arc::default(),
             protected: Arc::default(),
         }
+    }
+
+    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+        self.denied = denied;
+        self
     }
 
     /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
@@ -81,6 +90,7 @@ impl MoveFileTool {
 fn rename(
     root: &WorkspaceRoot,
     protected: &ProtectedPaths,
+    denied: &DeniedPaths,
     valid: &ValidMove,
     cancel: &CancellationToken,
 ) -> Result<MoveOutput, CallError> {
@@ -91,8 +101,12 @@ fn rename(
     protected.check_moved(&valid.source)?;
     protected.check_moved(&valid.destination)?;
     root.verify()?;
+    // Either end denied, or a directory that may hold denied paths: refused.
+    denied.check_moved(root, &valid.source)?;
+    denied.check_moved(root, &valid.destination)?;
     let (from, from_name) = open_existing_parent(root, &valid.source, ErrorKind::WriteFailed)?;
     protected.check_in(root, &from.dir, from_name, true)?;
+    denied.check_in(root, &from.dir, from_name, true)?;
     let st = match lstat_at(&from.dir, from_name) {
         Ok(st) => st,
         Err(Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
@@ -109,6 +123,7 @@ fn rename(
             other => other,
         })?;
     protected.check_in(root, &to.dir, to_name, true)?;
+    denied.check_in(root, &to.dir, to_name, true)?;
     if cancel.is_cancelled() {
         return Err(Cancelled.into());
     }
@@ -180,6 +195,14 @@ impl TypedTool for MoveFileTool {
         valid: ValidMove,
         cancel: &CancellationToken,
     ) -> Result<MoveOutput, CallError> {
-        run_writing(&self.root, &self.protected, valid, cancel, rename).await
+        run_writing(
+            &self.root,
+            &self.protected,
+            &self.denied,
+            valid,
+            cancel,
+            rename,
+        )
+        .await
     }
 }

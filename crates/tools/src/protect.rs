@@ -257,7 +257,7 @@ const PLACE_TRIES: usize = 4;
 /// directory renamed while it is named can make a look fail (`ESTALE`, `ENOENT`): looked at
 /// again, at most [`PLACE_TRIES`] times, then `PATH_CHANGED_DURING_READ` (it kept moving:
 /// nothing was done); any other failure is `WRITE_FAILED`.
-fn place_of(root: &WorkspaceRoot, dir: &Dir) -> Result<Option<PathBuf>, CallError> {
+pub(crate) fn place_of(root: &WorkspaceRoot, dir: &Dir) -> Result<Option<PathBuf>, CallError> {
     let mut last = None;
     for _ in 0..PLACE_TRIES {
         match confine_beneath::path_beneath(dir, root.dir()) {
@@ -314,18 +314,18 @@ fn walk_matching(
 
 /// A pattern made relative to the root: `/x` and `x/` lose the slash, a pattern without a
 /// `/` gets `**/` in front (it matches at any depth).
-fn anchored(pattern: &str) -> Result<String, &'static str> {
+pub(crate) fn anchored(pattern: &str) -> Result<String, &'static str> {
     if pattern.is_empty() || pattern.trim().is_empty() {
-        return Err("an empty protected pattern");
+        return Err("an empty pattern");
     }
     if pattern.len() > MAX_PATTERN_BYTES {
-        return Err("a protected pattern over 1024 bytes");
+        return Err("a pattern over 1024 bytes");
     }
     if pattern.contains('\0') {
-        return Err("a protected pattern holding NUL");
+        return Err("a pattern holding NUL");
     }
     if pattern.starts_with('!') {
-        return Err("negation is not offered in protected patterns");
+        return Err("negation (!) is not offered");
     }
     let trimmed = pattern.strip_suffix('/').unwrap_or(pattern);
     let (body, rooted) = match trimmed.strip_prefix('/') {
@@ -337,7 +337,7 @@ fn anchored(pattern: &str) -> Result<String, &'static str> {
             .split('/')
             .any(|c| c.is_empty() || c == "." || c == "..")
     {
-        return Err("a protected pattern must name paths beneath the root");
+        return Err("a pattern must name paths beneath the root");
     }
     Ok(if rooted || body.contains('/') {
         body.to_owned()
@@ -347,7 +347,7 @@ fn anchored(pattern: &str) -> Result<String, &'static str> {
 }
 
 /// The globs that match what an anchored pattern protects (itself; `x/**` also `x`).
-fn expansions(anchored: &str) -> Vec<String> {
+pub(crate) fn expansions(anchored: &str) -> Vec<String> {
     let mut out = vec![anchored.to_owned()];
     if let Some(stem) = anchored.strip_suffix("/**") {
         out.push(stem.to_owned());
@@ -357,7 +357,7 @@ fn expansions(anchored: &str) -> Vec<String> {
 
 /// The globs matching the directories above what an anchored pattern protects: its leading
 /// components (`.git` for `.git/hooks/**`); after a `**` component, anything beneath.
-fn ancestors(anchored: &str) -> Vec<String> {
+pub(crate) fn ancestors(anchored: &str) -> Vec<String> {
     let stem = anchored.strip_suffix("/**").unwrap_or(anchored);
     let parts: Vec<&str> = stem.split('/').collect();
     let mut out = Vec::new();
@@ -372,7 +372,7 @@ fn ancestors(anchored: &str) -> Vec<String> {
     out
 }
 
-fn compile(glob: &str) -> Result<globset::Glob, globset::Error> {
+pub(crate) fn compile(glob: &str) -> Result<globset::Glob, globset::Error> {
     GlobBuilder::new(glob)
         .literal_separator(true)
         .backslash_escape(true)

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::beneath::{identity_now, open_read_beneath};
 use crate::blocking::off_reactor;
+use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::open_error;
 use crate::tool::{ToolHints, TypedTool};
@@ -49,12 +50,22 @@ pub struct ReadOutput {
 #[derive(Debug, Clone)]
 pub struct ReadFileTool {
     root: Arc<WorkspaceRoot>,
+    denied: Arc<DeniedPaths>,
 }
 
 impl ReadFileTool {
     /// A read tool over an already captured root.
     pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            denied: Arc::default(),
+        }
+    }
+
+    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+        self.denied = denied;
+        self
     }
 
     /// Read `path` (already normalized) beneath the root.
@@ -63,7 +74,7 @@ impl ReadFileTool {
         path: &RelPath,
         cancel: &CancellationToken,
     ) -> Result<ReadOutput, CallError> {
-        let buf = read_whole(&self.root, path, MAX_READ_BYTES, cancel)?;
+        let buf = read_whole(&self.root, &self.denied, path, MAX_READ_BYTES, cancel)?;
         let bytes = buf.len();
         let content =
             String::from_utf8(buf).map_err(|e| failed(ErrorKind::FileNotUtf8).with_source(e))?;
@@ -81,10 +92,12 @@ impl ReadFileTool {
 /// The root is verified first; the file is located with `O_PATH` and checked to be a regular
 /// file before it is opened (a device or a FIFO is never opened; non-blocking all the same);
 /// after the read the name must still lead, beneath the root, to the object that was read
-/// (`PATH_CHANGED_DURING_READ`). Cancellation is checked before, during and after the read.
+/// (`PATH_CHANGED_DURING_READ`). A denied path is refused before the open and judged again
+/// after the read (`PATH_DENIED`, see [`crate::deny`]). Cancellation is checked before, during and after the read.
 /// `read_file` and `read_media` both read this way.
 pub(crate) fn read_whole(
     root: &WorkspaceRoot,
+    denied: &DeniedPaths,
     path: &RelPath,
     limit: usize,
     cancel: &CancellationToken,
@@ -93,6 +106,7 @@ pub(crate) fn read_whole(
         return Err(Cancelled.into());
     }
     root.verify()?;
+    denied.check_path(root, path)?;
     let rel = Path::new(path.as_str());
     let dir = root.dir();
     let (mut file, st) = open_read_beneath(dir, rel).map_err(|e| match e.raw_os_error() {
@@ -110,6 +124,7 @@ pub(crate) fn read_whole(
     if now != opened {
         return Err(failed(ErrorKind::PathChangedDuringRead));
     }
+    denied.check_read(root, rel, opened)?;
     if cancel.is_cancelled() {
         return Err(Cancelled.into());
     }

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::beneath::{identity_now, open_read_beneath};
+use crate::deny::DeniedPaths;
 use crate::entry::{failed, normalize, run_on_root};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::open_error;
@@ -93,12 +94,22 @@ pub struct ValidReadLines {
 #[derive(Debug, Clone)]
 pub struct ReadLinesTool {
     root: Arc<WorkspaceRoot>,
+    denied: Arc<DeniedPaths>,
 }
 
 impl ReadLinesTool {
     /// A read_lines tool over an already captured root.
     pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            denied: Arc::default(),
+        }
+    }
+
+    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+        self.denied = denied;
+        self
     }
 }
 
@@ -172,6 +183,7 @@ fn render(keep: &[u8], cut: bool, newline: bool) -> Result<String, CallError> {
 
 fn read_lines(
     root: &WorkspaceRoot,
+    denied: &DeniedPaths,
     valid: &ValidReadLines,
     cancel: &CancellationToken,
 ) -> Result<ReadLinesOutput, CallError> {
@@ -179,6 +191,7 @@ fn read_lines(
         return Err(Cancelled.into());
     }
     root.verify()?;
+    denied.check_path(root, &valid.path)?;
     let rel = Path::new(valid.path.as_str());
     let (file, st) =
         open_read_beneath(root.dir(), rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
@@ -229,6 +242,7 @@ fn read_lines(
     if now != opened {
         return Err(failed(ErrorKind::PathChangedDuringRead));
     }
+    denied.check_read(root, rel, opened)?;
     Ok(ReadLinesOutput {
         path: valid.path.as_str().to_owned(),
         start_line: valid.offset,
@@ -272,7 +286,7 @@ impl TypedTool for ReadLinesTool {
         valid: ValidReadLines,
         cancel: &CancellationToken,
     ) -> Result<ReadLinesOutput, CallError> {
-        run_on_root(&self.root, valid, cancel, read_lines).await
+        run_on_root(&self.root, &self.denied, valid, cancel, read_lines).await
     }
 }
 

@@ -28,6 +28,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::deny::DeniedPaths;
 use crate::entry::{failed, normalize, run_on_root};
 use crate::error::{CallError, ErrorKind, ToolError};
 use crate::read_file::read_whole;
@@ -67,12 +68,22 @@ pub struct ReadMediaOutput {
 #[derive(Debug, Clone)]
 pub struct ReadMediaTool {
     root: Arc<WorkspaceRoot>,
+    denied: Arc<DeniedPaths>,
 }
 
 impl ReadMediaTool {
     /// A read_media tool over an already captured root.
     pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            denied: Arc::default(),
+        }
+    }
+
+    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+        self.denied = denied;
+        self
     }
 }
 
@@ -111,10 +122,11 @@ pub fn probe(bytes: &[u8]) -> Option<(&'static str, u64, u64)> {
 
 fn read_media(
     root: &WorkspaceRoot,
+    denied: &DeniedPaths,
     path: &RelPath,
     cancel: &CancellationToken,
 ) -> Result<ReadMediaOutput, CallError> {
-    let buf = read_whole(root, path, MAX_MEDIA_BYTES, cancel)?;
+    let buf = read_whole(root, denied, path, MAX_MEDIA_BYTES, cancel)?;
     let (mime_type, width, height) = probe(&buf).ok_or_else(|| failed(ErrorKind::FileNotMedia))?;
     Ok(ReadMediaOutput {
         path: path.as_str().to_owned(),
@@ -149,7 +161,7 @@ impl TypedTool for ReadMediaTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<ReadMediaOutput, CallError> {
-        run_on_root(&self.root, valid, cancel, read_media).await
+        run_on_root(&self.root, &self.denied, valid, cancel, read_media).await
     }
 }
 

@@ -19,6 +19,8 @@
 //! - what is left out because no tool could be given its path back (a name the grammar
 //!   refuses, a path over 4,096 bytes) is counted in `skipped` (a directory once: its
 //!   contents are not read); the temporaries, `.git` and ignored entries are not counted;
+//! - a denied entry ([`crate::deny`]), judged by its real path beneath the root, is left out
+//!   and counted in `denied` (a directory once: it is not entered);
 //! - memory is bounded whatever a directory holds: a directory's entries are read in
 //!   *windows* ([`read_window`]): the smallest names (after the last window's) that fit in the
 //!   window's byte size, kept in a bounded heap while the descriptor is read once more from its
@@ -43,6 +45,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::OFlags;
 use tokio_util::sync::CancellationToken;
 
+use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 
 /// The largest `.gitignore` read; a larger one is used up to this size.
@@ -62,6 +65,11 @@ const MAX_PATH_BYTES: usize = confine_pathgrammar::MAX_PATH_BYTES;
 
 pub(crate) fn failed(kind: ErrorKind) -> CallError {
     CallError::Failed(ToolError::failed(kind))
+}
+
+/// Whether a count is zero (a record leaves a zero `denied` out).
+pub(crate) fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// True for the project's own temporaries, which no walk shows.
@@ -327,6 +335,10 @@ pub(crate) struct WalkSpec<'a> {
     pub(crate) limit: usize,
     /// Stop (`truncated`) once the tool sets this: its items filled what it may hold.
     pub(crate) stop: Option<&'a std::sync::atomic::AtomicBool>,
+    /// The denied paths, judged by an entry's real path: `real_start` (where the start
+    /// directory really stands beneath the root, [`DeniedPaths::walk_start`]) joined with its
+    /// path relative to the start. `None` when nothing is denied.
+    pub(crate) denied: Option<(&'a DeniedPaths, String)>,
 }
 
 /// What a walk produced.
@@ -335,6 +347,8 @@ pub(crate) struct Walked<T> {
     pub(crate) truncated: bool,
     /// Entries left out because no tool could be given their path back.
     pub(crate) skipped: usize,
+    /// Entries left out because they are denied (a directory counts once, not entered).
+    pub(crate) denied: usize,
 }
 
 struct Frame<T> {
@@ -357,6 +371,7 @@ struct Frame<T> {
     next: usize,
     out: Vec<T>,
     skipped: usize,
+    denied: usize,
     ignores_len: usize,
 }
 
@@ -405,6 +420,7 @@ pub(crate) fn walk<T: Send>(
                     if beneath {
                         parent.out.extend(frame.out);
                         parent.skipped += frame.skipped;
+                        parent.denied += frame.denied;
                     }
                 }
                 None => {
@@ -415,6 +431,7 @@ pub(crate) fn walk<T: Send>(
                         items: frame.out,
                         truncated,
                         skipped: frame.skipped,
+                        denied: frame.denied,
                     });
                 }
             }
@@ -519,6 +536,7 @@ fn open_frame<T>(
         next: 0,
         out: Vec::new(),
         skipped: 0,
+        denied: 0,
         ignores_len: ignores.len(),
     };
     next_window(&mut frame, ignores, spec)?;
@@ -586,6 +604,14 @@ fn next_window<T>(
             let name = e.name_str().expect("only UTF-8 names are kept");
             !ignores.is_ignored(&join(&frame.path, name), e.kind() == EntryKind::Directory)
         });
+    }
+    if let Some((denied, real_start)) = &spec.denied {
+        let before = entries.len();
+        entries.retain(|e| {
+            let name = e.name_str().expect("only UTF-8 names are kept");
+            !denied.is_denied(Path::new(&join(real_start, &join(&frame.rel, name))))
+        });
+        frame.denied += before - entries.len();
     }
     frame.entries = entries;
     frame.more = window.more;

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
+use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
@@ -99,6 +100,7 @@ impl ValidWrite {
 #[derive(Debug, Clone)]
 pub struct WriteFileTool {
     root: Arc<WorkspaceRoot>,
+    denied: Arc<DeniedPaths>,
     protected: Arc<ProtectedPaths>,
 }
 
@@ -107,8 +109,15 @@ impl WriteFileTool {
     pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
         Self {
             root,
+            denied: Arc::default(),
             protected: Arc::default(),
         }
+    }
+
+    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
+    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
+        self.denied = denied;
+        self
     }
 
     /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
@@ -147,10 +156,13 @@ impl WriteFileTool {
         let (root, path, stop) = (self.root.clone(), valid.path.clone(), cancel.clone());
         let content = valid.content.clone();
         let protected = self.protected.clone();
+        let denied = self.denied.clone();
         let first = off_reactor(move || {
             root.verify()?;
+            denied.check_path(&root, &path)?;
             let (parent, name) = open_parent(&root, &path, &protected, &stop)?;
             protected.check_in(&root, &parent.dir, name, false)?;
+            denied.check_in(&root, &parent.dir, name, false)?;
             let name = name.to_owned();
             let key = TargetKey {
                 dir: parent.id,

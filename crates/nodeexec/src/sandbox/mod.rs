@@ -131,6 +131,7 @@ pub struct Sandbox {
     readable: Vec<PathBuf>,
     writable: Vec<PathBuf>,
     read_only: Vec<PathBuf>,
+    hidden: Vec<PathBuf>,
     address_space: Option<u64>,
     open_files: Option<u64>,
     data: Option<u64>,
@@ -156,6 +157,7 @@ impl Sandbox {
             readable: Vec::new(),
             writable: Vec::new(),
             read_only: Vec::new(),
+            hidden: Vec::new(),
             address_space: Some(DEFAULT_ADDRESS_SPACE),
             open_files: Some(DEFAULT_OPEN_FILES),
             data: None,
@@ -209,6 +211,19 @@ impl Sandbox {
     /// later by the program is not covered.
     pub fn read_only(&mut self, path: impl AsRef<Path>) -> &mut Self {
         self.read_only.push(path.as_ref().to_owned());
+        self
+    }
+
+    /// Keep `path`, an existing entry beneath the write root (absolute, as the write root's
+    /// path names it), unreadable for the program: covered in a mount namespace of the
+    /// program's own, a directory by an empty read-only tmpfs of mode 0 and anything else but
+    /// a symbolic link by `/dev/null` (`mounts.rs`); the covered path can be neither renamed
+    /// nor removed (`EBUSY`). A symbolic link is refused at [`build`](Sandbox::build) (the
+    /// mount would land on its target: name the target). Where no mount namespace can be
+    /// made, a start fails with [`ErrorKind::SandboxUnavailable`] and nothing runs. Only for
+    /// paths that exist at [`build`](Sandbox::build).
+    pub fn hide(&mut self, path: impl AsRef<Path>) -> &mut Self {
+        self.hidden.push(path.as_ref().to_owned());
         self
     }
 
@@ -280,10 +295,11 @@ impl Sandbox {
             scoped: Scope::from_all(target).bits(),
         };
         let rules = self.rules(target, write_root.as_fd()).map_err(failed)?;
-        let mounts = match self.read_only.is_empty() {
+        let mounts = match self.read_only.is_empty() && self.hidden.is_empty() {
             true => mounts::Mounts::default(),
             // The write root's path, as its rule names it (read from its descriptor).
-            false => mounts::Mounts::prepare(&rules[0].path, &self.read_only).map_err(failed)?,
+            false => mounts::Mounts::prepare(&rules[0].path, &self.read_only, &self.hidden)
+                .map_err(failed)?,
         };
         let own_proc = (AccessFs::ReadFile | AccessFs::ReadDir).bits();
         ruleset::check(&attr, &rules, own_proc).map_err(|e| match e {
@@ -483,6 +499,12 @@ impl SandboxRules {
     /// ([`Sandbox::read_only`]), outermost first.
     pub fn read_only(&self) -> &[PathBuf] {
         &self.0.mounts.shown
+    }
+
+    /// The paths beneath the write root the program finds covered ([`Sandbox::hide`]),
+    /// outermost first.
+    pub fn hidden(&self) -> &[PathBuf] {
+        &self.0.mounts.shown_hidden
     }
 
     /// The pre-exec step: only raw, async-signal-safe system calls on prepared data.

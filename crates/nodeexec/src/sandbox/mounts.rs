@@ -26,6 +26,16 @@
 //! the program never runs with a read-only path left writable. No namespace is made when no
 //! path is named (no cost for a workspace without a repository).
 //!
+//! 4. each hidden path ([`Sandbox::hide`](super::Sandbox::hide): the embedder's denied
+//!    entries) is covered: a directory by a fresh tmpfs mounted read-only, empty, mode 0,
+//!    `nosuid,nodev,noexec` (listing it is `EACCES`, nothing beneath it reachable), anything
+//!    else by a bind of `/dev/null` (reading it gives nothing, writing it changes nothing).
+//!    A covered path is a mount point: it cannot be renamed, removed or hard-linked
+//!    (`EBUSY`, `EXDEV`), and a rename of a directory above it carries the cover along (a
+//!    mount follows its dentry). The program has no capability left to unmount it. Hidden
+//!    paths are covered after the read-only ones, so a hidden directory above a read-only
+//!    path covers it too.
+//!
 //! What it does not cover: a path that does not exist when the run starts (a repository the
 //! same run creates with `git init` has writable hooks until the next run), and mounts are
 //! made by path in the child, so a path the embedder names must not be one a concurrent
@@ -53,12 +63,21 @@ pub(super) struct Mounts {
     read_only: Vec<(CString, MountFlags)>,
     /// For reports: the read-only paths.
     pub(super) shown: Vec<PathBuf>,
+    /// Hidden paths, outermost first, each with whether it is a directory.
+    hidden: Vec<(CString, bool)>,
+    /// For reports: the hidden paths.
+    pub(super) shown_hidden: Vec<PathBuf>,
 }
 
 impl Mounts {
-    /// The mounts for `read_only` paths beneath `write_root` (both absolute); a path not
-    /// beneath it, or missing, is an error (`ENOENT`, `EXDEV`).
-    pub(super) fn prepare(write_root: &Path, read_only: &[PathBuf]) -> io::Result<Self> {
+    /// The mounts for `read_only` and `hidden` paths beneath `write_root` (all absolute); a
+    /// path not beneath it, or missing, is an error (`ENOENT`, `EXDEV`), and so is a hidden
+    /// symbolic link (`ELOOP`).
+    pub(super) fn prepare(
+        write_root: &Path,
+        read_only: &[PathBuf],
+        hidden: &[PathBuf],
+    ) -> io::Result<Self> {
         let mut mounts = Self::default();
         let mut pins: Vec<PathBuf> = Vec::new();
         let mut sorted: Vec<&PathBuf> = read_only.iter().collect();
@@ -85,6 +104,23 @@ impl Mounts {
                 .push((c_path(path)?, remount_flags(vfs.f_flag)));
             mounts.shown.push(path.clone());
         }
+        let mut sorted: Vec<&PathBuf> = hidden.iter().collect();
+        sorted.sort_by_key(|p| p.components().count());
+        sorted.dedup();
+        for path in sorted {
+            let rel = path
+                .strip_prefix(write_root)
+                .map_err(|_| io::Error::from_raw_os_error(libc::EXDEV))?;
+            if rel.as_os_str().is_empty() {
+                return Err(io::Error::from_raw_os_error(libc::EXDEV));
+            }
+            let meta = std::fs::symlink_metadata(path)?;
+            if meta.file_type().is_symlink() {
+                return Err(io::Error::from_raw_os_error(libc::ELOOP));
+            }
+            mounts.hidden.push((c_path(path)?, meta.is_dir()));
+            mounts.shown_hidden.push(path.clone());
+        }
         pins.sort_by_key(|p| p.components().count());
         mounts.pins = pins.iter().map(|p| c_path(p)).collect::<io::Result<_>>()?;
         Ok(mounts)
@@ -92,7 +128,7 @@ impl Mounts {
 
     /// Whether there is anything to mount.
     pub(super) fn is_empty(&self) -> bool {
-        self.read_only.is_empty()
+        self.read_only.is_empty() && self.hidden.is_empty()
     }
 
     /// In the child, before Landlock: a mount namespace of its own, then the mounts. Only
@@ -118,6 +154,21 @@ impl Mounts {
         for (path, flags) in &self.read_only {
             rustix::mount::mount_bind(path.as_c_str(), path.as_c_str())?;
             rustix::mount::mount_remount(path.as_c_str(), *flags, c"")?;
+        }
+        for (path, is_dir) in &self.hidden {
+            match is_dir {
+                true => rustix::mount::mount(
+                    c"tmpfs",
+                    path.as_c_str(),
+                    c"tmpfs",
+                    MountFlags::RDONLY
+                        | MountFlags::NOSUID
+                        | MountFlags::NODEV
+                        | MountFlags::NOEXEC,
+                    c"mode=000,size=4k,nr_inodes=4",
+                )?,
+                false => rustix::mount::mount_bind(c"/dev/null", path.as_c_str())?,
+            }
         }
         Ok(())
     }
@@ -163,7 +214,7 @@ mod tests {
             root.join(".git/hooks"),
             root.join(".git/config"),
         ];
-        let m = Mounts::prepare(&root, &paths).unwrap();
+        let m = Mounts::prepare(&root, &paths, &[]).unwrap();
         let shown = |c: &CString| PathBuf::from(std::ffi::OsStr::from_bytes(c.as_bytes()));
         let pins: Vec<PathBuf> = m.pins.iter().map(shown).collect();
         assert_eq!(pins, [root.join(".git"), root.join("a"), root.join("a/b")]);
@@ -174,9 +225,32 @@ mod tests {
                 .all(|(_, f)| f.contains(MountFlags::RDONLY | MountFlags::BIND))
         );
         // Outside the write root, the root itself, or missing: refused.
-        assert!(Mounts::prepare(&root, &[PathBuf::from("/etc")]).is_err());
-        assert!(Mounts::prepare(&root, std::slice::from_ref(&root)).is_err());
-        assert!(Mounts::prepare(&root, &[root.join("missing")]).is_err());
-        assert!(Mounts::prepare(&root, &[]).unwrap().is_empty());
+        assert!(Mounts::prepare(&root, &[PathBuf::from("/etc")], &[]).is_err());
+        assert!(Mounts::prepare(&root, std::slice::from_ref(&root), &[]).is_err());
+        assert!(Mounts::prepare(&root, &[root.join("missing")], &[]).is_err());
+        assert!(Mounts::prepare(&root, &[], &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn hidden_paths_are_checked_and_kept_with_their_kind() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("secrets")).unwrap();
+        std::fs::write(root.join(".env"), "").unwrap();
+        std::os::unix::fs::symlink(".env", root.join("link")).unwrap();
+        let m = Mounts::prepare(&root, &[], &[root.join(".env"), root.join("secrets")]).unwrap();
+        assert!(!m.is_empty());
+        let kinds: Vec<bool> = m.hidden.iter().map(|(_, d)| *d).collect();
+        assert_eq!(kinds, [false, true]);
+        assert_eq!(m.shown_hidden, [root.join(".env"), root.join("secrets")]);
+        // A symlink, outside the write root, the root itself, or missing: refused.
+        let refused = |p: PathBuf| Mounts::prepare(&root, &[], &[p]).unwrap_err();
+        assert_eq!(refused(root.join("link")).raw_os_error(), Some(libc::ELOOP));
+        assert_eq!(
+            refused(PathBuf::from("/etc")).raw_os_error(),
+            Some(libc::EXDEV)
+        );
+        assert_eq!(refused(root.clone()).raw_os_error(), Some(libc::EXDEV));
+        assert!(Mounts::prepare(&root, &[], &[root.join("missing")]).is_err());
     }
 }

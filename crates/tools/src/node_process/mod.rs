@@ -113,10 +113,15 @@ pub struct NodeProcessOptions {
     /// never offers it. It shares `env` and `sandbox` with `node_process`.
     pub commands: Option<crate::run_command::RunCommandOptions>,
     /// The protected paths (default: [`crate::DEFAULT_PROTECTED`]): the write tools of a set
-    /// built with these options refuse them (`PATH_PROTECTED`), and under [`sandbox`](Self::sandbox)
-    /// (Self::sandbox) the children of `node_process` and `run_command` find those that exist
-    /// read-only (see `docs/SECURITY.md`).
+    /// built with these options refuse them (`PATH_PROTECTED`), and under
+    /// [`sandbox`](Self::sandbox) the children of `node_process` and `run_command` find those
+    /// that exist read-only (see `docs/SECURITY.md`).
     pub protected: Arc<crate::ProtectedPaths>,
+    /// The denied paths (default: none): every file tool of a set built with these options
+    /// refuses them (`PATH_DENIED`), the walking tools leave them out, and under
+    /// [`sandbox`](Self::sandbox) the children of `node_process` and `run_command` find those
+    /// that exist at a run's start covered (see `docs/SECURITY.md`).
+    pub denied: Arc<crate::DeniedPaths>,
 }
 
 /// The arguments of `node_process`.

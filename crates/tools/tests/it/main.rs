@@ -1,6 +1,7 @@
 //! Integration tests of the tool layer and the tools, one binary.
 
 mod args_properties;
+mod deny;
 mod edit_diagnostics;
 mod file_attacks;
 mod file_tools;
