@@ -15,7 +15,12 @@
 //! - [`FsErrorKind`]: what an error number means beneath a directory, so callers map the same
 //!   errors to their own tokens alike;
 //! - [`WalkDir`]: a directory opened beneath a root, its entries read from the descriptor,
-//!   children opened relative to it with `O_NOFOLLOW` and checked against the listed inode.
+//!   children opened relative to it with `O_NOFOLLOW` and checked against the listed inode;
+//! - [`open_regular_beneath`] / [`identity_beneath`]: a regular file opened for reading
+//!   beneath a directory without opening anything else on the way (a FIFO, a device), and
+//!   what a name beneath it names now;
+//! - [`resolve_path`]: a host path resolved as `realpath(3)` does, component by component,
+//!   tolerating a missing tail (the one resolution on path strings: the path guard's).
 //!
 //! Everything is hand-written over `rustix`'s safe system-call wrappers (no `unsafe` here).
 //! cap-std holds most of this too, but not as separable primitives: its `Dir` hides the
@@ -83,7 +88,9 @@ mod climb;
 mod errno;
 mod id;
 mod open;
+mod regular;
 mod remove;
+mod resolve;
 mod temp;
 mod walk;
 
@@ -91,6 +98,8 @@ pub use climb::{Climb, MAX_CLIMB, climb_to, is_beneath, path_beneath};
 pub use errno::FsErrorKind;
 pub use id::FileId;
 pub use open::{Symlinks, open_beneath, open_parent_beneath};
+pub use regular::{identity_beneath, open_regular_beneath};
 pub use remove::remove_if_same;
+pub use resolve::{MAX_SYMLINKS, ResolveError, Resolved, resolve_path};
 pub use temp::Temporary;
 pub use walk::{Entry, EntryKind, WalkDir};

@@ -9,7 +9,7 @@ use confine_beneath::FileId;
 use rustix::fs::FileType;
 
 use crate::error::{Error, ErrorKind};
-use crate::walk::{lexical_absolute, walk};
+use crate::lexical::{lexical_absolute, resolve};
 
 /// An allow bound: the resolved path, and the deepest existing directory at or above it
 /// (usually the bound itself), held open.
@@ -33,11 +33,11 @@ pub(crate) struct DenyBound {
     pub id: Option<FileId>,
 }
 
-fn resolve_bound(cwd: &Path, bound: &Path) -> Result<crate::walk::Walked, Error> {
-    crate::walk::check_path_text(bound).map_err(|_| Error::new(ErrorKind::InvalidBound))?;
+fn resolve_bound(cwd: &Path, bound: &Path) -> Result<confine_beneath::Resolved, Error> {
+    crate::lexical::check_path_text(bound).map_err(|_| Error::new(ErrorKind::InvalidBound))?;
     let abs = lexical_absolute(cwd, bound);
     // The underlying kind (a loop, an unreadable directory) travels as the source.
-    walk(&abs, None)
+    resolve(&abs, None)
         .map_err(|e| Error::with_source(ErrorKind::InvalidBound, std::io::Error::other(e)))
 }
 

@@ -8,7 +8,9 @@ use rustix::fs::FileType;
 
 use crate::bound::{AllowBound, DenyBound};
 use crate::error::{Error, ErrorKind};
-use crate::walk::{Walked, check_path_text, lexical_absolute, walk, within};
+use confine_beneath::Resolved as Walked;
+
+use crate::lexical::{check_path_text, lexical_absolute, resolve, within};
 
 /// The bounds of a [`FileJail`]. Relative entries resolve against the jail's cwd. An empty
 /// allow list allows nothing (the jail fails closed); reads need a read bound and writes a
@@ -145,7 +147,7 @@ impl FileJail {
     fn decide(&self, p: &Path, access: Access) -> Result<(Walked, &AllowBound), Error> {
         check_path_text(p)?;
         let abs = lexical_absolute(&self.cwd, p);
-        let w = walk(&abs, None)?;
+        let w = resolve(&abs, None)?;
         if self.is_denied_path(&w.path) {
             return Err(Error::new(ErrorKind::Denied));
         }

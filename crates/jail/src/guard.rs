@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind};
-use crate::walk::{check_path_text, lexical_absolute, walk, within};
+use crate::lexical::{check_path_text, lexical_absolute, resolve, within};
 
 /// What [`resolve_in_sandbox`] decided: `ok` with the canonical `resolved` path inside the
 /// root, or not `ok` with an `error`.
@@ -75,7 +75,7 @@ pub fn resolve_in_sandbox(task_dir: impl AsRef<Path>, p: impl AsRef<Path>) -> Gu
         Err(e) => return GuardResult::reject(Error::with_source(ErrorKind::InvalidRoot, e)),
     };
     let abs = lexical_absolute(&root, p);
-    match walk(&abs, Some(&root)) {
+    match resolve(&abs, Some(&root)) {
         Ok(w) if within(&w.path, &root) => GuardResult::accept(w.path),
         Ok(_) => GuardResult::reject(Error::new(ErrorKind::OutsideSandbox)),
         Err(e) => GuardResult::reject(e),

@@ -115,10 +115,10 @@ mod bound;
 mod error;
 mod filejail;
 mod guard;
+mod lexical;
 mod open;
-mod walk;
 
+pub use confine_beneath::MAX_SYMLINKS;
 pub use error::{Error, ErrorKind};
 pub use filejail::{FileJail, JailPolicy};
 pub use guard::{GuardResult, resolve_in_sandbox};
-pub use walk::MAX_SYMLINKS;

@@ -31,7 +31,7 @@ use rustix::io::Errno;
 use crate::bound::AllowBound;
 use crate::error::{Error, ErrorKind};
 use crate::filejail::FileJail;
-use crate::walk::{leaf, within};
+use crate::lexical::{leaf, within};
 
 impl FileJail {
     /// Open `requested` for reading, with the decision of [`FileJail::resolve_for_read`] made

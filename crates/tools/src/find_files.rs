@@ -14,7 +14,7 @@ use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::list_directory::check_dir_path;
 use crate::tool::{ToolHints, TypedTool};
-use crate::walk::{Ignores, WalkSpec, open_start, walk};
+use crate::traverse::{Ignores, WalkSpec, open_start, walk};
 
 /// The most paths one call returns.
 pub const MAX_FIND_RESULTS: usize = 1_000;
@@ -49,7 +49,7 @@ pub struct FindOutput {
     pub skipped: usize,
     /// Entries left out because they are denied (`--deny`; a directory counts once, its
     /// contents unseen); absent when none were.
-    #[serde(skip_serializing_if = "crate::walk::is_zero")]
+    #[serde(skip_serializing_if = "crate::traverse::is_zero")]
     pub denied: usize,
     /// More than [`MAX_FIND_RESULTS`] matched: the rest were left out.
     pub truncated: bool,

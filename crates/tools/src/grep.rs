@@ -50,7 +50,7 @@ use crate::find_files::{MAX_PATTERN_BYTES, compile_glob};
 use crate::list_directory::check_dir_path;
 use crate::scan::{LineCut, SEARCH_READ, ScanReader, is_cancelled};
 use crate::tool::{ToolHints, TypedTool};
-use crate::walk::{FileAt, Ignores, WalkSpec, failed, start_error, walk};
+use crate::traverse::{FileAt, Ignores, WalkSpec, failed, start_error, walk};
 
 pub use crate::scan::MAX_SEARCHED_LINE;
 
@@ -136,7 +136,7 @@ pub struct GrepOutput {
     pub skipped: usize,
     /// Entries left out because they are denied (`--deny`; a directory counts once, its
     /// contents unseen); absent when none were.
-    #[serde(skip_serializing_if = "crate::walk::is_zero")]
+    #[serde(skip_serializing_if = "crate::traverse::is_zero")]
     pub denied: usize,
     /// More than `maxMatches` matched: the rest were left out.
     pub truncated: bool,

@@ -79,7 +79,6 @@
 
 #![deny(missing_docs)]
 
-mod beneath;
 mod blocking;
 mod child;
 pub mod create_directory;
@@ -105,7 +104,7 @@ pub mod read_media;
 pub mod run_command;
 mod scan;
 mod tool;
-mod walk;
+mod traverse;
 pub mod write_file;
 
 pub use create_directory::CreateDirectoryTool;

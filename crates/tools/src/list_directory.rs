@@ -18,7 +18,7 @@ use crate::blocking::off_reactor;
 use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::tool::{ToolHints, TypedTool};
-use crate::walk::{failed, is_temporary, join, open_start, plain_name, read_window};
+use crate::traverse::{failed, is_temporary, join, open_start, plain_name, read_window};
 
 /// The most entries one call returns.
 pub const MAX_LIST_ENTRIES: usize = 1_000;
@@ -55,7 +55,7 @@ pub struct ListOutput {
     /// Entries whose names no tool could be given back (not UTF-8, control characters, …).
     pub skipped: usize,
     /// Entries left out because they are denied (`--deny`); absent when none were.
-    #[serde(skip_serializing_if = "crate::walk::is_zero")]
+    #[serde(skip_serializing_if = "crate::traverse::is_zero")]
     pub denied: usize,
     /// More than [`MAX_LIST_ENTRIES`] entries: the rest were left out.
     pub truncated: bool,

@@ -10,12 +10,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::beneath::{identity_now, open_read_beneath};
 use crate::blocking::off_reactor;
 use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::open_error;
 use crate::tool::{ToolHints, TypedTool};
+use confine_beneath::{identity_beneath, open_regular_beneath};
 
 /// The most bytes `read_file` returns; one more is read to detect an oversized file.
 pub const MAX_READ_BYTES: usize = 65_536;
@@ -109,7 +109,7 @@ pub(crate) fn read_whole(
     denied.check_path(root, path)?;
     let rel = Path::new(path.as_str());
     let dir = root.dir();
-    let (mut file, st) = open_read_beneath(dir, rel).map_err(|e| match e.raw_os_error() {
+    let (mut file, st) = open_regular_beneath(dir, rel).map_err(|e| match e.raw_os_error() {
         Some(libc::ESTALE) => failed(ErrorKind::PathChangedDuringRead),
         _ => open_error(&e, ErrorKind::ReadFailed),
     })?;
@@ -119,7 +119,7 @@ pub(crate) fn read_whole(
 
     let buf = read_bounded_to(&mut file, size, limit, cancel, || {})?;
 
-    let now = identity_now(dir, rel)
+    let now = identity_beneath(dir, rel)
         .map_err(|e| failed(ErrorKind::PathChangedDuringRead).with_source(e))?;
     if now != opened {
         return Err(failed(ErrorKind::PathChangedDuringRead));

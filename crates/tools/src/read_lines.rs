@@ -32,13 +32,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::beneath::{identity_now, open_read_beneath};
 use crate::deny::DeniedPaths;
 use crate::entry::{failed, normalize, run_on_root};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::fsmap::open_error;
 use crate::scan::{ScanReader, is_cancelled};
 use crate::tool::{ToolHints, TypedTool};
+use confine_beneath::{identity_beneath, open_regular_beneath};
 
 /// The most lines one call returns (and the default `limit`).
 pub const MAX_READ_LINES: u32 = 2_000;
@@ -194,7 +194,7 @@ fn read_lines(
     denied.check_path(root, &valid.path)?;
     let rel = Path::new(valid.path.as_str());
     let (file, st) =
-        open_read_beneath(root.dir(), rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
+        open_regular_beneath(root.dir(), rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
     // A regular file (checked before it was opened) of this identity.
     let opened = confine_rootid::FileIdentity::of(&st);
     let mut reader = BufReader::with_capacity(64 * 1024, ScanReader::new(file, &st, cancel));
@@ -237,7 +237,7 @@ fn read_lines(
         returned += 1;
         end_line = line;
     }
-    let now = identity_now(root.dir(), rel)
+    let now = identity_beneath(root.dir(), rel)
         .map_err(|e| failed(ErrorKind::PathChangedDuringRead).with_source(e))?;
     if now != opened {
         return Err(failed(ErrorKind::PathChangedDuringRead));

@@ -1,58 +1,49 @@
-//! Path resolution shared by the guard and the jail: lexical `..` collapse (node's
-//! `path.resolve`), then a symlink walk that tolerates a missing tail.
+//! Resolving a host path as `realpath(3)` does, one component at a time with `lstat`, with
+//! two differences: a component that does not exist does not stop it (the rest is appended
+//! literally, since nothing can exist beneath a missing entry), and a symlink is followed
+//! whether or not its target exists. So a dangling symlink is judged by where it points, and a
+//! later create through it cannot land anywhere the judgement did not see. More than
+//! [`MAX_SYMLINKS`] follows is a loop.
 //!
-//! The walk is `realpath(3)` done one component at a time with `lstat`, with two differences:
-//! a component that does not exist does not stop it (the rest is appended literally, since
-//! nothing can exist beneath a missing entry), and a symlink is followed whether or not its
-//! target exists. So a dangling symlink is judged by where it points, and a later create
-//! through it cannot land anywhere the judgement did not see. More than [`MAX_SYMLINKS`]
-//! follows is a loop.
+//! This is the one resolution here that works on path strings rather than descriptors: the
+//! path guard (`resolve_in_sandbox`) and the jail judge paths that the caller then uses by
+//! name. The jail's own opens then go through [`open_beneath`](crate::open_beneath) on the
+//! bound's descriptor, which is what makes its check and its use the same.
 
-use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::FileType;
 use rustix::io::Errno;
 
-use crate::error::{Error, ErrorKind};
-
 /// The most symlinks one resolution follows before it is called a loop (Linux `MAXSYMLINKS`).
 pub const MAX_SYMLINKS: usize = 40;
 
-/// `p` made absolute against `base` and `.`/`..` collapsed lexically, as node's
-/// `path.resolve(base, p)` does: an absolute `p` ignores `base`; `..` at `/` stays at `/`.
-pub(crate) fn lexical_absolute(base: &Path, p: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    let parts = if p.is_absolute() {
-        None
-    } else {
-        Some(base.components())
-    };
-    for c in parts.into_iter().flatten().chain(p.components()) {
-        match c {
-            Component::Prefix(_) | Component::RootDir => {}
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
+/// Why [`resolve_path`] failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ResolveError {
+    /// More than [`MAX_SYMLINKS`] symlinks, or the kernel's `ELOOP`.
+    Loop,
+    /// `lstat` or `readlink` failed otherwise.
+    Io(Errno),
+}
+
+impl std::fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Loop => f.write_str("too many levels of symbolic links"),
+            Self::Io(e) => write!(f, "{e}"),
         }
     }
-    out
 }
 
-/// Reject what cannot name a file at all.
-pub(crate) fn check_path_text(p: &Path) -> Result<(), Error> {
-    if p.as_os_str().as_bytes().contains(&0) {
-        return Err(Error::new(ErrorKind::InvalidPath));
-    }
-    Ok(())
-}
+impl std::error::Error for ResolveError {}
 
-/// The outcome of [`walk`].
+/// The outcome of [`resolve_path`].
 #[derive(Debug)]
-pub(crate) struct Walked {
+pub struct Resolved {
     /// The resolved absolute path: no `.` or `..`, no symlink in its existing part.
     pub path: PathBuf,
     /// Number of components (below `/`) of `path`.
@@ -61,7 +52,7 @@ pub(crate) struct Walked {
     missing_from: Option<usize>,
 }
 
-impl Walked {
+impl Resolved {
     /// Whether the whole path existed when it was walked.
     pub fn exists(&self) -> bool {
         self.missing_from.is_none()
@@ -103,7 +94,7 @@ fn push_components(stack: &mut Vec<Step>, p: &Path) {
 /// Resolve the absolute, lexically normalized `abs`. When `trusted` is given, it must be a
 /// canonical directory (just canonicalized by the caller) and is not walked again when `abs`
 /// starts with it.
-pub(crate) fn walk(abs: &Path, trusted: Option<&Path>) -> Result<Walked, Error> {
+pub fn resolve_path(abs: &Path, trusted: Option<&Path>) -> Result<Resolved, ResolveError> {
     debug_assert!(abs.is_absolute());
     let mut out = PathBuf::from("/");
     let mut depth = 0usize;
@@ -138,10 +129,10 @@ pub(crate) fn walk(abs: &Path, trusted: Option<&Path>) -> Result<Walked, Error> 
                     Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
                         follows += 1;
                         if follows > MAX_SYMLINKS {
-                            return Err(Error::new(ErrorKind::SymlinkLoop));
+                            return Err(ResolveError::Loop);
                         }
-                        let target = rustix::fs::readlink(&out, Vec::new())
-                            .map_err(|e| Error::with_source(ErrorKind::Io, e))?;
+                        let target =
+                            rustix::fs::readlink(&out, Vec::new()).map_err(ResolveError::Io)?;
                         let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
                         out.pop();
                         depth -= 1;
@@ -153,31 +144,17 @@ pub(crate) fn walk(abs: &Path, trusted: Option<&Path>) -> Result<Walked, Error> 
                     }
                     Ok(_) => {}
                     Err(Errno::NOENT) | Err(Errno::NOTDIR) => missing_from = Some(depth),
-                    Err(Errno::LOOP) => return Err(Error::new(ErrorKind::SymlinkLoop)),
-                    Err(e) => return Err(Error::with_source(ErrorKind::Io, e)),
+                    Err(Errno::LOOP) => return Err(ResolveError::Loop),
+                    Err(e) => return Err(ResolveError::Io(e)),
                 }
             }
         }
     }
-    Ok(Walked {
+    Ok(Resolved {
         path: out,
         depth,
         missing_from,
     })
-}
-
-/// Whether `path` is `bound` or lies beneath it, judged component by component (never as a
-/// string prefix: `/tmp/cc-task-evil` is not within `/tmp/cc-task`).
-pub(crate) fn within(path: &Path, bound: &Path) -> bool {
-    path.starts_with(bound)
-}
-
-/// The last component of `p` as an `OsStr`, if it has one.
-pub(crate) fn leaf(p: &Path) -> Option<&OsStr> {
-    match p.components().next_back() {
-        Some(Component::Normal(n)) => Some(n),
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -185,62 +162,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lexical_absolute_collapses_like_node_resolve() {
-        let base = Path::new("/r/a");
-        let cases = [
-            ("x", "/r/a/x"),
-            ("./x/", "/r/a/x"),
-            ("sub/../ok.txt", "/r/a/ok.txt"),
-            ("../escape", "/r/escape"),
-            ("../../../../..", "/"),
-            ("/etc/passwd", "/etc/passwd"),
-            ("/a/../../b", "/b"),
-            ("", "/r/a"),
-            ("~", "/r/a/~"),
-            ("%2e%2e/x", "/r/a/%2e%2e/x"),
-            ("a//b", "/r/a/a/b"),
-        ];
-        for (input, expect) in cases {
-            assert_eq!(
-                lexical_absolute(base, Path::new(input)),
-                Path::new(expect),
-                "{input}"
-            );
-        }
-    }
-
-    #[test]
-    fn within_is_component_wise() {
-        assert!(within(Path::new("/tmp/cc"), Path::new("/tmp/cc")));
-        assert!(within(Path::new("/tmp/cc/x"), Path::new("/tmp/cc")));
-        assert!(!within(Path::new("/tmp/cc-evil"), Path::new("/tmp/cc")));
-        assert!(!within(Path::new("/tmp"), Path::new("/tmp/cc")));
-    }
-
-    #[test]
-    fn walk_missing_tail_and_existing_prefix() {
+    fn a_missing_tail_is_kept_and_the_existing_prefix_known() {
         let t = tempfile::tempdir().unwrap();
         let root = t.path().canonicalize().unwrap();
         std::fs::create_dir(root.join("d")).unwrap();
-        let w = walk(&root.join("d/new/deeper.txt"), None).unwrap();
+        let w = resolve_path(&root.join("d/new/deeper.txt"), None).unwrap();
         assert!(!w.exists());
         assert!(!w.parent_exists());
         assert_eq!(w.existing_prefix(), root.join("d"));
-        let w = walk(&root.join("d/new.txt"), Some(&root)).unwrap();
+        let w = resolve_path(&root.join("d/new.txt"), Some(&root)).unwrap();
         assert!(!w.exists());
         assert!(w.parent_exists());
         assert_eq!(w.path, root.join("d/new.txt"));
-        let w = walk(&root.join("d"), None).unwrap();
+        let w = resolve_path(&root.join("d"), None).unwrap();
         assert!(w.exists());
         assert_eq!(w.existing_prefix(), root.join("d"));
     }
 
     #[test]
-    fn walk_rejects_nul() {
-        assert_eq!(
-            check_path_text(Path::new("a\0b")).unwrap_err().kind(),
-            ErrorKind::InvalidPath
-        );
-        assert!(check_path_text(Path::new("a/b")).is_ok());
+    fn a_dangling_symlink_is_judged_by_its_target_and_a_loop_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink("/nowhere/at/all", root.join("dangling")).unwrap();
+        let w = resolve_path(&root.join("dangling"), None).unwrap();
+        assert_eq!(w.path, Path::new("/nowhere/at/all"));
+        std::os::unix::fs::symlink("b", root.join("a")).unwrap();
+        std::os::unix::fs::symlink("a", root.join("b")).unwrap();
+        assert!(matches!(
+            resolve_path(&root.join("a"), None),
+            Err(ResolveError::Loop)
+        ));
     }
 }
