@@ -183,11 +183,12 @@ async fn run_caps_both_streams_on_character_boundaries() {
 
 #[tokio::test]
 async fn run_caps_exactly_at_the_limit() {
-    let o = run(js(
-        "process.stdout.write('a'.repeat(32768)); process.stderr.write('b'.repeat(32769))",
-    ))
-    .await
-    .unwrap();
+    let mut cmd =
+        js("process.stdout.write('a'.repeat(32768)); process.stderr.write('b'.repeat(32769))");
+    // A cold Node.js on a loaded machine overran the default 500 ms once; the bound is not
+    // what this test is about.
+    cmd.timeout(Duration::from_secs(20));
+    let o = run(cmd).await.unwrap();
     assert_eq!((o.stdout.text.len(), o.stdout.truncated), (32_768, false));
     assert_eq!((o.stderr.text.len(), o.stderr.truncated), (32_768, true));
 }
@@ -668,7 +669,7 @@ fn reporting(marker: &str, file: &Path, tail: &str) -> Command {
 }
 
 async fn wait_report(file: &Path) -> Report {
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(text) = std::fs::read_to_string(file) {
             return Report::parse(&text);
@@ -770,7 +771,9 @@ async fn scenario(mode: Containment, namespace: Option<bool>, end: End) -> bool 
         cmd.pid_namespace(namespace);
     }
     if end == End::Timeout {
-        cmd.timeout(Duration::from_millis(2500));
+        // Long enough for three cold Node.js starts and the report on a loaded machine (2.5 s
+        // was overrun once as an ordinary user beside other builds); the bound still ends it.
+        cmd.timeout(Duration::from_secs(6));
     }
     let cancel = CancellationToken::new();
     let mut fut = Box::pin(cmd.run(&cancel));
