@@ -125,6 +125,10 @@ pub struct ConfineServer {
     listed: Arc<[Tool]>,
     instructions: Arc<str>,
     shutdown: CancellationToken,
+    /// Held by every clone while it lives (rmcp's handler tasks hold clones): the HTTP server
+    /// waits at its end until no clone of any session's server is left, so every call has
+    /// ended and every job table was dropped (its jobs killed).
+    alive: Option<Arc<()>>,
 }
 
 impl ConfineServer {
@@ -140,7 +144,16 @@ impl ConfineServer {
             registry: Arc::new(registry),
             listed,
             shutdown: CancellationToken::new(),
+            alive: None,
         }
+    }
+
+    /// This server with `shutdown` as its shutdown token (a child of the HTTP server's, so a
+    /// signal cancels the calls of every session) and `alive` held while any clone lives.
+    pub fn with_lifetime(mut self, shutdown: CancellationToken, alive: Arc<()>) -> Self {
+        self.shutdown = shutdown;
+        self.alive = Some(alive);
+        self
     }
 
     /// The names of the tools served, in order.
