@@ -334,6 +334,24 @@ impl Front {
             .and_then(|m| m.get("id"))
             .filter(|id| id.is_string() || id.is_number())
             .cloned();
+        // `initialize` does not exist in the stateless form (2026-07-28): one that carries that
+        // form's per-request protocol version is an unknown method there, 404 with -32601.
+        // (rmcp routes every `initialize` to the session form.)
+        if method == Some("initialize")
+            && peek.as_ref().is_some_and(|m| {
+                m["params"]["_meta"]
+                    .get("io.modelcontextprotocol/protocolVersion")
+                    .is_some()
+            })
+        {
+            let error = serde_json::json!({"jsonrpc": "2.0", "id": request_id,
+                "error": {"code": -32601, "message": "Method not found: initialize"}});
+            return Response::builder()
+                .status(StatusCode::NOT_FOUND)
+                .header(hyper::header::CONTENT_TYPE, "application/json")
+                .body(Full::new(Bytes::from(error.to_string())).boxed())
+                .expect("a valid response");
+        }
         let opens = session.is_none() && method == Some("initialize") && request_id.is_some();
         let request = Request::from_parts(parts, Full::new(body));
         let answer = if opens {

@@ -7,8 +7,10 @@ use rmcp::ErrorData;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
@@ -375,12 +377,19 @@ fn to_media_result(record: Value) -> CallToolResult {
 
 impl ServerHandler for ConfineServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("confine", env!("CARGO_PKG_VERSION"))
-                    .with_title("confine: coding tools confined to one directory"),
-            )
-            .with_instructions(self.instructions.as_ref())
+        // Prompts and resources are declared (there are none) because their list methods answer.
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("confine", env!("CARGO_PKG_VERSION"))
+                .with_title("confine: coding tools confined to one directory"),
+        )
+        .with_instructions(self.instructions.as_ref())
     }
 
     async fn list_tools(
@@ -389,6 +398,60 @@ impl ServerHandler for ConfineServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.listed.to_vec()))
+    }
+
+    /// No prompts: an empty list (with rmcp's caching hints), so a client that asks anyway,
+    /// as the conformance suite's caching scenario does, gets an answer, not an error.
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::default())
+    }
+
+    /// No resources: an empty list (see [`Self::list_prompts`]).
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::default())
+    }
+
+    /// No resource templates: an empty list (see [`Self::list_prompts`]).
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::default())
+    }
+
+    /// No prompt exists: every name is invalid params, as an unknown tool is.
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let shown: String = request.name.chars().take(128).collect();
+        Err(ErrorData::invalid_params(
+            format!("Unknown prompt: {shown}"),
+            None,
+        ))
+    }
+
+    /// No resource exists: every URI is invalid params, with the URI in `data`.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let shown: String = request.uri.chars().take(1024).collect();
+        Err(ErrorData::invalid_params(
+            "Resource not found",
+            Some(serde_json::json!({ "uri": shown })),
+        ))
     }
 
     /// rmcp hands over as a custom request every request whose params do not have the shape
