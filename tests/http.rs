@@ -854,3 +854,97 @@ fn sigterm_and_sigint_cancel_running_calls_and_jobs_and_exit_0() {
         testkit::census::check(&m, Duration::from_secs(3)).unwrap();
     }
 }
+
+/// POST a stateless (2026-07-28) `tools/call` of `name` with the token.
+fn stateless_call(port: u16, id: u64, name: &str, arguments: Value) -> Value {
+    let auth = bearer();
+    let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": name, "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let answer = request(
+        port,
+        "POST",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", name),
+        ],
+        message.to_string().as_bytes(),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(answer.header("mcp-session-id").is_none(), "{answer:?}");
+    answer.response(&json!(id))["result"]["structuredContent"].clone()
+}
+
+fn job_ids(record: &Value) -> Vec<String> {
+    record["jobs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{record}"))
+        .iter()
+        .map(|j| j["jobId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn stateless_requests_are_served_and_share_jobs_that_sessions_do_not_see() {
+    let dir = workspace();
+    let server = Server::start(dir.path(), &["--allow-commands"], &[]);
+    let m = marker();
+    let read = stateless_call(server.port, 1, "read_file", json!({"path": "a.txt"}));
+    assert_eq!(read["content"], "alpha\n", "{read}");
+    let mut job = sleeper(&m);
+    job["background"] = json!(true);
+    let started = stateless_call(server.port, 2, "run_command", job.clone());
+    let stateless_job = started["jobId"].as_str().expect("a jobId").to_owned();
+    // A later stateless request sees it: one registry for every stateless request.
+    let listed = stateless_call(server.port, 3, "job_list", json!({}));
+    assert_eq!(job_ids(&listed), [stateless_job.clone()]);
+    // A session has jobs of its own, and another session does not see them.
+    let a = open(server.port);
+    let b = open(server.port);
+    let in_a = post(server.port, Some(&a), &call_message(4, "run_command", job));
+    assert!(in_a.response(&json!(4))["result"]["structuredContent"]["jobId"].is_string());
+    let list = |session: &str| {
+        let answer = post(
+            server.port,
+            Some(session),
+            &call_message(5, "job_list", json!({})),
+        );
+        job_ids(&answer.response(&json!(5))["result"]["structuredContent"])
+    };
+    assert_eq!(list(&a).len(), 1);
+    assert!(list(&b).is_empty(), "{:?}", list(&b));
+    assert_eq!(
+        job_ids(&stateless_call(server.port, 6, "job_list", json!({}))),
+        [stateless_job]
+    );
+    support::wait_alive_blocking(&m, 2);
+    // Ending a session with DELETE kills its job; the stateless one runs on.
+    let auth = bearer();
+    let deleted = request(
+        server.port,
+        "DELETE",
+        &[
+            ("Authorization", &auth),
+            ("Mcp-Session-Id", &a),
+            ("MCP-Protocol-Version", PROTOCOL),
+        ],
+        b"",
+    );
+    assert!(deleted.status / 100 == 2, "{deleted:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while support::alive(&m).len() > 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the session's job outlived its DELETE"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The server's end kills the stateless job too.
+    server.end_with(rustix::process::Signal::TERM);
+    testkit::census::check(&m, Duration::from_secs(3)).unwrap();
+}
