@@ -902,7 +902,7 @@ fn stateless_requests_are_served_and_share_jobs_that_sessions_do_not_see() {
     let stateless_job = started["jobId"].as_str().expect("a jobId").to_owned();
     // A later stateless request sees it: one registry for every stateless request.
     let listed = stateless_call(server.port, 3, "job_list", json!({}));
-    assert_eq!(job_ids(&listed), [stateless_job.clone()]);
+    assert_eq!(job_ids(&listed), std::slice::from_ref(&stateless_job));
     // A session has jobs of its own, and another session does not see them.
     let a = open(server.port);
     let b = open(server.port);
