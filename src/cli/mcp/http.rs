@@ -571,6 +571,9 @@ async fn serve(
                 }
             },
         };
+        // Answers are small writes (SSE events): without this, Nagle's algorithm holds each
+        // behind the client's delayed ACK, about 40 ms a call.
+        let _ = stream.set_nodelay(true);
         let front = front.clone();
         let stop = shutdown.clone();
         tokio::spawn(async move {
