@@ -948,3 +948,59 @@ fn stateless_requests_are_served_and_share_jobs_that_sessions_do_not_see() {
     server.end_with(rustix::process::Signal::TERM);
     testkit::census::check(&m, Duration::from_secs(3)).unwrap();
 }
+
+#[test]
+fn a_public_server_on_every_address_accepts_any_host_naming_its_port() {
+    let dir = workspace();
+    let mut child = confine()
+        .args(["mcp", "--root"])
+        .arg(dir.path())
+        .args(["--http", "0.0.0.0:0", "--http-public"])
+        .env("CONFINE_HTTP_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    let mut port = None;
+    for _ in 0..4 {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        if let Some(rest) = line.strip_prefix("listening on http://0.0.0.0:") {
+            port = Some(rest.split('/').next().unwrap().parse::<u16>().unwrap());
+            break;
+        }
+    }
+    let port = port.expect("a listening line on 0.0.0.0");
+    let body = initialize_message().to_string();
+    let auth = bearer();
+    let status = |host: &str| {
+        let headers = [
+            ("Host", host),
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        request(port, "POST", &headers, body.as_bytes()).status
+    };
+    assert_eq!(status(&format!("127.0.0.1:{port}")), 200);
+    assert_eq!(status(&format!("build-host.internal:{port}")), 200);
+    assert_eq!(status("build-host.internal"), 403);
+    assert_eq!(
+        status(&format!("build-host.internal:{}", port.wrapping_add(1))),
+        403
+    );
+    // The token is still needed.
+    let headers = [("Host", "127.0.0.1"), ("Content-Type", "application/json")];
+    let local = format!("127.0.0.1:{port}");
+    let no_token = [("Host", local.as_str()), headers[1]];
+    assert_eq!(
+        request(port, "POST", &no_token, body.as_bytes()).status,
+        401
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

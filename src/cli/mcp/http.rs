@@ -10,7 +10,9 @@
 //! The front checks every request before rmcp sees it, in this order:
 //!
 //! 1. the path is `/mcp` (else `404`);
-//! 2. DNS rebinding: a `Host` that is neither the bound address nor `localhost:PORT`, or an
+//! 2. DNS rebinding: a `Host` that is neither the bound address nor `localhost:PORT` (on an
+//!    unspecified address, `0.0.0.0` or `::` with `--http-public`: any host with the bound
+//!    port, since the names the machine is reached by are unknown), or an
 //!    `Origin` that is present and not `http://localhost`, `http://127.0.0.1` or
 //!    `http://[::1]` (any port), is `403`;
 //! 3. authentication: `Authorization: Bearer TOKEN`, compared in constant time by a
@@ -229,9 +231,12 @@ fn authorized(header: Option<&hyper::header::HeaderValue>, token: &[u8]) -> bool
 /// Whether an `Origin` is one of this machine's own pages: `http://localhost`,
 /// `http://127.0.0.1` or `http://[::1]`, with any port.
 fn local_origin(origin: &[u8]) -> bool {
-    let Some(rest) = origin.strip_prefix(b"http://") else {
+    let Some((scheme, rest)) = origin.split_at_checked(7) else {
         return false;
     };
+    if !scheme.eq_ignore_ascii_case(b"http://") {
+        return false;
+    }
     let port_ok = |p: &[u8]| !p.is_empty() && p.len() <= 5 && p.iter().all(u8::is_ascii_digit);
     for host in [&b"localhost"[..], b"127.0.0.1", b"[::1]"] {
         if rest.len() >= host.len() && rest[..host.len()].eq_ignore_ascii_case(host) {
@@ -252,6 +257,9 @@ struct Front {
     token: Option<Vec<u8>>,
     /// The `Host` values accepted: the bound address and `localhost:PORT`.
     hosts: Vec<String>,
+    /// Bound to every address (`0.0.0.0`, `::`, with `--http-public`): any `Host` naming the
+    /// bound port is accepted, since the names clients reach the machine by are not known.
+    any_host_on: Option<u16>,
     rmcp: StreamableHttpService<ConfineServer, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
     /// Held while an `initialize` is counted against the cap and handed to rmcp, so that two
@@ -284,7 +292,13 @@ impl Front {
         let host_ok = headers
             .get(hyper::header::HOST)
             .and_then(|h| h.to_str().ok())
-            .is_some_and(|h| self.hosts.iter().any(|ok| ok.eq_ignore_ascii_case(h)));
+            .is_some_and(|h| {
+                self.hosts.iter().any(|ok| ok.eq_ignore_ascii_case(h))
+                    || self.any_host_on.is_some_and(|port| {
+                        h.rsplit_once(':')
+                            .is_some_and(|(_, p)| p == port.to_string())
+                    })
+            });
         if !host_ok {
             return plain(StatusCode::FORBIDDEN, "forbidden: Host not accepted\n");
         }
@@ -534,6 +548,7 @@ async fn serve(
     let front = Arc::new(Front {
         token: plan.token.clone(),
         hosts: vec![bound.to_string(), format!("localhost:{port}")],
+        any_host_on: bound.ip().is_unspecified().then_some(port),
         rmcp,
         sessions,
         opening: tokio::sync::Mutex::new(()),
