@@ -153,6 +153,8 @@ fn agent_config_readme_shows_every_snippet_verbatim() {
         ("claude_code.sh", "sh"),
         ("claude_desktop_config.json", "json"),
         ("codex_config.toml", "toml"),
+        ("claude_code_http.sh", "sh"),
+        ("mcp_http.json", "json"),
     ] {
         let block = format!("```{fence}\n{}```", snippet(name));
         assert!(
@@ -176,6 +178,160 @@ fn agent_config_readme_shows_every_snippet_verbatim() {
     }
 }
 
+/// The port the HTTP snippets name; the tests serve on a free one and put it in its place.
+const SNIPPET_PORT: &str = "8765";
+
+/// `confine mcp <args>` (an HTTP server) started with `env`: the child and its port.
+fn start_http(args: &[String], env: &[(&str, &str)]) -> (std::process::Child, u16) {
+    use std::io::BufRead as _;
+    let mut command = support::confine();
+    command
+        .args(args)
+        .env_remove("CONFINE_HTTP_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("run confine");
+    let mut reader = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    for _ in 0..8 {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push_str(&line);
+        if let Some(rest) = line.strip_prefix("listening on http://127.0.0.1:") {
+            let port = rest.split('/').next().unwrap().parse().unwrap();
+            std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+            return (child, port);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("{args:?}: no listening line: {seen}");
+}
+
+/// The status of an `initialize` POSTed to `url` with `authorization`.
+fn initialize_status(url: &str, authorization: Option<&str>) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let rest = url.strip_prefix("http://").expect("an http URL");
+    let (authority, path) = rest.split_once('/').expect("a path");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent_configs","version":"0"}}}"#;
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    write!(
+        stream,
+        "POST /{path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n{auth}\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+}
+
+#[test]
+fn agent_config_claude_code_http_starts_a_server_its_add_line_reaches() {
+    let text = snippet("claude_code_http.sh");
+    let commands: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert_eq!(
+        commands.len(),
+        2,
+        "the server, then the registration: {commands:?}"
+    );
+    let words: Vec<&str> = commands[0].split_whitespace().collect();
+    assert_eq!(words[..2], ["confine", "mcp"], "{words:?}");
+    let http = format!("127.0.0.1:{SNIPPET_PORT}");
+    let token_file = "~/.confine-http-token";
+    assert!(
+        words.windows(2).any(|w| w == ["--http", http.as_str()]),
+        "{words:?}"
+    );
+    assert!(
+        words
+            .windows(2)
+            .any(|w| w == ["--http-token-file", token_file]),
+        "{words:?}"
+    );
+    assert!(
+        words.windows(2).any(|w| w == ["--root", PLACEHOLDER]),
+        "{words:?}"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let file = home.path().join("token");
+    let args: Vec<String> = words[1..]
+        .iter()
+        .map(|w| match *w {
+            PLACEHOLDER => workspace.path().display().to_string(),
+            w if w == token_file => file.display().to_string(),
+            w if w == http => "127.0.0.1:0".to_owned(),
+            w => w.to_owned(),
+        })
+        .collect();
+    let (mut child, port) = start_http(&args, &[]);
+    let token = std::fs::read_to_string(&file).expect("the token file was made");
+    let add = commands[1];
+    let prefix = format!(
+        "claude mcp add --transport http confine http://127.0.0.1:{SNIPPET_PORT}/mcp --header "
+    );
+    let header = add.strip_prefix(&prefix).unwrap_or_else(|| panic!("{add}"));
+    let header = header
+        .trim_matches('"')
+        .replace(&format!("$(cat {token_file})"), token.trim());
+    let value = header
+        .strip_prefix("Authorization: ")
+        .expect("an Authorization header");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    assert_eq!(initialize_status(&url, Some(value)), 200);
+    assert_eq!(initialize_status(&url, None), 401);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn agent_config_mcp_http_json_reaches_a_server_with_the_token() {
+    let text = snippet("mcp_http.json");
+    let config: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let server = &config["mcpServers"]["confine"];
+    assert_eq!(server["type"], "http", "{config}");
+    let url = server["url"].as_str().expect("url");
+    assert_eq!(url, format!("http://127.0.0.1:{SNIPPET_PORT}/mcp"));
+    let header = server["headers"]["Authorization"]
+        .as_str()
+        .expect("the header");
+    let token = "agent-config-token-5b0f6f2f9c2a4d7e8b1a3c5d7e9f1a2b";
+    let workspace = tempfile::tempdir().unwrap();
+    let args: Vec<String> = ["mcp", "--root"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain([workspace.path().display().to_string()])
+        .chain(["--http".to_owned(), "127.0.0.1:0".to_owned()])
+        .collect();
+    let (mut child, port) = start_http(&args, &[("CONFINE_HTTP_TOKEN", token)]);
+    let value = header.replace("${CONFINE_HTTP_TOKEN}", token);
+    let url = url.replace(SNIPPET_PORT, &port.to_string());
+    assert_eq!(initialize_status(&url, Some(&value)), 200);
+    assert_eq!(
+        initialize_status(&url, Some("Bearer ${CONFINE_HTTP_TOKEN}")),
+        401
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 #[test]
 fn agent_config_files_are_all_tested() {
     let mut names: Vec<String> = std::fs::read_dir(repo().join("docs/agents"))
@@ -188,8 +344,10 @@ fn agent_config_files_are_all_tested() {
         names,
         [
             "claude_code.sh",
+            "claude_code_http.sh",
             "claude_desktop_config.json",
-            "codex_config.toml"
+            "codex_config.toml",
+            "mcp_http.json"
         ],
         "a new snippet needs a test here"
     );

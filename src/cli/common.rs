@@ -247,6 +247,16 @@ impl ToolArgs {
     /// The registry these flags ask for: the whole workspace tool set by default. A bad
     /// `--tools` list is a usage error and an unusable root the factory's token (both exit 2).
     pub fn registry(&self) -> Result<ToolRegistry, ExitCode> {
+        self.registry_sharing(None)
+    }
+
+    /// [`ToolArgs::registry`], whose process tools take their run slots from `slots` when
+    /// given: the registries of one HTTP server (one per session) share one bound on
+    /// concurrent runs.
+    pub fn registry_sharing(
+        &self,
+        slots: Option<std::sync::Arc<confine_nodeexec::RunSlots>>,
+    ) -> Result<ToolRegistry, ExitCode> {
         let names: Vec<String> = match (&self.tools, self.read_only) {
             (None, false) => {
                 let mut names: Vec<String> = confine_tools::WORKSPACE_TOOLS
@@ -291,6 +301,9 @@ impl ToolArgs {
             }
         };
         let mut options = self.node_options();
+        if slots.is_some() {
+            options.slots = slots;
+        }
         options.protected = std::sync::Arc::new(self.protected()?);
         options.denied = std::sync::Arc::new(self.denied()?);
         confine_tools::create_selected_tools(&self.root, options, &names).map_err(|e| match e {

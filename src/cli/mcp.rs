@@ -39,6 +39,7 @@
 
 mod eof;
 mod gate;
+pub mod http;
 mod server;
 mod stdio;
 mod triage;
@@ -57,12 +58,17 @@ pub use server::ConfineServer;
 pub struct Args {
     #[command(flatten)]
     pub tools: ToolArgs,
+    #[command(flatten)]
+    pub http: http::HttpArgs,
 }
 
 /// Run the subcommand.
 pub fn run(args: Args) -> ExitCode {
     super::common::hide_environment(&args.tools);
     super::common::init_logging();
+    if let Some(addr) = args.http.http {
+        return http::run(&args.tools, &args.http, addr, setting(&args.tools));
+    }
     let registry = match args.tools.registry() {
         Ok(r) => r,
         Err(code) => return code,

@@ -1,8 +1,12 @@
 //! `cargo xtask test`: the project's one test command. It sets up what the suites need, then
 //! runs them all, so that nothing passes on a fresh machine by skipping:
 //!
-//! 1. the MCP TypeScript SDK client of `tests/interop` (`npm ci`, when its `node_modules` is
-//!    missing or older than its lock file; Node.js and npm must be on PATH);
+//! 1. the MCP TypeScript SDK client of `tests/interop` and the official MCP conformance suite
+//!    of `tests/interop/conformance` with the Node.js 22 it needs (`npm ci` in each, when its
+//!    `node_modules` is missing or older than its lock file; Node.js and npm must be on
+//!    PATH), and the MCP Python SDK client's virtual environment `tests/interop/py/.venv`
+//!    (made with `python3 -m venv` and `pip install -r requirements.txt` when missing or
+//!    older than `requirements.txt`; Python 3 must be on PATH);
 //! 2. `cargo test --workspace` (extra arguments are passed to it), with a fresh
 //!    `CONFINE_CENSUS_RUN` id, then the process census: once the tests have ended, no process
 //!    holding that id (every test process, every `confine` a test starts and every child a
@@ -25,15 +29,18 @@ const CENSUS_GRACE: Duration = Duration::from_secs(2);
 /// Run the three steps in order; the first failure stops and fails.
 pub fn run(root: &Path, extra: &[String]) -> ExitCode {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let interop = root.join("tests/interop");
-    if needs_install(&interop) {
-        eprintln!("xtask test: installing the MCP interop client (npm ci in tests/interop)");
-        if !step("npm", &["ci", "--no-audit", "--no-fund"], &interop) {
-            eprintln!(
-                "xtask test: `npm ci` failed in tests/interop (are Node.js and npm on PATH?)"
-            );
-            return ExitCode::FAILURE;
+    for dir in ["tests/interop", "tests/interop/conformance"] {
+        let interop = root.join(dir);
+        if needs_install(&interop) {
+            eprintln!("xtask test: installing the MCP interop clients (npm ci in {dir})");
+            if !step("npm", &["ci", "--no-audit", "--no-fund"], &interop) {
+                eprintln!("xtask test: `npm ci` failed in {dir} (are Node.js and npm on PATH?)");
+                return ExitCode::FAILURE;
+            }
         }
+    }
+    if !python_client(&root.join("tests/interop/py")) {
+        return ExitCode::FAILURE;
     }
     let env = match skips::environment() {
         Ok(env) => env,
@@ -71,6 +78,34 @@ pub fn run(root: &Path, extra: &[String]) -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// The Python SDK client's virtual environment, made or brought up to `requirements.txt`.
+fn python_client(dir: &Path) -> bool {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let stamp = dir.join(".venv/installed");
+    let fresh = match (modified(&stamp), modified(&dir.join("requirements.txt"))) {
+        (Some(installed), Some(wanted)) => installed >= wanted,
+        _ => false,
+    };
+    if fresh {
+        return true;
+    }
+    eprintln!("xtask test: installing the MCP Python SDK client (tests/interop/py/.venv)");
+    let pip = dir.join(".venv/bin/pip");
+    let made = step("python3", &["-m", "venv", ".venv"], dir)
+        && step(
+            &pip.to_string_lossy(),
+            &["install", "--quiet", "-r", "requirements.txt"],
+            dir,
+        )
+        && std::fs::write(&stamp, b"").is_ok();
+    if !made {
+        eprintln!(
+            "xtask test: the Python client could not be installed (is python3 with venv on PATH?)"
+        );
+    }
+    made
 }
 
 /// The client is missing, or its lock file changed since it was installed.

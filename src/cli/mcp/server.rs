@@ -8,8 +8,10 @@ use rmcp::ErrorData;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
@@ -125,6 +127,10 @@ pub struct ConfineServer {
     listed: Arc<[Tool]>,
     instructions: Arc<str>,
     shutdown: CancellationToken,
+    /// Held by every clone while it lives (rmcp's handler tasks hold clones): the HTTP server
+    /// waits at its end until no clone of any session's server is left, so every call has
+    /// ended and every job table was dropped (its jobs killed).
+    alive: Option<Arc<()>>,
 }
 
 impl ConfineServer {
@@ -140,7 +146,16 @@ impl ConfineServer {
             registry: Arc::new(registry),
             listed,
             shutdown: CancellationToken::new(),
+            alive: None,
         }
+    }
+
+    /// This server with `shutdown` as its shutdown token (a child of the HTTP server's, so a
+    /// signal cancels the calls of every session) and `alive` held while any clone lives.
+    pub fn with_lifetime(mut self, shutdown: CancellationToken, alive: Arc<()>) -> Self {
+        self.shutdown = shutdown;
+        self.alive = Some(alive);
+        self
     }
 
     /// The names of the tools served, in order.
@@ -362,12 +377,19 @@ fn to_media_result(record: Value) -> CallToolResult {
 
 impl ServerHandler for ConfineServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("confine", env!("CARGO_PKG_VERSION"))
-                    .with_title("confine: coding tools confined to one directory"),
-            )
-            .with_instructions(self.instructions.as_ref())
+        // Prompts and resources are declared (there are none) because their list methods answer.
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("confine", env!("CARGO_PKG_VERSION"))
+                .with_title("confine: coding tools confined to one directory"),
+        )
+        .with_instructions(self.instructions.as_ref())
     }
 
     async fn list_tools(
@@ -376,6 +398,60 @@ impl ServerHandler for ConfineServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.listed.to_vec()))
+    }
+
+    /// No prompts: an empty list (with rmcp's caching hints), so a client that asks anyway,
+    /// as the conformance suite's caching scenario does, gets an answer, not an error.
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::default())
+    }
+
+    /// No resources: an empty list (see [`Self::list_prompts`]).
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::default())
+    }
+
+    /// No resource templates: an empty list (see [`Self::list_prompts`]).
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::default())
+    }
+
+    /// No prompt exists: every name is invalid params, as an unknown tool is.
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let shown: String = request.name.chars().take(128).collect();
+        Err(ErrorData::invalid_params(
+            format!("Unknown prompt: {shown}"),
+            None,
+        ))
+    }
+
+    /// No resource exists: every URI is invalid params, with the URI in `data`.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let shown: String = request.uri.chars().take(1024).collect();
+        Err(ErrorData::invalid_params(
+            "Resource not found",
+            Some(serde_json::json!({ "uri": shown })),
+        ))
     }
 
     /// rmcp hands over as a custom request every request whose params do not have the shape

@@ -1,0 +1,109 @@
+// Measures `confine mcp` over Streamable HTTP beside the same server over stdio, both driven
+// by the official TypeScript SDK client doing the same call: `read_file` of one 1 KiB file.
+//
+// Usage: node bench_http.mjs <confine binary> [calls=2000] [rounds=3]
+// (an optimized binary: `cargo build --profile bench --bin confine`; see docs/PERFORMANCE.md)
+//
+// For each transport: a warm-up, then `calls` calls one at a time (calls/s as an agent makes
+// them), and the server's own CPU time per call (utime + stime from /proc/<pid>/stat, which
+// no client overhead inflates). The two are measured in alternation, `rounds` times each, a
+// fresh server each round; the median round is reported. Prints JSON, with the ratios.
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+const binary = process.argv[2];
+const calls = Number(process.argv[3] ?? 2000);
+const rounds = Number(process.argv[4] ?? 3);
+if (!binary || !Number.isInteger(calls) || calls < 1 || !Number.isInteger(rounds) || rounds < 1) {
+  console.error('usage: node bench_http.mjs <confine binary> [calls=2000] [rounds=3]');
+  process.exit(2);
+}
+
+const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'confine-bench-http-')));
+fs.writeFileSync(path.join(root, 'a.txt'), 'x'.repeat(1023) + '\n');
+const token = 'bench-token-0123456789abcdef0123456789abcdef';
+const ticks = 100; // USER_HZ
+
+function cpuSeconds(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / ticks;
+}
+
+async function measure(client, pid) {
+  for (let i = 0; i < 100; i++) await client.callTool({ name: 'read_file', arguments: { path: 'a.txt' } });
+  const cpu0 = cpuSeconds(pid);
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) {
+    const r = await client.callTool({ name: 'read_file', arguments: { path: 'a.txt' } });
+    if (r.isError) throw new Error(JSON.stringify(r));
+  }
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = cpuSeconds(pid) - cpu0;
+  return { callsPerSecond: calls / seconds, cpuMicrosPerCall: (cpu / calls) * 1e6 };
+}
+
+async function overStdio() {
+  const transport = new StdioClientTransport({ command: binary, args: ['mcp', '--root', root], stderr: 'ignore' });
+  const client = new Client({ name: 'bench-http', version: '0' });
+  await client.connect(transport);
+  const result = await measure(client, transport.pid);
+  await client.close();
+  return result;
+}
+
+async function overHttp() {
+  const child = spawn(binary, ['mcp', '--root', root, '--http', '127.0.0.1:0'], {
+    env: { ...process.env, CONFINE_HTTP_TOKEN: token },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const url = await new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => reject(new Error(`no listening line: ${seen}`)), 20000);
+    child.stderr.on('data', (chunk) => {
+      seen += chunk;
+      const m = /listening on (http:\/\/\S+)/.exec(seen);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+  });
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  const client = new Client({ name: 'bench-http', version: '0' });
+  await client.connect(transport);
+  const result = await measure(client, child.pid);
+  await client.close();
+  child.kill('SIGTERM');
+  await new Promise((resolve) => child.on('exit', resolve));
+  return result;
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const runs = { stdio: [], http: [] };
+for (let i = 0; i < rounds; i++) {
+  runs.stdio.push(await overStdio());
+  runs.http.push(await overHttp());
+}
+const summary = {};
+for (const [name, list] of Object.entries(runs)) {
+  summary[name] = {
+    callsPerSecond: Math.round(median(list.map((r) => r.callsPerSecond))),
+    cpuMicrosPerCall: Math.round(median(list.map((r) => r.cpuMicrosPerCall))),
+  };
+}
+summary.httpCpuPerCallOverStdio = +(summary.http.cpuMicrosPerCall / summary.stdio.cpuMicrosPerCall).toFixed(2);
+summary.httpCallsPerSecondOverStdio = +(summary.http.callsPerSecond / summary.stdio.callsPerSecond).toFixed(2);
+summary.calls = calls;
+summary.rounds = rounds;
+summary.loadAverage = os.loadavg().map((x) => +x.toFixed(2));
+fs.rmSync(root, { recursive: true, force: true });
+console.log(JSON.stringify(summary, null, 2));
