@@ -130,3 +130,83 @@ fn readme_shows_the_published_names() {
         assert!(readme.contains(needle), "README shows {needle}");
     }
 }
+
+fn description(manifest: &str) -> String {
+    let doc: toml::Table = std::fs::read_to_string(repo().join(manifest))
+        .unwrap()
+        .parse()
+        .unwrap();
+    doc["package"]["description"].as_str().unwrap().to_owned()
+}
+
+/// What each description promises is what the crate holds: the tools crate names the family
+/// of every tool it builds, `beneath` its every primitive, the binary's package both transports.
+#[test]
+fn crate_descriptions_name_what_the_crates_hold() {
+    let family = |tool: &str| match tool {
+        "read_file" | "write_file" | "file_info" | "create_directory" | "move_file"
+        | "delete_file" | "read_lines" => "files",
+        "edit_file" => "edits",
+        "list_directory" | "find_files" => "walks",
+        "grep" => "grep",
+        "read_media" => "images",
+        "run_command" => "commands",
+        "job_output" | "job_stop" | "job_list" => "background jobs",
+        "node_process" => "JavaScript",
+        other => panic!("{other}: a tool the description test does not place in a family"),
+    };
+    let tools = description("crates/tools/Cargo.toml");
+    for tool in confine_cli::tools::WORKSPACE_TOOLS
+        .iter()
+        .chain(confine_cli::tools::COMMAND_TOOLS)
+    {
+        assert!(
+            tools.contains(family(tool)),
+            "confine-tools' description covers {tool}"
+        );
+    }
+    let beneath = description("crates/beneath/Cargo.toml");
+    for item in [
+        "identity",
+        "RESOLVE_BENEATH",
+        "climb",
+        "remove-if-same",
+        "temporaries",
+        "walk",
+        "regular-file open",
+        "resolution of host paths",
+    ] {
+        assert!(
+            beneath.contains(item),
+            "confine-beneath's description names {item}"
+        );
+    }
+    let cli = description("Cargo.toml");
+    for item in ["stdio", "Streamable HTTP", "JSON Lines", "facade"] {
+        assert!(cli.contains(item), "confine-cli's description names {item}");
+    }
+}
+
+/// The README's opening names the tools it promises, and the binary's two transports.
+#[test]
+fn readme_opening_names_the_tools_and_transports() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let opening = readme
+        .split("\n## ")
+        .next()
+        .expect("an opening before the first section");
+    for needle in [
+        "`read_file`",
+        "`write_file`",
+        "`node_process`",
+        "`run_command`",
+        "`FileJail`",
+        "MCP",
+        "HTTP",
+    ] {
+        assert!(
+            opening.contains(needle),
+            "the README's opening names {needle}"
+        );
+    }
+}
