@@ -73,7 +73,11 @@ fn handle(frame: Frame, max: usize) {
                     let cancel = CancellationToken::new();
                     let result = w
                         .runtime
-                        .block_on(confine_tools::execute_tool_call(&w.registry, &call, &cancel))
+                        .block_on(confine_tools::execute_tool_call(
+                            &w.registry,
+                            &call,
+                            &cancel,
+                        ))
                         .expect("never cancelled");
                     check_answer(&answer(&id, &result), Some(id.get()));
                 }

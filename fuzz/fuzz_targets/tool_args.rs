@@ -17,12 +17,12 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use confine_tools::{CallError, ErrorCode, ToolRegistry};
 use libfuzzer_sys::arbitrary::{Result as ArbResult, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use serde_json::value::RawValue;
 use testkit::fixture::{TOOL_KEYS, argument_target, tree_stamp};
 use tokio_util::sync::CancellationToken;
-use confine_tools::{CallError, ErrorCode, ToolRegistry};
 
 struct World {
     _tmp: tempfile::TempDir,
