@@ -461,7 +461,10 @@ fn the_cover_walk_bounds_at_n_and_n_plus_one() {
     // Anchored at `big`: only its entries are looked at.
     let list = DeniedPaths::new(&["big/*.pem"]).unwrap();
     many(&ws.join("big"), MAX_COVER_SCAN, |i| format!("e{i}"));
-    assert_eq!(list.existing_beneath(&ws), Ok(vec![]));
+    assert_eq!(
+        list.existing_beneath(std::fs::File::open(&ws).unwrap()),
+        Ok(vec![])
+    );
     let mut options = NodeProcessOptions::default();
     options.denied = Arc::new(list.clone());
     options.sandbox = Some(confine_nodeexec::Sandbox::new());
@@ -477,7 +480,7 @@ fn the_cover_walk_bounds_at_n_and_n_plus_one() {
     );
     std::fs::write(ws.join("big/one-more"), "").unwrap();
     assert_eq!(
-        list.existing_beneath(&ws),
+        list.existing_beneath(std::fs::File::open(&ws).unwrap()),
         Err(confine_tools::CoverError::TooManyEntries)
     );
     let ran = call_on(&rt, &set, "run_command", &command);
@@ -490,10 +493,15 @@ fn the_cover_walk_bounds_at_n_and_n_plus_one() {
 
     let list = DeniedPaths::new(&["keys/*.pem"]).unwrap();
     many(&ws.join("keys"), MAX_COVERED, |i| format!("k{i}.pem"));
-    assert_eq!(list.existing_beneath(&ws).unwrap().len(), MAX_COVERED);
+    assert_eq!(
+        list.existing_beneath(std::fs::File::open(&ws).unwrap())
+            .unwrap()
+            .len(),
+        MAX_COVERED
+    );
     std::fs::write(ws.join("keys/one-more.pem"), "").unwrap();
     assert_eq!(
-        list.existing_beneath(&ws),
+        list.existing_beneath(std::fs::File::open(&ws).unwrap()),
         Err(confine_tools::CoverError::TooManyDenied)
     );
 }

@@ -15,7 +15,8 @@
 //! - [`FsErrorKind`]: what an error number means beneath a directory, so callers map the same
 //!   errors to their own tokens alike;
 //! - [`WalkDir`]: a directory opened beneath a root, its entries read from the descriptor,
-//!   children opened relative to it with `O_NOFOLLOW` and checked against the listed inode;
+//!   children opened relative to it with `O_NOFOLLOW` and checked against the listed inode,
+//!   and [`walk_tree`], a bounded depth-first walk over it;
 //! - [`open_regular_beneath`] / [`identity_beneath`]: a regular file opened for reading
 //!   beneath a directory without opening anything else on the way (a FIFO, a device), and
 //!   what a name beneath it names now;
@@ -102,4 +103,4 @@ pub use regular::{identity_beneath, open_regular_beneath};
 pub use remove::remove_if_same;
 pub use resolve::{MAX_SYMLINKS, ResolveError, Resolved, resolve_path};
 pub use temp::Temporary;
-pub use walk::{Entry, EntryKind, WalkDir};
+pub use walk::{Entry, EntryKind, TreeWalkError, WalkDir, walk_tree};

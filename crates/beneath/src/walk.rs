@@ -237,6 +237,57 @@ impl AsFd for WalkDir {
     }
 }
 
+/// Why [`walk_tree`] stopped before the end.
+#[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TreeWalkError<E> {
+    /// More entries than the walk's bound were looked at.
+    TooManyEntries,
+    /// The visitor stopped the walk with its own error.
+    Visitor(E),
+}
+
+/// Every entry beneath the directory `start` (relative to `root`, reached as [`open_beneath`]
+/// with [`Symlinks::FollowInside`] reaches it; an empty `start` is `root`), depth first, each
+/// handed to `visit` with its path relative to `root` and its kind; a directory is entered
+/// when `visit` returns `Ok(true)`. Nothing below `start` is followed through a symlink
+/// (children are opened `O_NOFOLLOW` and checked against the listing, as [`WalkDir::open_dir`]
+/// does); a `start` that is missing or not a directory, and a directory that is gone or was
+/// swapped by the time it is opened, are passed over. At most `max_entries` entries are
+/// looked at, then [`TreeWalkError::TooManyEntries`].
+pub fn walk_tree<E>(
+    root: impl AsFd,
+    start: &Path,
+    max_entries: usize,
+    mut visit: impl FnMut(&Path, EntryKind) -> Result<bool, E>,
+) -> Result<(), TreeWalkError<E>> {
+    let Ok(first) = WalkDir::open_beneath(&root, start, Symlinks::FollowInside) else {
+        return Ok(());
+    };
+    let mut stack = vec![(first, start.to_path_buf())];
+    let mut seen = 0usize;
+    while let Some((mut dir, path)) = stack.pop() {
+        let Ok(entries) = dir.read_entries() else {
+            continue;
+        };
+        for entry in entries {
+            seen += 1;
+            if seen > max_entries {
+                return Err(TreeWalkError::TooManyEntries);
+            }
+            let rel = path.join(entry.name());
+            let enter = visit(&rel, entry.kind()).map_err(TreeWalkError::Visitor)?;
+            if enter
+                && entry.kind() == EntryKind::Directory
+                && let Ok(Some(child)) = dir.open_dir(&entry)
+            {
+                stack.push((child, rel));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -131,16 +131,21 @@ impl Children {
         if let Some(sandbox) = &self.sandbox {
             // The protected paths that exist now, read-only for the child (a mount namespace
             // of its own; where none can be made the start is NODE_SANDBOX_UNAVAILABLE).
-            let root = self.root.canonical();
-            let existing = self.protected.existing_beneath(root).map_err(|_| {
-                CallError::Failed(ToolError::failed(ErrorKind::NodeSandboxUnavailable))
-            })?;
+            let existing = self
+                .protected
+                .existing_beneath(self.root.dir())
+                .map_err(|_| {
+                    CallError::Failed(ToolError::failed(ErrorKind::NodeSandboxUnavailable))
+                })?;
             // The denied entries that exist now, covered for the child (the same namespace;
             // beyond the walk's bounds the start is NODE_SANDBOX_UNAVAILABLE: never a child
             // with a denied entry left readable).
-            let hidden = self.denied.existing_beneath(root).map_err(|_| {
+            let hidden = self.denied.existing_beneath(self.root.dir()).map_err(|_| {
                 CallError::Failed(ToolError::failed(ErrorKind::NodeSandboxUnavailable))
             })?;
+            // Mounts name their targets by path: the root's canonical path joined with what the
+            // walks found beneath its descriptor.
+            let root = self.root.canonical();
             let mut sandbox = sandbox.clone();
             for rel in existing {
                 sandbox.read_only(root.join(rel));

@@ -47,10 +47,11 @@
 //! (`config/*.pem`) is held by the directories of its literal part (`config`); a pattern
 //! with `**` between components (`**/a/b`) by every directory.
 
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use cap_std::fs::Dir;
-use confine_beneath::Symlinks;
+use confine_beneath::{EntryKind, Symlinks};
 use confine_pathgrammar::RelPath;
 use confine_rootid::{FileIdentity, WorkspaceRoot};
 use globset::{GlobSet, GlobSetBuilder};
@@ -188,13 +189,13 @@ impl DeniedPaths {
     /// either bound, `Err`: a caller must not run a child with a denied entry uncovered. A
     /// symlink is never listed (a mount on it would land on its target): what it leads to is
     /// covered where that is denied.
-    pub fn existing_beneath(&self, root: &Path) -> Result<Vec<PathBuf>, CoverError> {
+    pub fn existing_beneath(&self, root: impl AsFd) -> Result<Vec<PathBuf>, CoverError> {
         self.existing_bounded(root, MAX_COVER_SCAN, MAX_COVERED)
     }
 
     fn existing_bounded(
         &self,
-        root: &Path,
+        root: impl AsFd,
         max_scan: usize,
         max_found: usize,
     ) -> Result<Vec<PathBuf>, CoverError> {
@@ -224,33 +225,27 @@ impl DeniedPaths {
             }
         }
         let mut found: Vec<PathBuf> = Vec::new();
-        let mut seen = 0usize;
+        // One bound across every start: what the walks look at in all.
+        let mut left = max_scan;
         for start in walked {
-            let mut stack = vec![start];
-            while let Some(dir) = stack.pop() {
-                let Ok(entries) = std::fs::read_dir(root.join(&dir)) else {
-                    continue;
-                };
-                for entry in entries.flatten() {
-                    seen += 1;
-                    if seen > max_scan {
-                        return Err(CoverError::TooManyEntries);
-                    }
-                    let rel = dir.join(entry.file_name());
-                    let Ok(kind) = entry.file_type() else {
-                        continue;
-                    };
-                    if self.is_denied(&rel) {
-                        if !kind.is_symlink() {
-                            if found.len() == max_found {
-                                return Err(CoverError::TooManyDenied);
-                            }
-                            found.push(rel);
+            let mut seen = 0usize;
+            let walked = confine_beneath::walk_tree(&root, &start, left, |rel, kind| {
+                seen += 1;
+                if self.is_denied(rel) {
+                    if kind != EntryKind::Symlink {
+                        if found.len() == max_found {
+                            return Err(CoverError::TooManyDenied);
                         }
-                    } else if kind.is_dir() {
-                        stack.push(rel);
+                        found.push(rel.to_path_buf());
                     }
+                    return Ok(false);
                 }
+                Ok(kind == EntryKind::Directory)
+            });
+            match walked {
+                Ok(()) => left -= seen,
+                Err(confine_beneath::TreeWalkError::Visitor(e)) => return Err(e),
+                Err(_) => return Err(CoverError::TooManyEntries),
             }
         }
         found.sort_by_key(|p| p.components().count());
@@ -527,7 +522,9 @@ mod tests {
         std::fs::write(root.join("ok.txt"), "").unwrap();
         std::os::unix::fs::symlink("k.pem", root.join("link.pem")).unwrap();
         let list = DeniedPaths::new(&["**/.env", "*.pem", "secrets/**", "missing/x"]).unwrap();
-        let mut got = list.existing_beneath(root).unwrap();
+        let mut got = list
+            .existing_beneath(std::fs::File::open(root).unwrap())
+            .unwrap();
         got.sort();
         let want: Vec<PathBuf> = ["a/b/.env", "k.pem", "secrets"]
             .iter()
@@ -544,6 +541,7 @@ mod tests {
             std::fs::write(root.join(format!("f{i}.pem")), "").unwrap();
         }
         let list = DeniedPaths::new(&["*.pem"]).unwrap();
+        let root = &std::fs::File::open(root).unwrap();
         // Ten entries looked at, ten found.
         assert_eq!(list.existing_bounded(root, 10, 10).unwrap().len(), 10);
         assert_eq!(

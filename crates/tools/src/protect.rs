@@ -31,9 +31,11 @@
 //! end, and an entry renamed into a protected place after the call: that is the other
 //! process's own rename, which it could do with any file of its own.
 
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use cap_std::fs::Dir;
+use confine_beneath::{EntryKind, Symlinks};
 use confine_pathgrammar::RelPath;
 use confine_rootid::WorkspaceRoot;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
@@ -161,7 +163,7 @@ impl ProtectedPaths {
     /// of the directories its literal part names, at most [`MAX_EXPANDED`] paths in all
     /// (beyond that, `Err` with the count reached: a caller must not run a child with part
     /// of the list left writable).
-    pub fn existing_beneath(&self, root: &Path) -> Result<Vec<PathBuf>, usize> {
+    pub fn existing_beneath(&self, root: impl AsFd) -> Result<Vec<PathBuf>, usize> {
         let mut found: Vec<PathBuf> = Vec::new();
         for pattern in &self.patterns {
             let Ok(anchored) = anchored(pattern) else {
@@ -176,12 +178,12 @@ impl ProtectedPaths {
             if literal.len() == stem.split('/').count() {
                 // No wildcard: the path itself, if it exists (a symlink is not followed: the
                 // sandbox's mount would land on its target).
-                if std::fs::symlink_metadata(root.join(&literal_path)).is_ok() {
+                if exists_beneath(&root, &literal_path) {
                     found.push(literal_path);
                 }
                 continue;
             }
-            walk_matching(self, root, &literal_path, &mut found)?;
+            walk_matching(self, &root, &literal_path, &mut found)?;
         }
         found.sort_by_key(|p| p.components().count());
         found.dedup();
@@ -282,34 +284,31 @@ pub(crate) fn place_of(root: &WorkspaceRoot, dir: &Dir) -> Result<Option<PathBuf
 /// The most paths [`ProtectedPaths::existing_beneath`] gives (and entries it looks at).
 pub const MAX_EXPANDED: usize = 4096;
 
+/// Whether the entry `rel` exists beneath `root` (its parent reached as the tools reach it,
+/// the entry itself not followed: a symlink exists as itself).
+fn exists_beneath(root: impl AsFd, rel: &Path) -> bool {
+    confine_beneath::open_parent_beneath(&root, rel, Symlinks::FollowInside)
+        .and_then(|(parent, leaf)| confine_beneath::FileId::at(&parent, leaf))
+        .is_ok()
+}
+
 /// Every entry beneath `start` (relative to `root`) matching the list, depth first, without
-/// following symlinks; at most [`MAX_EXPANDED`] entries looked at.
+/// following symlinks (`confine_beneath::walk_tree`); at most [`MAX_EXPANDED`] entries
+/// looked at.
 fn walk_matching(
     list: &ProtectedPaths,
-    root: &Path,
+    root: impl AsFd,
     start: &Path,
     found: &mut Vec<PathBuf>,
 ) -> Result<(), usize> {
-    let mut stack = vec![start.to_path_buf()];
-    let mut seen = 0usize;
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(root.join(&dir)) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            seen += 1;
-            if seen > MAX_EXPANDED {
-                return Err(seen);
-            }
-            let rel = dir.join(entry.file_name());
-            if list.is_protected(&rel) {
-                found.push(rel);
-            } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(rel);
-            }
+    let walked = confine_beneath::walk_tree(root, start, MAX_EXPANDED, |rel, kind| {
+        if list.is_protected(rel) {
+            found.push(rel.to_path_buf());
+            return Ok::<_, std::convert::Infallible>(false);
         }
-    }
-    Ok(())
+        Ok(kind == EntryKind::Directory)
+    });
+    walked.map_err(|_| MAX_EXPANDED + 1)
 }
 
 /// A pattern made relative to the root: `/x` and `x/` lose the slash, a pattern without a
@@ -481,7 +480,8 @@ mod tests {
         std::fs::write(root.join("a/b/run.sh"), "").unwrap();
         std::fs::write(root.join("a/x.txt"), "").unwrap();
         let list = ProtectedPaths::new(true, &["*.sh", "missing/file"]).unwrap();
-        let got = list.existing_beneath(root).unwrap();
+        let dir = std::fs::File::open(root).unwrap();
+        let got = list.existing_beneath(&dir).unwrap();
         let want: Vec<PathBuf> = [".git/config", ".git/hooks", "a/b/run.sh"]
             .iter()
             .map(PathBuf::from)
@@ -491,7 +491,7 @@ mod tests {
         assert_eq!(sorted, want);
         assert!(
             ProtectedPaths::none()
-                .existing_beneath(root)
+                .existing_beneath(&dir)
                 .unwrap()
                 .is_empty()
         );
