@@ -181,8 +181,8 @@ impl DeniedPaths {
         !rel.as_os_str().is_empty() && (self.holders.is_match(rel) || self.is_denied(rel))
     }
 
-    /// The denied entries that exist beneath `root` (an absolute, canonical directory),
-    /// outermost first: what the sandbox covers for a child. The walk starts at each
+    /// The denied entries that exist beneath `root` (a descriptor of the workspace root, walked
+    /// with `confine_beneath::walk_tree`), outermost first: what the sandbox covers for a child. The walk starts at each
     /// pattern's literal part (the whole root for a pattern that matches at any depth), does
     /// not follow symlinks, does not descend into a denied directory (it is covered whole) and
     /// looks at most at [`MAX_COVER_SCAN`] entries; at most [`MAX_COVERED`] are found. Beyond

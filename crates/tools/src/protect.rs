@@ -157,7 +157,7 @@ impl ProtectedPaths {
         !rel.as_os_str().is_empty() && (self.holders.is_match(rel) || self.is_protected(rel))
     }
 
-    /// The existing paths of the list beneath `root` (an absolute, canonical directory),
+    /// The existing paths of the list beneath `root` (a descriptor of the workspace root),
     /// outermost first: what the sandbox keeps read-only for children. A pattern's literal
     /// part is looked up directly; a pattern with wildcards is matched against the entries
     /// of the directories its literal part names, at most [`MAX_EXPANDED`] paths in all
