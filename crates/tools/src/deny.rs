@@ -58,7 +58,7 @@ use globset::{GlobSet, GlobSetBuilder};
 use rustix::fs::OFlags;
 
 use crate::error::{CallError, ErrorKind, ToolError};
-use crate::protect::{ancestors, anchored, compile, expansions, place_of};
+use crate::protect::{ancestors, anchored, compile, expansions, literal_part, place_of};
 
 /// The most patterns a deny list holds.
 pub const MAX_DENIED_PATTERNS: usize = 256;
@@ -204,13 +204,8 @@ impl DeniedPaths {
             let Ok(anchored) = anchored(pattern) else {
                 continue;
             };
-            let stem = anchored.strip_suffix("/**").unwrap_or(&anchored);
-            let literal: PathBuf = stem
-                .split('/')
-                .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
-                .collect();
+            let (literal, all_literal) = literal_part(&anchored);
             // The directory the walk starts in: above a literal leaf, the literal part else.
-            let all_literal = literal.components().count() == stem.split('/').count();
             let start = match all_literal {
                 true => literal.parent().map(Path::to_path_buf).unwrap_or_default(),
                 false => literal,

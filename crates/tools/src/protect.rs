@@ -169,13 +169,8 @@ impl ProtectedPaths {
             let Ok(anchored) = anchored(pattern) else {
                 continue;
             };
-            let stem = anchored.strip_suffix("/**").unwrap_or(&anchored);
-            let literal: Vec<&str> = stem
-                .split('/')
-                .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
-                .collect();
-            let literal_path: PathBuf = literal.iter().collect();
-            if literal.len() == stem.split('/').count() {
+            let (literal_path, all_literal) = literal_part(&anchored);
+            if all_literal {
                 // No wildcard: the path itself, if it exists (a symlink is not followed: the
                 // sandbox's mount would land on its target).
                 if exists_beneath(&root, &literal_path) {
@@ -343,6 +338,19 @@ pub(crate) fn anchored(pattern: &str) -> Result<String, &'static str> {
     } else {
         format!("**/{body}")
     })
+}
+
+/// The leading components of an anchored pattern that hold no wildcard (`a/b` for
+/// `a/b/*.pem`; the whole stem for `a/b/c` and `a/b/c/**`), and whether that is all of it.
+/// [`anchored`] refuses empty, `.` and `..` components, so the counts compare alike.
+pub(crate) fn literal_part(anchored: &str) -> (PathBuf, bool) {
+    let stem = anchored.strip_suffix("/**").unwrap_or(anchored);
+    let literal: Vec<&str> = stem
+        .split('/')
+        .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
+        .collect();
+    let all = literal.len() == stem.split('/').count();
+    (literal.iter().collect(), all)
 }
 
 /// The globs that match what an anchored pattern protects (itself; `x/**` also `x`).
