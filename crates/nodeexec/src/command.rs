@@ -58,6 +58,8 @@ pub struct Command {
     pub(crate) max_memory: Option<u64>,
     pub(crate) fds: Vec<(OwnedFd, i32)>,
     pub(crate) hooks: Vec<Hook>,
+    /// The network policy's network, joined by the run's waiter ([`Command::network`]).
+    pub(crate) network: Option<crate::Network>,
 }
 
 impl std::fmt::Debug for Command {
@@ -81,6 +83,10 @@ impl std::fmt::Debug for Command {
             .field("max_processes", &self.max_processes)
             .field("max_memory", &self.max_memory)
             .field("hooks", &self.hooks.len())
+            .field(
+                "network",
+                &self.network.as_ref().map(crate::Network::mechanism),
+            )
             .finish()
     }
 }
@@ -114,6 +120,7 @@ impl Command {
             max_memory: Some(DEFAULT_MAX_MEMORY),
             fds: Vec::new(),
             hooks: Vec::new(),
+            network: None,
         }
     }
 

@@ -38,6 +38,10 @@ pub enum ErrorKind {
     /// where no mount namespace can be made). Nothing was started:
     /// the program never runs unconfined in its place.
     SandboxUnavailable,
+    /// The network policy was asked for and no mechanism of this system can enforce it (no
+    /// network namespace can be made, and no Landlock with TCP rules): see
+    /// [`Network`](crate::Network). Nothing was started.
+    NetworkPolicyUnavailable,
 }
 
 impl ErrorKind {
@@ -49,6 +53,7 @@ impl ErrorKind {
             Self::TimedOut => "PROCESS_TIMEOUT",
             Self::Cancelled => "PROCESS_CANCELLED",
             Self::SandboxUnavailable => "SANDBOX_UNAVAILABLE",
+            Self::NetworkPolicyUnavailable => "NETWORK_POLICY_UNAVAILABLE",
         }
     }
 }

@@ -242,6 +242,21 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Network policy
+//!
+//! Opt-in, usable with or without the sandbox: [`Network::new`] makes, once per embedder, a
+//! network whose only way out is a proxy the embedder serves on the listener it returns (a
+//! network namespace of the embedder's own, else one in a user namespace made for it, else
+//! Landlock TCP rules allowing the proxy's port alone; [`NetworkMechanism`] says which), and
+//! [`Command::network`] runs a program in it: its waiter joins the namespace before anything
+//! of the run exists, and a seccomp rule refuses every socket but TCP (and UDP on the run's
+//! own loopback). Every run of one [`Network`] shares one loopback. Where no mechanism works
+//! the error is [`ErrorKind::NetworkPolicyUnavailable`] and nothing runs. The proxy itself
+//! (which hosts, which addresses) is the `confine-netpolicy` crate's; the embedder passes the
+//! proxy's variables to the program. What the Landlock mode cannot block: a connection to
+//! the proxy's port on another host, and it gives no loopback of the run's own (no listening
+//! at all); `docs/SECURITY.md` of the repository has the whole threat model.
+//!
 //! # Threat model
 //!
 //! The program and everything it starts are the adversary: they may fork, set up their own
@@ -306,6 +321,7 @@ mod command;
 mod contain;
 mod error;
 mod limits;
+mod network;
 mod owner;
 mod pids_v1;
 mod privilege;
@@ -323,6 +339,7 @@ pub use command::{
     Command, DEFAULT_INHERITED_ENV, DEFAULT_MAX_MEMORY, DEFAULT_MAX_PROCESSES, DEFAULT_TIMEOUT,
 };
 pub use error::{Error, ErrorKind};
+pub use network::{Network, NetworkMechanism};
 pub use owner::Owner;
 pub use run::{Containment, Outcome, ProcessBound, Started};
 pub use sandbox::{

@@ -351,6 +351,8 @@ impl Command {
                 Containment::Cgroup | Containment::PidNamespace => self.namespace.unwrap_or(true),
                 _ => false,
             },
+            // Kept open by `self.network` until the spawn returns (below).
+            network: self.network.as_ref().and_then(crate::Network::namespaces),
             subreaper: self.containment != Containment::ProcessGroup,
             environment: crate::privilege::environment_bounds(),
             cgroup: cgroup.as_ref().map(|c| (c.raw_fd(), c.kill_fd())),
@@ -405,6 +407,7 @@ impl Command {
         // Our copies: the child has its own; the passed descriptors were duplicated into it.
         drop(report_w);
         drop(self.fds);
+        drop(self.network);
 
         let pid = child.id().unwrap_or(0) as libc::pid_t;
         let mut running = Running {

@@ -99,6 +99,7 @@ mod waiter;
 pub(crate) use self::clone::clone_into_cgroup;
 pub(crate) use self::clone::spawn_exiting_in;
 pub(crate) use self::descriptors::cloexec_range_works;
+pub(crate) use self::namespace::map_own_ids;
 pub(crate) use self::plan::{ChildPlan, Exec, Hook};
 pub(crate) use self::report::{
     MODE_CGROUP, MODE_PID_NAMESPACE, MODE_SUBREAPER, MODE_USER_NAMESPACE, MSG_MODE,

@@ -32,6 +32,9 @@ pub(crate) struct ChildPlan {
     pub report: RawFd,
     /// Try a PID namespace (with a user namespace where a bare one is refused).
     pub namespace: bool,
+    /// The network policy's namespaces to join first (close-on-exec): the network namespace,
+    /// and the user namespace owning it where it has one of its own.
+    pub network: Option<(RawFd, Option<RawFd>)>,
     /// Become the child subreaper and sweep at the end (false only in process-group mode).
     pub subreaper: bool,
     /// Where the embedder's environment strings lie in its memory (and so in C's copy), for
@@ -183,8 +186,14 @@ impl ChildPlan {
         if self.subreaper && rustix::process::set_child_subreaper(on).is_ok() {
             mode |= MODE_SUBREAPER;
         }
+        // The network first: a PID namespace made below is then owned by (a user namespace
+        // nested in) the network's user namespace, where it has one.
+        let joined_user = match self.network {
+            Some((net, user)) => join_network(net, user)?,
+            None => false,
+        };
         if self.namespace {
-            mode |= unshare_pid_namespace()?;
+            mode |= unshare_pid_namespace(joined_user)?;
         }
         // After the namespaces: a process that is not dumpable may not open its own
         // `/proc/self/uid_map` (root owns its `/proc` files then).

@@ -90,9 +90,10 @@
 mod mounts;
 mod paths;
 mod ruleset;
-mod seccomp;
+pub(crate) mod seccomp;
 
 pub(crate) use mounts::UNAVAILABLE_ERRNO;
+pub(crate) use ruleset::restrict_tcp_to;
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -138,6 +139,7 @@ pub struct Sandbox {
     drop_capabilities: bool,
     socket_filter: bool,
     metadata_filter: bool,
+    network: Option<crate::Network>,
 }
 
 impl Default for Sandbox {
@@ -164,6 +166,7 @@ impl Sandbox {
             drop_capabilities: true,
             socket_filter: true,
             metadata_filter: true,
+            network: None,
         }
     }
 
@@ -270,6 +273,16 @@ impl Sandbox {
         self
     }
 
+    /// Run under the network policy with `network` as the program's only network (see
+    /// [`Network`](crate::Network)): the sandbox then handles no Landlock network right of its
+    /// own (the network's mechanism decides: a namespace, or Landlock TCP rules allowing the
+    /// proxy's port alone), its socket rule lets TCP (and, in a namespace, UDP) sockets be
+    /// made instead of none, and [`Command::sandbox`] adds [`Command::network`] too.
+    pub fn network(&mut self, network: &crate::Network) -> &mut Self {
+        self.network = Some(network.clone());
+        self
+    }
+
     /// Prepare the rules now, in the calling process, with `write_root` (a directory
     /// descriptor) as the tree the program may write. Fails with
     /// [`ErrorKind::SandboxUnavailable`] when the kernel cannot enforce the policy in full,
@@ -291,8 +304,19 @@ impl Sandbox {
         let target = ABI::from(abi as i32);
         let attr = RulesetAttr {
             handled_access_fs: AccessFs::from_all(target).bits(),
-            handled_access_net: AccessNet::from_all(target).bits(),
+            // Under the network policy its mechanism handles the network.
+            handled_access_net: match self.network {
+                None => AccessNet::from_all(target).bits(),
+                Some(_) => 0,
+            },
             scoped: Scope::from_all(target).bits(),
+        };
+        let sockets = match (&self.network, self.socket_filter) {
+            (_, false) => seccomp::Sockets::Any,
+            (None, true) => seccomp::Sockets::Refused,
+            (Some(network), true) => seccomp::Sockets::Inet {
+                datagram: network.own_loopback(),
+            },
         };
         let rules = self.rules(target, write_root.as_fd()).map_err(failed)?;
         let mounts = match self.read_only.is_empty() && self.hidden.is_empty() {
@@ -321,8 +345,8 @@ impl Sandbox {
             drop_capabilities: self.drop_capabilities,
             socket_filter: self.socket_filter,
             metadata_filter: self.metadata_filter,
-            program: filtered
-                .then(|| seccomp::Program::new(self.socket_filter, self.metadata_filter)),
+            program: filtered.then(|| seccomp::Program::new(sockets, self.metadata_filter)),
+            network: self.network.clone(),
         })))
     }
 
@@ -438,6 +462,7 @@ struct Prepared {
     socket_filter: bool,
     metadata_filter: bool,
     program: Option<seccomp::Program>,
+    network: Option<crate::Network>,
 }
 
 /// A built sandbox (shared by clones), to be applied to any number of [`Command`]s with
@@ -451,9 +476,15 @@ impl SandboxRules {
         self.0.abi
     }
 
-    /// Whether TCP bind and connect are refused (always: ABI 4 is the minimum).
+    /// Whether TCP bind and connect are refused (always without the network policy: ABI 4
+    /// is the minimum; under it the [`Network`](crate::Network)'s mechanism decides).
     pub fn refuses_tcp(&self) -> bool {
-        self.0.abi >= 4
+        self.0.abi >= 4 && self.0.network.is_none()
+    }
+
+    /// The network these rules run the program under ([`Sandbox::network`]).
+    pub fn network(&self) -> Option<&crate::Network> {
+        self.0.network.as_ref()
     }
 
     /// Whether signals to processes outside the sandbox, and connections to abstract Unix
@@ -539,6 +570,9 @@ impl Command {
     /// without it.
     #[expect(unsafe_code, reason = "adds a pre-exec step")]
     pub fn sandbox(&mut self, rules: &SandboxRules) -> &mut Self {
+        if let Some(network) = &rules.0.network {
+            self.network(network);
+        }
         let step = rules.step();
         // SAFETY: `SandboxRules::step` performs only async-signal-safe system calls on data
         // prepared beforehand.

@@ -172,3 +172,52 @@ pub(super) fn restrict_self(
     }
     Ok(())
 }
+
+/// `struct landlock_net_port_attr`.
+#[repr(C)]
+struct NetPortAttr {
+    allowed_access: u64,
+    port: u64,
+}
+
+/// `LANDLOCK_RULE_NET_PORT`, `LANDLOCK_ACCESS_NET_BIND_TCP`, `LANDLOCK_ACCESS_NET_CONNECT_TCP`.
+const RULE_NET_PORT: libc::c_uint = 2;
+const NET_BIND_TCP: u64 = 1;
+const NET_CONNECT_TCP: u64 = 2;
+
+/// The network policy's Landlock layer (its Landlock mode): TCP bind refused, TCP connect
+/// allowed to `port` alone; nothing of the file system handled. Enforced on this process
+/// (async-signal-safe: system calls on stack data).
+#[expect(
+    unsafe_code,
+    reason = "the landlock_add_rule and landlock_restrict_self system calls"
+)]
+pub(crate) fn restrict_tcp_to(port: u16) -> io::Result<()> {
+    let ruleset = create(&RulesetAttr {
+        handled_access_fs: 0,
+        handled_access_net: NET_BIND_TCP | NET_CONNECT_TCP,
+        scoped: 0,
+    })?;
+    let rule = NetPortAttr {
+        allowed_access: NET_CONNECT_TCP,
+        port: u64::from(port),
+    };
+    // SAFETY: the kernel reads the attribute from a live stack value; the ruleset is open.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            RULE_NET_PORT,
+            std::ptr::from_ref(&rule),
+            0u32,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the system call reads nothing but a descriptor borrowed for the call.
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -40,7 +40,7 @@ const X32_BIT: u32 = 0x4000_0000;
 const X32_BIT: u32 = 0x8000_0000;
 
 /// Whether this architecture has a filter.
-pub(super) const SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+pub(crate) const SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
 
 /// System calls newer than the `libc` crate's tables (the same number on every architecture
 /// since Linux 5.1's unified numbering).
@@ -95,6 +95,7 @@ const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 const AND: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
 const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
 const JGE: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+const JSET: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
 /// `struct seccomp_data`: `nr` at 0, `arch` at 4, `args[i]` at 16 + 8i (the low half on
 /// these little-endian targets; every argument checked is a C `int`).
 const NR: u32 = 0;
@@ -110,7 +111,7 @@ const fn error(errno: i32) -> u32 {
 
 /// A seccomp program, ready to load.
 #[derive(Clone, Debug)]
-pub(super) struct Program(Vec<libc::sock_filter>);
+pub(crate) struct Program(Vec<libc::sock_filter>);
 
 /// Builds a program of blocks whose jumps stay local.
 struct Builder(Vec<libc::sock_filter>);
@@ -137,10 +138,51 @@ impl Builder {
     }
 }
 
+/// What the filter lets `socket(2)` make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sockets {
+    /// Any socket (no socket rule).
+    Any,
+    /// None: `socket(2)` refused for every family (the sandbox without the network policy).
+    Refused,
+    /// Under the network policy: `AF_INET`/`AF_INET6` TCP streams, and where `datagram`
+    /// (a network namespace of the run's own) UDP datagrams; nothing else. Without
+    /// `datagram` (the Landlock mode) TCP Fast Open sends are refused too.
+    Inet {
+        /// UDP allowed too.
+        datagram: bool,
+    },
+}
+
+/// `socket(2)` under the network policy: `AF_INET`/`AF_INET6` with `SOCK_STREAM` and protocol
+/// 0 or TCP, and (where `datagram`) `SOCK_DGRAM` with 0 or UDP; every other socket `EACCES`.
+/// Sixteen instructions; the offsets are counted in the comments (target minus next).
+fn inet_sockets(b: &mut Builder, datagram: bool) {
+    let deny = error(libc::EACCES);
+    // Without datagrams the type check after the stream one denies outright.
+    let dgram_jt = if datagram { 0 } else { 3 };
+    b.jump(JEQ, libc::SYS_socket as u32, 0, 15) //  0: not socket -> 16
+        .stmt(LOAD, arg(0)) //                        1
+        .jump(JEQ, libc::AF_INET as u32, 1, 0) //     2: -> 4
+        .jump(JEQ, libc::AF_INET6 as u32, 0, 10) //   3: else -> 14
+        .stmt(LOAD, arg(1)) //                        4
+        .stmt(AND, 0xF) //                            5
+        .jump(JEQ, libc::SOCK_STREAM as u32, 0, 3) // 6: else -> 10
+        .stmt(LOAD, arg(2)) //                        7
+        .jump(JEQ, 0, 6, 0) //                        8: -> 15
+        .jump(JEQ, libc::IPPROTO_TCP as u32, 5, 4) // 9: -> 15, else -> 14
+        .jump(JEQ, libc::SOCK_DGRAM as u32, dgram_jt, 3) // 10: else -> 14
+        .stmt(LOAD, arg(2)) //                        11
+        .jump(JEQ, 0, 2, 0) //                        12: -> 15
+        .jump(JEQ, libc::IPPROTO_UDP as u32, 1, 0) // 13: -> 15, else 14
+        .stmt(RETURN, deny) //                        14
+        .stmt(RETURN, ALLOW); //                      15
+}
+
 impl Program {
     /// The program with the socket rule and the metadata rule as asked (the ABI and io_uring
     /// rules are always there).
-    pub(super) fn new(sockets: bool, metadata: bool) -> Self {
+    pub(crate) fn new(sockets: Sockets, metadata: bool) -> Self {
         let mut b = Builder(Vec::new());
         b.stmt(LOAD, ARCH)
             .jump(JEQ, NATIVE_ARCH, 1, 0)
@@ -149,7 +191,7 @@ impl Program {
             .jump(JGE, X32_BIT, 0, 1)
             .stmt(RETURN, error(libc::EPERM))
             .equal_returns(libc::SYS_io_uring_setup as u32, error(libc::ENOSYS));
-        if sockets {
+        if sockets == Sockets::Refused {
             b.equal_returns(libc::SYS_socket as u32, error(libc::EACCES));
         }
         if metadata {
@@ -158,7 +200,24 @@ impl Program {
             }
         }
         // The blocks below load arguments and end in a return: they come last.
-        if sockets {
+        if let Sockets::Inet { datagram } = sockets {
+            inet_sockets(&mut b, datagram);
+            if !datagram {
+                // TCP Fast Open connects in a send, which Landlock's connect rule may not see.
+                for (nr, flags) in [
+                    (libc::SYS_sendto, 3),
+                    (libc::SYS_sendmsg, 2),
+                    (libc::SYS_sendmmsg, 3),
+                ] {
+                    b.jump(JEQ, nr as u32, 0, 4)
+                        .stmt(LOAD, arg(flags))
+                        .jump(JSET, libc::MSG_FASTOPEN as u32, 0, 1)
+                        .stmt(RETURN, error(libc::EPERM))
+                        .stmt(RETURN, ALLOW);
+                }
+            }
+        }
+        if sockets != Sockets::Any {
             // socketpair: AF_UNIX with SOCK_STREAM or SOCK_SEQPACKET (flags masked off) only.
             b.jump(JEQ, libc::SYS_socketpair as u32, 0, 8)
                 .stmt(LOAD, arg(0))
@@ -182,6 +241,11 @@ impl Program {
         Self(b.0)
     }
 
+    /// The network policy's program alone (no metadata rule): see [`Sockets::Inet`].
+    pub(crate) fn network(datagram: bool) -> Self {
+        Self::new(Sockets::Inet { datagram }, false)
+    }
+
     /// The number of instructions.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
@@ -191,7 +255,7 @@ impl Program {
     /// Load the program on this process (it needs no-new-privileges or `CAP_SYS_ADMIN`).
     /// Async-signal-safe; meant for the process about to exec (the filter is permanent).
     #[expect(unsafe_code, reason = "the prctl that loads a seccomp program")]
-    pub(super) fn load(&self) -> io::Result<()> {
+    pub(crate) fn load(&self) -> io::Result<()> {
         let program = libc::sock_fprog {
             len: self.0.len() as u16,
             filter: self.0.as_ptr().cast_mut(),
@@ -219,11 +283,17 @@ mod tests {
     /// Run the program on a `seccomp_data` the way the kernel would (enough of classic BPF
     /// for the instructions used here).
     fn verdict(program: &Program, nr: u32, args: [u32; 2]) -> u32 {
+        verdict4(program, nr, [args[0], args[1], 0, 0])
+    }
+
+    fn verdict4(program: &Program, nr: u32, args: [u32; 4]) -> u32 {
         let data = |offset: u32| match offset {
             NR => nr,
             ARCH => NATIVE_ARCH,
             16 => args[0],
             24 => args[1],
+            32 => args[2],
+            40 => args[3],
             _ => panic!("load of {offset}"),
         };
         let (mut acc, mut pc) = (0u32, 0usize);
@@ -233,6 +303,7 @@ mod tests {
             match i.code {
                 LOAD => acc = data(i.k),
                 AND => acc &= i.k,
+                JSET => pc += usize::from(if acc & i.k != 0 { i.jt } else { i.jf }),
                 RETURN => return i.k,
                 JEQ | JGE => {
                     let taken = if i.code == JEQ {
@@ -249,7 +320,7 @@ mod tests {
 
     #[test]
     fn verdicts() {
-        let full = Program::new(true, true);
+        let full = Program::new(Sockets::Refused, true);
         let eacces = error(libc::EACCES);
         let eperm = error(libc::EPERM);
         let socket = libc::SYS_socket as u32;
@@ -285,10 +356,82 @@ mod tests {
         assert_eq!(verdict(&full, libc::SYS_read as u32, [0, 0]), ALLOW);
         assert_eq!(verdict(&full, X32_BIT | 1, [0, 0]), eperm);
 
-        let none = Program::new(false, false);
+        let none = Program::new(Sockets::Any, false);
         assert_eq!(verdict(&none, socket, [libc::AF_INET as u32, 2]), ALLOW);
         assert_eq!(verdict(&none, libc::SYS_fchmod as u32, [0, 0]), ALLOW);
         assert_eq!(verdict(&none, pair, [unix, libc::SOCK_DGRAM as u32]), ALLOW);
         assert!(full.len() < 100);
+    }
+
+    #[test]
+    fn network_verdicts() {
+        let eacces = error(libc::EACCES);
+        let socket = libc::SYS_socket as u32;
+        let (inet, inet6) = (libc::AF_INET as u32, libc::AF_INET6 as u32);
+        let stream =
+            libc::SOCK_STREAM as u32 | libc::SOCK_CLOEXEC as u32 | libc::SOCK_NONBLOCK as u32;
+        let dgram = libc::SOCK_DGRAM as u32 | libc::SOCK_CLOEXEC as u32;
+        let raw = libc::SOCK_RAW as u32;
+        let (tcp, udp) = (libc::IPPROTO_TCP as u32, libc::IPPROTO_UDP as u32);
+        for datagram in [true, false] {
+            let p = Program::network(datagram);
+            for family in [inet, inet6] {
+                assert_eq!(verdict4(&p, socket, [family, stream, 0, 0]), ALLOW);
+                assert_eq!(verdict4(&p, socket, [family, stream, tcp, 0]), ALLOW);
+                // SCTP and MPTCP streams: not TCP.
+                assert_eq!(verdict4(&p, socket, [family, stream, 132, 0]), eacces);
+                assert_eq!(verdict4(&p, socket, [family, stream, 262, 0]), eacces);
+                assert_eq!(verdict4(&p, socket, [family, raw, 0, 0]), eacces);
+                let want = if datagram { ALLOW } else { eacces };
+                assert_eq!(
+                    verdict4(&p, socket, [family, dgram, 0, 0]),
+                    want,
+                    "{datagram}"
+                );
+                assert_eq!(verdict4(&p, socket, [family, dgram, udp, 0]), want);
+                // ICMP "ping" datagrams: never.
+                assert_eq!(verdict4(&p, socket, [family, dgram, 1, 0]), eacces);
+                assert_eq!(verdict4(&p, socket, [family, dgram, tcp, 0]), eacces);
+            }
+            for family in [
+                libc::AF_UNIX,
+                libc::AF_NETLINK,
+                libc::AF_PACKET,
+                libc::AF_VSOCK,
+            ] {
+                assert_eq!(verdict4(&p, socket, [family as u32, stream, 0, 0]), eacces);
+                assert_eq!(verdict4(&p, socket, [family as u32, dgram, 0, 0]), eacces);
+            }
+            let pair = libc::SYS_socketpair as u32;
+            assert_eq!(verdict(&p, pair, [libc::AF_UNIX as u32, stream]), ALLOW);
+            assert_eq!(verdict(&p, pair, [libc::AF_UNIX as u32, dgram]), eacces);
+            // No metadata rule here.
+            assert_eq!(verdict(&p, libc::SYS_fchmod as u32, [0, 0]), ALLOW);
+            let fastopen = libc::MSG_FASTOPEN as u32;
+            let want = if datagram { ALLOW } else { error(libc::EPERM) };
+            assert_eq!(
+                verdict4(&p, libc::SYS_sendto as u32, [3, 0, 0, fastopen]),
+                want
+            );
+            assert_eq!(
+                verdict4(&p, libc::SYS_sendmsg as u32, [3, 0, fastopen, 0]),
+                want
+            );
+            assert_eq!(
+                verdict4(&p, libc::SYS_sendmmsg as u32, [3, 0, 0, fastopen]),
+                want
+            );
+            assert_eq!(verdict4(&p, libc::SYS_sendto as u32, [3, 0, 0, 0]), ALLOW);
+            assert_eq!(verdict4(&p, libc::SYS_sendmsg as u32, [3, 0, 0, 0]), ALLOW);
+            assert_eq!(verdict(&p, libc::SYS_read as u32, [0, 0]), ALLOW);
+            assert_eq!(verdict(&p, libc::SYS_connect as u32, [0, 0]), ALLOW);
+        }
+        // The sandbox under the policy: both rules.
+        let both = Program::new(Sockets::Inet { datagram: false }, true);
+        assert_eq!(verdict4(&both, socket, [inet, stream, 0, 0]), ALLOW);
+        assert_eq!(
+            verdict(&both, libc::SYS_fchmod as u32, [0, 0]),
+            error(libc::EPERM)
+        );
     }
 }
