@@ -2,8 +2,9 @@
 //!
 //! L0 `confine-pathgrammar` and `confine-beneath` (the descriptor layer), and `testkit` (the
 //! tests' helpers, which depend on no crate of ours); L1 `confine-rootid`, `confine-atomicwrite`,
-//! `confine-nodeexec`; L2 `confine-jail`, `confine-tools`; 3 the repository's tooling
-//! (`confine-grading`). A crate may depend
+//! `confine-nodeexec`; L2 `confine-jail`, `confine-netpolicy` (which runs the presets' clients
+//! through `confine-nodeexec`); L3 `confine-tools` (which may use both); 3 also the repository's
+//! tooling (`confine-grading`). A crate may depend
 //! (normally, for building, or for its tests) only on crates of a strictly lower layer, and
 //! every crate under `crates/` must have a layer (`ARCHITECTURE.md` has the map). A test-support
 //! crate ([`TEST_SUPPORT`]) is a dev-dependency only, of every crate and of the root package.
@@ -19,7 +20,8 @@ pub const LAYERS: &[(&str, u8)] = &[
     ("confine-atomicwrite", 1),
     ("confine-nodeexec", 1),
     ("confine-jail", 2),
-    ("confine-tools", 2),
+    ("confine-netpolicy", 2),
+    ("confine-tools", 3),
     // The tests' helpers (`publish = false`, a dev-dependency only): below every crate whose
     // tests use it, so it depends on none of them.
     ("testkit", 0),

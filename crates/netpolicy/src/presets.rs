@@ -1,0 +1,388 @@
+//! The presets: `@npm`, `@pypi`, `@crates`, `@github`, each read from where the ecosystem's
+//! own client is configured to go, once, when the list is built.
+//!
+//! No registry's host name is written here: npm and pip are asked (through
+//! [`confine_nodeexec::Command`], bounded to 10 s and 1 MiB of output), cargo's configuration
+//! and registry cache are read (bounded too). Only GitHub's hosts are written down: GitHub is
+//! a forge, not a package registry, and has no client to ask.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::entry::{Entry, EntryError};
+
+/// How long a preset's client may run.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How much of a client's output (or of a configuration file) is read.
+const CLIENT_OUTPUT: usize = 1 << 20;
+/// How many registry cache directories are looked at.
+const MAX_CACHE_DIRS: usize = 64;
+
+/// GitHub's web, API, archive and raw-content hosts.
+const GITHUB_HOSTS: &[&str] = &[
+    "github.com",
+    "api.github.com",
+    "codeload.github.com",
+    "raw.githubusercontent.com",
+    "objects.githubusercontent.com",
+];
+
+/// The environment the preset clients are looked up in (`PATH`) and run with, and the
+/// variables the presets read themselves (`PIP_INDEX_URL`, `PIP_EXTRA_INDEX_URL`,
+/// `CARGO_HOME`, `HOME`).
+///
+/// A client gets only the variables it needs to find its configuration: `PATH`, `HOME`,
+/// `USER`, `LANG`, `LC_*`, `TZ`, `XDG_CONFIG_HOME`, `npm_config_*` / `NPM_CONFIG_*`, `PIP_*`,
+/// `PYENV_*`, `VIRTUAL_ENV`.
+#[derive(Clone, Debug, Default)]
+pub struct ClientEnv {
+    vars: Vec<(String, String)>,
+}
+
+impl ClientEnv {
+    /// No variable at all.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The embedding process's environment (variables that are not UTF-8 are left out).
+    pub fn from_process() -> Self {
+        Self {
+            vars: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+        }
+    }
+
+    /// Sets one variable (replacing an earlier value).
+    pub fn set(&mut self, name: impl Into<String>, value: impl Into<String>) -> &mut Self {
+        let name = name.into();
+        self.vars.retain(|(k, _)| *k != name);
+        self.vars.push((name, value.into()));
+        self
+    }
+
+    /// Removes one variable.
+    pub fn remove(&mut self, name: &str) -> &mut Self {
+        self.vars.retain(|(k, _)| k != name);
+        self
+    }
+
+    /// One variable's value.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn for_client(&self) -> impl Iterator<Item = &(String, String)> {
+        self.vars.iter().filter(|(k, _)| {
+            matches!(
+                k.as_str(),
+                "PATH" | "HOME" | "USER" | "LANG" | "TZ" | "XDG_CONFIG_HOME" | "VIRTUAL_ENV"
+            ) || ["LC_", "npm_config_", "NPM_CONFIG_", "PIP_", "PYENV_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+        })
+    }
+
+    /// The absolute path of `program` in `PATH`, if it is there as an executable file.
+    fn find(&self, program: &str) -> Option<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        self.get("PATH")?
+            .split(':')
+            .take(256)
+            .filter(|d| d.starts_with('/'))
+            .map(|d| Path::new(d).join(program))
+            .find(|p| {
+                std::fs::metadata(p)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    }
+}
+
+/// Expands `@name`.
+pub(crate) fn resolve(name: &str, env: &ClientEnv) -> Result<Vec<Entry>, EntryError> {
+    let entries = match name {
+        "npm" => npm(env)?,
+        "pypi" => pypi(env)?,
+        "crates" => crates(env)?,
+        "github" => GITHUB_HOSTS
+            .iter()
+            .map(|h| Entry::Host {
+                name: (*h).to_owned(),
+                port: None,
+            })
+            .collect(),
+        _ => return Err(EntryError::UnknownPreset(format!("@{name}"))),
+    };
+    let mut unique: Vec<Entry> = Vec::new();
+    for e in entries {
+        if !unique.contains(&e) {
+            unique.push(e);
+        }
+    }
+    if unique.is_empty() {
+        return Err(unreadable(name, "no registry host could be read"));
+    }
+    Ok(unique)
+}
+
+fn unreadable(preset: &str, why: impl Into<String>) -> EntryError {
+    EntryError::Unreadable {
+        preset: preset.to_owned(),
+        why: why.into(),
+    }
+}
+
+fn missing(preset: &str, client: &str) -> EntryError {
+    EntryError::ClientMissing {
+        preset: preset.to_owned(),
+        client: client.to_owned(),
+    }
+}
+
+/// The host (and explicit port) of a registry URL: `https://host[:port]/…`, also with cargo's
+/// `sparse+` / `registry+` and git's `git+` prefixes. Other schemes have no host for the proxy.
+pub(crate) fn url_entry(url: &str) -> Option<Entry> {
+    let url = url.trim();
+    let url = ["sparse+", "registry+", "git+"]
+        .iter()
+        .find_map(|p| url.strip_prefix(p))
+        .unwrap_or(url);
+    let (scheme, rest) = url.split_once("://")?;
+    if !scheme.eq_ignore_ascii_case("https") && !scheme.eq_ignore_ascii_case("http") {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    match Entry::parse(authority).ok()? {
+        Entry::Suffix { .. } => None,
+        e => Some(e),
+    }
+}
+
+/// Runs a preset's client (through nodeexec: contained, bounded, an allowlisted environment)
+/// and returns its stdout, or `None` when it did not exit 0 in time with its whole output.
+fn run_client(program: &Path, args: &[&str], env: &ClientEnv) -> Option<String> {
+    let mut cmd = confine_nodeexec::Command::new(program);
+    cmd.args(args)
+        .inherit_no_env()
+        .timeout(CLIENT_TIMEOUT)
+        .output_cap(CLIENT_OUTPUT);
+    for (k, v) in env.for_client() {
+        cmd.env(k, v);
+    }
+    // The list is built once, maybe inside the embedder's runtime, maybe outside any: a
+    // thread of its own with a runtime of its own works in both.
+    let outcome = std::thread::scope(|s| {
+        s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(cmd.run(&tokio_util::sync::CancellationToken::new()))
+                .ok()
+        })
+        .join()
+        .ok()
+        .flatten()
+    })?;
+    (outcome.exit_code == Some(0) && !outcome.stdout.truncated).then_some(outcome.stdout.text)
+}
+
+fn npm(env: &ClientEnv) -> Result<Vec<Entry>, EntryError> {
+    let npm = env.find("npm").ok_or_else(|| missing("npm", "npm"))?;
+    let registry = run_client(&npm, &["config", "get", "registry"], env)
+        .ok_or_else(|| unreadable("npm", "`npm config get registry` failed"))?;
+    let mut found = Vec::new();
+    found.extend(url_entry(registry.trim()));
+    let list = run_client(&npm, &["config", "list", "--json"], env)
+        .ok_or_else(|| unreadable("npm", "`npm config list --json` failed"))?;
+    let list: serde_json::Value = serde_json::from_str(&list)
+        .map_err(|_| unreadable("npm", "`npm config list --json` is not JSON"))?;
+    if let Some(object) = list.as_object() {
+        for (key, value) in object {
+            if key.starts_with('@')
+                && key.ends_with(":registry")
+                && let Some(url) = value.as_str()
+            {
+                found.extend(url_entry(url));
+            }
+        }
+    }
+    if found.is_empty() {
+        return Err(unreadable("npm", "npm reports no registry"));
+    }
+    Ok(found)
+}
+
+fn pypi(env: &ClientEnv) -> Result<Vec<Entry>, EntryError> {
+    let mut found = Vec::new();
+    for var in ["PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"] {
+        for url in env.get(var).unwrap_or_default().split_whitespace() {
+            found.extend(url_entry(url));
+        }
+    }
+    if !found.is_empty() {
+        return Ok(found);
+    }
+    let python = env
+        .find("python3")
+        .ok_or_else(|| missing("pypi", "python3"))?;
+    let config = run_client(&python, &["-m", "pip", "config", "list"], env)
+        .ok_or_else(|| missing("pypi", "pip"))?;
+    for line in config.lines() {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if key.ends_with(".index-url") || key.ends_with(".extra-index-url") {
+            for url in value.trim().trim_matches(['\'', '"']).split_whitespace() {
+                found.extend(url_entry(url));
+            }
+        }
+    }
+    if !found.is_empty() {
+        return Ok(found);
+    }
+    let defaults = run_client(
+        &python,
+        &[
+            "-c",
+            "from pip._internal.models.index import PyPI\n\
+             print(PyPI.simple_url)\nprint(PyPI.file_storage_domain)",
+        ],
+        env,
+    )
+    .ok_or_else(|| unreadable("pypi", "pip's default index cannot be read"))?;
+    let mut lines = defaults.lines();
+    found.extend(lines.next().and_then(url_entry));
+    if let Some(Ok(Entry::Host { name, port })) = lines.next().map(|d| Entry::parse(d.trim())) {
+        found.push(Entry::Host { name, port });
+    }
+    Ok(found)
+}
+
+/// Reads at most [`CLIENT_OUTPUT`] bytes of a file that may be missing.
+fn read_bounded(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(CLIENT_OUTPUT as u64)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
+fn crates(env: &ClientEnv) -> Result<Vec<Entry>, EntryError> {
+    let home = env
+        .get("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env.get("HOME").map(|h| Path::new(h).join(".cargo")))
+        .filter(|p| p.is_dir())
+        .ok_or_else(|| missing("crates", "cargo"))?;
+    // Configured registries and source replacement.
+    let mut configured = Vec::new();
+    for file in ["config.toml", "config"] {
+        let Some(text) = read_bounded(&home.join(file)) else {
+            continue;
+        };
+        let doc: toml::Table = text
+            .parse()
+            .map_err(|_| unreadable("crates", format!("cargo's {file} is not valid TOML")))?;
+        for (table, key) in [("registries", "index"), ("source", "registry")] {
+            let Some(tables) = doc.get(table).and_then(toml::Value::as_table) else {
+                continue;
+            };
+            for value in tables.values() {
+                if let Some(url) = value.get(key).and_then(toml::Value::as_str) {
+                    configured.extend(url_entry(url));
+                }
+            }
+        }
+    }
+    // The registry cache: `index/HOST-HASH/config.json` names the download and API hosts.
+    let mut cached: Vec<(Entry, Vec<Entry>)> = Vec::new();
+    if let Ok(dirs) = std::fs::read_dir(home.join("registry/index")) {
+        for dir in dirs.filter_map(Result::ok).take(MAX_CACHE_DIRS) {
+            let name = dir.file_name().to_string_lossy().into_owned();
+            let Some((host, _hash)) = name.rsplit_once('-') else {
+                continue;
+            };
+            let Ok(index @ Entry::Host { .. }) = Entry::parse(host) else {
+                continue;
+            };
+            let mut hosts = Vec::new();
+            if let Some(text) = read_bounded(&dir.path().join("config.json"))
+                && let Ok(config) = serde_json::from_str::<serde_json::Value>(&text)
+            {
+                for key in ["dl", "api"] {
+                    if let Some(url) = config.get(key).and_then(serde_json::Value::as_str) {
+                        hosts.extend(url_entry(url));
+                    }
+                }
+            }
+            cached.push((index, hosts));
+        }
+    }
+    let same_host = |a: &Entry, b: &Entry| match (a, b) {
+        (Entry::Host { name: x, .. }, Entry::Host { name: y, .. }) => x == y,
+        _ => false,
+    };
+    let mut found = Vec::new();
+    if configured.is_empty() {
+        for (index, hosts) in cached {
+            found.push(index);
+            found.extend(hosts);
+        }
+    } else {
+        for entry in configured {
+            let extra: Vec<Entry> = cached
+                .iter()
+                .filter(|(index, _)| same_host(index, &entry))
+                .flat_map(|(_, hosts)| hosts.iter().cloned())
+                .collect();
+            found.push(entry);
+            found.extend(extra);
+        }
+    }
+    if found.is_empty() {
+        return Err(unreadable(
+            "crates",
+            "no registry in cargo's configuration or its registry cache",
+        ));
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_entry_takes_the_authority_of_http_urls_only() {
+        let host = |n: &str, p: Option<u16>| {
+            Some(Entry::Host {
+                name: n.into(),
+                port: p,
+            })
+        };
+        assert_eq!(
+            url_entry("https://Registry.Example.Test/"),
+            host("registry.example.test", None)
+        );
+        assert_eq!(
+            url_entry("sparse+https://index.example.test:8443/x/"),
+            host("index.example.test", Some(8443))
+        );
+        assert_eq!(
+            url_entry("https://user:pw@r.example.test/a"),
+            host("r.example.test", None)
+        );
+        assert_eq!(url_entry("ssh://git@r.example.test/a"), None);
+        assert_eq!(url_entry("file:///srv/index"), None);
+        assert_eq!(url_entry("not a url"), None);
+    }
+}

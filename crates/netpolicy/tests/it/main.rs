@@ -1,0 +1,6 @@
+//! The network policy's suites, one binary: entries, presets (fake clients), the proxy.
+//! Loopback only; every loop bounded.
+
+mod entries;
+mod presets;
+mod proxy;

@@ -1,0 +1,340 @@
+//! The presets, read from fake clients (scripts first on `PATH`, a made-up `CARGO_HOME`),
+//! a missing client, and once from the real npm.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use confine_netpolicy::{AllowList, ClientEnv, Entry, EntryError};
+
+fn host(name: &str, port: Option<u16>) -> Entry {
+    Entry::Host {
+        name: name.into(),
+        port,
+    }
+}
+
+/// A directory for fake clients and an environment whose `PATH` is that directory alone.
+fn fake_env(tmp: &Path) -> ClientEnv {
+    let bin = tmp.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let mut env = ClientEnv::new();
+    env.set("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .set("HOME", tmp.display().to_string());
+    env
+}
+
+fn fake_client(tmp: &Path, name: &str, script: &str) {
+    let path = tmp.join("bin").join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// An environment in which no client can be found.
+fn bare_env(tmp: &Path) -> ClientEnv {
+    let empty = tmp.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let mut env = ClientEnv::new();
+    env.set("PATH", empty.display().to_string())
+        .set("HOME", empty.display().to_string());
+    env
+}
+
+const FAKE_NPM: &str = r#"case "$1 $2" in
+"config get") [ "$3" = registry ] && echo "https://Registry.Example.Test/" ;;
+"config list") echo '{"registry":"https://registry.example.test/","@corp:registry":"https://npm.corp.example.test:8443/x/","//npm.corp.example.test/:_authToken":"secret","cache":"/tmp"}' ;;
+*) exit 3 ;;
+esac"#;
+
+#[test]
+fn npm_preset_asks_npm_for_its_registry_and_scopes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = fake_env(tmp.path());
+    fake_client(tmp.path(), "npm", FAKE_NPM);
+    let list = AllowList::build_with_env(&["@npm", "other.example.test"], &env).unwrap();
+    assert_eq!(
+        list.entries(),
+        [
+            host("registry.example.test", None),
+            host("npm.corp.example.test", Some(8443)),
+            host("other.example.test", None),
+        ]
+    );
+    assert_eq!(
+        list.presets_resolved(),
+        [(
+            "@npm".to_owned(),
+            vec![
+                "registry.example.test".to_owned(),
+                "npm.corp.example.test:8443".to_owned()
+            ]
+        )]
+    );
+    assert!(list.allows("registry.example.test", 443));
+    assert!(list.allows("npm.corp.example.test", 8443));
+}
+
+#[test]
+fn npm_preset_without_npm_names_the_preset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = AllowList::build_with_env(&["@npm"], &bare_env(tmp.path())).unwrap_err();
+    assert!(matches!(err, EntryError::ClientMissing { .. }), "{err:?}");
+    assert_eq!(err.to_string(), "--allow-net @npm: npm is not installed");
+}
+
+#[test]
+fn npm_preset_whose_client_fails_names_the_preset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = fake_env(tmp.path());
+    fake_client(tmp.path(), "npm", "echo broken >&2; exit 1");
+    let err = AllowList::build_with_env(&["@npm"], &env).unwrap_err();
+    assert!(matches!(err, EntryError::Unreadable { .. }), "{err:?}");
+    let line = err.to_string();
+    assert!(line.starts_with("--allow-net @npm: "), "{line}");
+    assert!(!line.contains(&tmp.path().display().to_string()), "{line}");
+    // An npm that prints something that is not a registry.
+    fake_client(
+        tmp.path(),
+        "npm",
+        r#"case "$2" in get) echo undefined ;; list) echo '{}' ;; esac"#,
+    );
+    let err = AllowList::build_with_env(&["@npm"], &env).unwrap_err();
+    assert_eq!(err.to_string(), "--allow-net @npm: npm reports no registry");
+}
+
+#[test]
+fn pypi_preset_takes_the_index_variables_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut env = bare_env(tmp.path());
+    env.set("PIP_INDEX_URL", "https://pypi.example.test/simple")
+        .set(
+            "PIP_EXTRA_INDEX_URL",
+            "https://extra.example.test:8443/simple  https://more.example.test/",
+        );
+    let list = AllowList::build_with_env(&["@pypi"], &env).unwrap();
+    assert_eq!(
+        list.entries(),
+        [
+            host("pypi.example.test", None),
+            host("extra.example.test", Some(8443)),
+            host("more.example.test", None),
+        ]
+    );
+}
+
+#[test]
+fn pypi_preset_reads_pips_configuration() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = fake_env(tmp.path());
+    fake_client(
+        tmp.path(),
+        "python3",
+        r#"[ "$1 $2 $3 $4" = "-m pip config list" ] || exit 5
+echo "global.cert='/etc/ssl/cert.pem'"
+echo "global.index-url='https://pypi.corp.example.test/simple'"
+echo "install.extra-index-url='https://extra.example.test/simple'""#,
+    );
+    let list = AllowList::build_with_env(&["@pypi"], &env).unwrap();
+    assert_eq!(
+        list.entries(),
+        [
+            host("pypi.corp.example.test", None),
+            host("extra.example.test", None)
+        ]
+    );
+}
+
+#[test]
+fn pypi_preset_falls_back_to_pips_own_defaults() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = fake_env(tmp.path());
+    fake_client(
+        tmp.path(),
+        "python3",
+        r#"case "$1" in
+-m) echo ":env:.timeout='60'" ;;
+-c) echo "https://index.example.test/simple"; echo "files.example.test" ;;
+*) exit 5 ;;
+esac"#,
+    );
+    let list = AllowList::build_with_env(&["@pypi"], &env).unwrap();
+    assert_eq!(
+        list.entries(),
+        [
+            host("index.example.test", None),
+            host("files.example.test", None)
+        ]
+    );
+}
+
+#[test]
+fn pypi_preset_without_python_or_pip_names_the_preset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = AllowList::build_with_env(&["@pypi"], &bare_env(tmp.path())).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "--allow-net @pypi: python3 is not installed"
+    );
+    let env = fake_env(tmp.path());
+    fake_client(
+        tmp.path(),
+        "python3",
+        "echo 'No module named pip' >&2; exit 1",
+    );
+    let err = AllowList::build_with_env(&["@pypi"], &env).unwrap_err();
+    assert_eq!(err.to_string(), "--allow-net @pypi: pip is not installed");
+}
+
+fn cargo_home(tmp: &Path) -> (std::path::PathBuf, ClientEnv) {
+    let home = tmp.join("cargo-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut env = bare_env(tmp);
+    env.set("CARGO_HOME", home.display().to_string());
+    (home, env)
+}
+
+fn cache_dir(home: &Path, dir: &str, config: &str) {
+    let dir = home.join("registry/index").join(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), config).unwrap();
+}
+
+#[test]
+fn crates_preset_reads_the_registry_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, env) = cargo_home(tmp.path());
+    cache_dir(
+        &home,
+        "index.example.test-0123456789abcdef",
+        r#"{"dl": "https://dl.example.test/crates", "api": "https://api.example.test:8443/"}"#,
+    );
+    let list = AllowList::build_with_env(&["@crates"], &env).unwrap();
+    assert_eq!(
+        list.entries(),
+        [
+            host("index.example.test", None),
+            host("dl.example.test", None),
+            host("api.example.test", Some(8443)),
+        ]
+    );
+}
+
+#[test]
+fn crates_preset_follows_configured_registries_and_source_replacement() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, env) = cargo_home(tmp.path());
+    std::fs::write(
+        home.join("config.toml"),
+        r#"
+[source.crates-io]
+replace-with = "mirror"
+[source.mirror]
+registry = "sparse+https://mirror.example.test/index/"
+[registries.corp]
+index = "https://git.corp.example.test/index.git"
+"#,
+    )
+    .unwrap();
+    // The cache of the mirror names its download host; another cached index is not used.
+    cache_dir(
+        &home,
+        "mirror.example.test-0123456789abcdef",
+        r#"{"dl": "https://files.mirror.example.test/dl"}"#,
+    );
+    cache_dir(
+        &home,
+        "unused.example.test-fedcba9876543210",
+        r#"{"dl": "https://dl.unused.example.test/"}"#,
+    );
+    let list = AllowList::build_with_env(&["@crates"], &env).unwrap();
+    let mut entries = list.entries().to_vec();
+    entries.sort_by_key(Entry::display);
+    assert_eq!(
+        entries,
+        [
+            host("files.mirror.example.test", None),
+            host("git.corp.example.test", None),
+            host("mirror.example.test", None),
+        ]
+    );
+}
+
+#[test]
+fn crates_preset_without_cargo_or_registries_names_the_preset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut env = bare_env(tmp.path());
+    env.set(
+        "CARGO_HOME",
+        tmp.path().join("nowhere").display().to_string(),
+    );
+    let err = AllowList::build_with_env(&["@crates"], &env).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "--allow-net @crates: cargo is not installed"
+    );
+
+    let (home, env) = cargo_home(tmp.path());
+    let err = AllowList::build_with_env(&["@crates"], &env).unwrap_err();
+    assert!(matches!(err, EntryError::Unreadable { .. }), "{err:?}");
+    assert!(err.to_string().starts_with("--allow-net @crates: "));
+
+    std::fs::write(home.join("config.toml"), "[source\n").unwrap();
+    let err = AllowList::build_with_env(&["@crates"], &env).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "--allow-net @crates: cargo's config.toml is not valid TOML"
+    );
+    assert!(!err.to_string().contains(&tmp.path().display().to_string()));
+}
+
+#[test]
+fn github_preset_names_githubs_hosts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let list = AllowList::build_with_env(&["@github", "@github"], &bare_env(tmp.path())).unwrap();
+    for h in [
+        "github.com",
+        "api.github.com",
+        "codeload.github.com",
+        "raw.githubusercontent.com",
+    ] {
+        assert!(list.allows(h, 443), "{h}");
+    }
+    assert!(!list.allows("gist.example.test", 443));
+    assert_eq!(
+        list.presets_resolved().len(),
+        1,
+        "a preset given twice is read once"
+    );
+}
+
+/// The real npm, where it is installed: the preset resolves to hosts (which ones is npm's
+/// configuration, never written here).
+#[test]
+fn npm_preset_asks_the_real_npm() {
+    const TEST: &str = "npm_preset_asks_the_real_npm";
+    let env = ClientEnv::from_process();
+    let on_path = env
+        .get("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .any(|d| !d.is_empty() && Path::new(d).join("npm").is_file());
+    if !on_path {
+        testkit::not_run(
+            TEST,
+            "npm is not installed here (the fake-client tests cover the preset)",
+        );
+        return;
+    }
+    let list = AllowList::build(&["@npm"]).expect("the real npm's registries");
+    assert!(!list.entries().is_empty());
+    for entry in list.entries() {
+        assert!(
+            matches!(entry, Entry::Host { name, .. } if name.contains('.'))
+                || matches!(entry, Entry::Ip { .. }),
+            "{entry:?}"
+        );
+    }
+    let resolved = list.presets_resolved();
+    assert_eq!(resolved.len(), 1);
+    assert_eq!(resolved[0].0, "@npm");
+    assert!(!resolved[0].1.is_empty());
+}
