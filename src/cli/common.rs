@@ -91,6 +91,14 @@ pub struct ToolArgs {
     /// that exist covered (unreadable).
     #[arg(long = "deny", value_name = "GLOB", value_parser = deny_pattern)]
     pub deny: Vec<String>,
+    /// Let the children of node_process and run_command reach ENTRY, and nothing else,
+    /// through the server's own proxy (repeatable): HOST, HOST:PORT, *.DOMAIN,
+    /// *.DOMAIN:PORT, an IP literal with or without a port, or a preset (@npm, @crates,
+    /// @pypi, @github: the hosts that client is configured to use). No port means 443 and
+    /// 80. The policy is on with --sandbox or --allow-net; without both, children keep the
+    /// host's network.
+    #[arg(long = "allow-net", value_name = "ENTRY")]
+    pub allow_net: Vec<String>,
     /// Keep this server dumpable: debuggers, core dumps and other processes of the same user
     /// may then read its memory, environment and `/proc/<pid>/fd` (children started without
     /// --sandbox included). Off by default; for debugging and for tests that inspect the
@@ -188,7 +196,61 @@ fn existing_path(path: &str) -> Result<PathBuf, String> {
     std::fs::canonicalize(path).map_err(|e| format!("{path}: {e}"))
 }
 
+/// What the registries of one server share: the bound on concurrent runs and the network
+/// policy (one proxy and one children's loopback per server).
+#[derive(Clone, Debug)]
+pub struct Shared {
+    /// The run slots.
+    pub slots: std::sync::Arc<confine_nodeexec::RunSlots>,
+    /// The network policy, while it is on.
+    pub network: Option<std::sync::Arc<confine_tools::NetworkPolicy>>,
+}
+
+/// The variable that makes the network policy use a weaker mechanism than the best this
+/// system offers (`user-namespace` or `landlock`; for tests and diagnosis: it can never make
+/// the policy stronger than the system allows, nor turn it off).
+pub const NETWORK_MECHANISM_VAR: &str = "CONFINE_NETWORK_MECHANISM";
+
 impl ToolArgs {
+    /// Whether the network policy is on (`--sandbox` or `--allow-net`).
+    pub fn network_policy_on(&self) -> bool {
+        self.sandbox || !self.allow_net.is_empty()
+    }
+
+    /// The allow list of `--allow-net` (presets asked of their clients now): a usage error
+    /// naming the entry when one is malformed or a preset cannot be read.
+    pub fn allow_list(&self) -> Result<confine_netpolicy::AllowList, ExitCode> {
+        confine_netpolicy::AllowList::build(&self.allow_net).map_err(|e| usage(&e.to_string()))
+    }
+
+    /// The strongest network mechanism allowed ([`NETWORK_MECHANISM_VAR`]).
+    pub fn network_mechanism() -> Result<confine_nodeexec::NetworkMechanism, ExitCode> {
+        use confine_nodeexec::NetworkMechanism;
+        match std::env::var(NETWORK_MECHANISM_VAR).as_deref() {
+            Err(_) | Ok("") | Ok("namespace") => Ok(NetworkMechanism::Namespace),
+            Ok("user-namespace") => Ok(NetworkMechanism::UserNamespace),
+            Ok("landlock") => Ok(NetworkMechanism::Landlock),
+            Ok(other) => Err(usage(&format!(
+                "{NETWORK_MECHANISM_VAR}={other:?}: not namespace, user-namespace or landlock"
+            ))),
+        }
+    }
+
+    /// The network policy these flags ask for, started (its proxy serving), or `None` when
+    /// it is off.
+    pub fn network_policy(
+        &self,
+    ) -> Result<Option<std::sync::Arc<confine_tools::NetworkPolicy>>, ExitCode> {
+        if !self.network_policy_on() {
+            return Ok(None);
+        }
+        let allow = self.allow_list()?;
+        let strongest = Self::network_mechanism()?;
+        Ok(Some(std::sync::Arc::new(
+            confine_tools::NetworkPolicy::start(allow, strongest),
+        )))
+    }
+
     /// The protected paths these flags ask for: a usage error when there are too many.
     pub fn protected(&self) -> Result<confine_tools::ProtectedPaths, ExitCode> {
         confine_tools::ProtectedPaths::new(!self.unprotect_defaults, &self.protect)
@@ -250,13 +312,22 @@ impl ToolArgs {
         self.registry_sharing(None)
     }
 
-    /// [`ToolArgs::registry`], whose process tools take their run slots from `slots` when
-    /// given: the registries of one HTTP server (one per session) share one bound on
-    /// concurrent runs.
-    pub fn registry_sharing(
-        &self,
-        slots: Option<std::sync::Arc<confine_nodeexec::RunSlots>>,
-    ) -> Result<ToolRegistry, ExitCode> {
+    /// What the registries of one server share, made now: the run slots and the network
+    /// policy (started).
+    pub fn shared(&self) -> Result<Shared, ExitCode> {
+        Ok(Shared {
+            slots: std::sync::Arc::new(match self.max_processes {
+                Some(n) => confine_nodeexec::RunSlots::new(n as usize),
+                None => confine_nodeexec::RunSlots::default(),
+            }),
+            network: self.network_policy()?,
+        })
+    }
+
+    /// [`ToolArgs::registry`], whose process tools take their run slots and network policy
+    /// from `shared` when given: the registries of one HTTP server (one per session) share
+    /// one bound on concurrent runs, one proxy and one children's loopback.
+    pub fn registry_sharing(&self, shared: Option<&Shared>) -> Result<ToolRegistry, ExitCode> {
         let names: Vec<String> = match (&self.tools, self.read_only) {
             (None, false) => {
                 let mut names: Vec<String> = confine_tools::WORKSPACE_TOOLS
@@ -301,8 +372,12 @@ impl ToolArgs {
             }
         };
         let mut options = self.node_options();
-        if slots.is_some() {
-            options.slots = slots;
+        match shared {
+            Some(shared) => {
+                options.slots = Some(shared.slots.clone());
+                options.network = shared.network.clone();
+            }
+            None => options.network = self.network_policy()?,
         }
         options.protected = std::sync::Arc::new(self.protected()?);
         options.denied = std::sync::Arc::new(self.denied()?);

@@ -52,6 +52,10 @@ pub struct Args {
     /// Also deny paths matching GLOB, as for `mcp` and `call` (shown in the report).
     #[arg(long = "deny", value_name = "GLOB", value_parser = super::common::deny_pattern)]
     pub deny: Vec<String>,
+    /// Also allow ENTRY through the network policy's proxy, as for `mcp` and `call` (each
+    /// preset is shown with the hosts its client named).
+    #[arg(long = "allow-net", value_name = "ENTRY")]
+    pub allow_net: Vec<String>,
 }
 
 /// The denied-path probe: read the scratch workspace's denied file, its text or error code.
@@ -100,6 +104,8 @@ struct Report {
     denied: Vec<String>,
     /// Whether a sandboxed child found a denied file covered.
     denied_check: Value,
+    /// The network policy's mechanism here, the allow list and the presets resolved.
+    network: Value,
 }
 
 /// Run the subcommand.
@@ -124,8 +130,17 @@ pub fn run(args: Args) -> ExitCode {
         Ok(list) => list,
         Err(e) => return super::common::usage(&format!("--deny: {e}")),
     };
+    let allow = match confine_netpolicy::AllowList::build(&args.allow_net) {
+        Ok(allow) => allow,
+        Err(e) => return super::common::usage(&e.to_string()),
+    };
+    let strongest = match super::common::ToolArgs::network_mechanism() {
+        Ok(strongest) => strongest,
+        Err(code) => return code,
+    };
     let mut report = runtime.block_on(examine(&args, scratch.path(), protected));
     report.denied = denied.patterns().to_vec();
+    report.network = network_report(&args.allow_net, allow, strongest);
     if args.json {
         println!("{}", report.to_json());
     } else {
@@ -196,6 +211,7 @@ async fn examine(args: &Args, scratch: &Path, protected: confine_tools::Protecte
         protected_check,
         denied: Vec::new(),
         denied_check,
+        network: Value::Null,
     }
 }
 
@@ -362,6 +378,7 @@ impl Report {
                 "patterns": self.denied,
                 "check": self.denied_check,
             },
+            "network": self.network,
         })
     }
 
@@ -373,7 +390,7 @@ impl Report {
         };
         let sandbox = match &self.rules {
             Ok(rules) => format!(
-                "usable: rules of Landlock ABI {}; no TCP bind or connect{}{}; \
+                "usable: rules of Landlock ABI {}; network only through the proxy (below){}{}; \
                  {} GiB of address space, {} open files, no capabilities\n\
                  sandbox read:  {}, and the program's own /proc/<pid>\n\
                  sandbox write: {}\n\
@@ -381,7 +398,8 @@ impl Report {
                  unix sockets:  {}",
                 rules.abi(),
                 if rules.refuses_ip_sockets() {
-                    ", no socket of any family (no UDP, no Unix socket; Unix stream pairs only)"
+                    ", no socket but TCP (and UDP on its own loopback): no raw, packet, \
+                     netlink or Unix socket (Unix stream pairs only)"
                 } else {
                     ""
                 },
@@ -525,6 +543,45 @@ impl Report {
                 .to_owned(),
             (true, other) => format!("FAILED: a denied file in a scratch workspace: {other:?}"),
         };
+        let network = &self.network;
+        let mechanism = match (
+            network["mechanism"].as_str(),
+            network["unavailable"].as_str(),
+        ) {
+            (Some(m), _) => format!(
+                "{m}: with --sandbox or --allow-net, children reach the network only through \
+                 the server's proxy, to the --allow-net entries"
+            ),
+            (None, why) => format!(
+                "unavailable ({}): calls under --sandbox or --allow-net fail with \
+                 NETWORK_POLICY_UNAVAILABLE",
+                why.unwrap_or("no mechanism")
+            ),
+        };
+        let mut allowed: Vec<String> = Vec::new();
+        for entry in network["entries"].as_array().into_iter().flatten() {
+            let entry = entry.as_str().unwrap_or_default();
+            let hosts = network["presets"].as_array().and_then(|ps| {
+                ps.iter()
+                    .find(|p| p["preset"] == entry)
+                    .map(|p| p["hosts"].clone())
+            });
+            allowed.push(match hosts {
+                Some(Value::Array(hosts)) => format!(
+                    "{entry} ({})",
+                    hosts
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => entry.to_owned(),
+            });
+        }
+        let allowed = match allowed.is_empty() {
+            true => "no host (no --allow-net)".to_owned(),
+            false => allowed.join(", "),
+        };
         format!(
             "landlock:      {landlock}\n\
              sandbox:       {sandbox}\n\
@@ -535,10 +592,35 @@ impl Report {
              protected:     {protected}\n\
              read-only:     {children}\n\
              denied:        {denied}\n\
-             covered:       {covered}\n",
+             covered:       {covered}\n\
+             network:       {mechanism}\n\
+             allowed:       {allowed}\n",
             check_text = sandbox_check_text,
         )
     }
+}
+
+/// The network policy as `--sandbox` or `--allow-net` would make it here: the mechanism (or
+/// why none works), the proxy's address as children reach it, the entries, and what each
+/// preset resolved to.
+fn network_report(
+    entries: &[String],
+    allow: confine_netpolicy::AllowList,
+    strongest: confine_nodeexec::NetworkMechanism,
+) -> Value {
+    let presets: Vec<Value> = allow
+        .presets_resolved()
+        .into_iter()
+        .map(|(name, hosts)| json!({"preset": name, "hosts": hosts}))
+        .collect();
+    let policy = confine_tools::NetworkPolicy::start(allow, strongest);
+    json!({
+        "mechanism": policy.mechanism().map(|m| m.describe()),
+        "unavailable": policy.unavailable(),
+        "ownLoopback": policy.mechanism().map(|m| m != confine_nodeexec::NetworkMechanism::Landlock),
+        "entries": entries,
+        "presets": presets,
+    })
 }
 
 /// The metadata policy, in words.

@@ -30,6 +30,8 @@ pub(crate) struct Children {
     slots: Arc<confine_nodeexec::RunSlots>,
     /// Keep the embedder's session and privileges (the embedder's opt-out).
     keep_privileges: bool,
+    /// The network policy, while it is on.
+    network: Option<Arc<crate::NetworkPolicy>>,
 }
 
 /// The tool's error token for each way a run can fail (a cancellation is never a token).
@@ -67,6 +69,7 @@ impl Children {
             denied: options.denied.clone(),
             slots: options.slots.clone().unwrap_or_default(),
             keep_privileges: options.keep_privileges,
+            network: options.network.clone(),
         }
     }
 
@@ -120,14 +123,35 @@ impl Children {
         cmd
     }
 
-    /// Add the sandbox's rules to `cmd` when the embedder asked for the sandbox:
-    /// `NODE_SANDBOX_UNAVAILABLE` where the kernel cannot enforce them, else `start_failed`
-    /// when they cannot be built.
+    /// Add the network policy and the sandbox's rules to `cmd` where the embedder asked for
+    /// them: `NETWORK_POLICY_UNAVAILABLE` where no mechanism enforces the policy,
+    /// `NODE_SANDBOX_UNAVAILABLE` where the kernel cannot enforce the sandbox, else
+    /// `start_failed` when its rules cannot be built. Returns the run's share of the network
+    /// policy (its decisions go into the record).
     pub(crate) fn confine(
         &self,
         cmd: &mut confine_nodeexec::Command,
         start_failed: ErrorKind,
-    ) -> Result<(), CallError> {
+    ) -> Result<Option<crate::network::RunNetwork>, CallError> {
+        let network = match &self.network {
+            None => None,
+            Some(policy) => match policy.run() {
+                Some(run) => Some(run),
+                None => {
+                    return Err(CallError::Failed(ToolError::failed(
+                        ErrorKind::NetworkPolicyUnavailable,
+                    )));
+                }
+            },
+        };
+        if let Some(run) = &network {
+            for (name, value) in run.ticket.env() {
+                cmd.env(name, value);
+            }
+            if self.sandbox.is_none() {
+                cmd.network(&run.network);
+            }
+        }
         if let Some(sandbox) = &self.sandbox {
             // The protected paths that exist now, read-only for the child (a mount namespace
             // of its own; where none can be made the start is NODE_SANDBOX_UNAVAILABLE).
@@ -147,6 +171,10 @@ impl Children {
             // walks found beneath its descriptor.
             let root = self.root.canonical();
             let mut sandbox = sandbox.clone();
+            if let Some(run) = &network {
+                // The sandbox then adds the network to the command itself.
+                sandbox.network(&run.network);
+            }
             for rel in existing {
                 sandbox.read_only(root.join(rel));
             }
@@ -164,7 +192,7 @@ impl Children {
             })?;
             cmd.sandbox(&rules);
         }
-        Ok(())
+        Ok(network)
     }
 }
 
@@ -177,6 +205,7 @@ impl RunErrors {
             ExecErrorKind::StartFailed => self.start,
             // Found only at the start (read-only paths and no mount namespace to be had).
             ExecErrorKind::SandboxUnavailable => ErrorKind::NodeSandboxUnavailable,
+            ExecErrorKind::NetworkPolicyUnavailable => ErrorKind::NetworkPolicyUnavailable,
             ExecErrorKind::OutputFailed => self.output,
             _ => self.other,
         };

@@ -182,6 +182,9 @@ kinds! {
     /// The path is denied (it, a directory above it, or where a symlink leads matches the
     /// embedder's deny list): no tool reads, changes or lists it.
     PathDenied => "PATH_DENIED",
+    /// The network policy is on (`--sandbox` or `--allow-net`) and no mechanism of this
+    /// system can enforce it: nothing runs.
+    NetworkPolicyUnavailable => "NETWORK_POLICY_UNAVAILABLE",
 }
 
 impl fmt::Display for ErrorKind {
@@ -473,6 +476,7 @@ mod tests {
             "INVALID_READ_MEDIA_INPUT",
             "FILE_NOT_MEDIA",
             "PATH_DENIED",
+            "NETWORK_POLICY_UNAVAILABLE",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);

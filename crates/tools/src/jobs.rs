@@ -89,6 +89,8 @@ struct Job {
     stop: CancellationToken,
     /// `None` while running.
     end: watch::Sender<Option<Ended>>,
+    /// Its share of the network policy, while the policy is on (set once, at its start).
+    network: std::sync::OnceLock<crate::network::RunNetwork>,
 }
 
 impl Job {
@@ -122,6 +124,10 @@ impl Job {
             stdout_dropped: taken.stdout_dropped,
             stderr_dropped: taken.stderr_dropped,
             duration_ms: millis(duration),
+            network: self
+                .network
+                .get()
+                .map(crate::network::RunNetwork::decisions),
         }
     }
 }
@@ -178,6 +184,7 @@ impl JobTable {
             unread: confine_nodeexec::Unread::new(UNREAD_BYTES),
             stop: CancellationToken::new(),
             end: watch::Sender::new(None),
+            network: std::sync::OnceLock::new(),
         });
         state.jobs.push(job.clone());
         Ok(job)
@@ -216,13 +223,25 @@ impl JobTable {
         command: &str,
         build: impl FnOnce(
             &confine_nodeexec::Unread,
-        ) -> Result<(confine_nodeexec::Command, T), CallError>,
+        ) -> Result<
+            (
+                confine_nodeexec::Command,
+                T,
+                Option<crate::network::RunNetwork>,
+            ),
+            CallError,
+        >,
         start_errors: impl Fn(confine_nodeexec::Error) -> CallError + Send + 'static,
         cancel: &CancellationToken,
     ) -> Result<JobStarted, CallError> {
         let job = self.admit(command)?;
         let (cmd, keep) = match build(&job.unread) {
-            Ok(built) => built,
+            Ok((cmd, keep, network)) => {
+                if let Some(network) = network {
+                    let _ = job.network.set(network);
+                }
+                (cmd, keep)
+            }
             Err(e) => {
                 self.forget(&job);
                 return Err(e);
@@ -340,6 +359,11 @@ pub struct JobOutput {
     pub stderr_dropped: u64,
     /// Milliseconds since it started (to its end, once ended).
     pub duration_ms: u64,
+    /// While the network policy is on: the proxy's decisions about this job's requests so
+    /// far, one per distinct host and port in the order first asked (at most 100); absent
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<Vec<confine_netpolicy::Decision>>,
 }
 
 /// The arguments of `job_output`.

@@ -140,6 +140,10 @@ pub struct RunCommandOutput {
     pub timed_out: bool,
     /// Milliseconds from the start to the end of the run.
     pub duration_ms: u64,
+    /// While the network policy is on: the proxy's decisions about this run's requests, one
+    /// per distinct host and port in the order first asked (at most 100); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<Vec<confine_netpolicy::Decision>>,
 }
 
 /// Validated arguments.
@@ -217,10 +221,10 @@ impl RunCommandTool {
         let build = |unread: &confine_nodeexec::Unread| {
             let tmp = RunTmp::create(self.children.root_arc())
                 .map_err(|e| failed(ErrorKind::RunCommandFailed).with_source(e))?;
-            let mut cmd = self.command(&run, &tmp)?;
+            let (mut cmd, network) = self.command(&run, &tmp)?;
             // The outcome's own capture is not read for a job: only the unread rings are.
             cmd.output_cap(0).output_tail(0).unread(unread);
-            Ok((cmd, tmp))
+            Ok((cmd, tmp, network))
         };
         self.jobs
             .start(&run.command, build, |e| RUN_ERRORS.of(e), cancel)
@@ -236,7 +240,13 @@ impl RunCommandTool {
         &self,
         run: &CommandRun,
         tmp: &RunTmp,
-    ) -> Result<confine_nodeexec::Command, CallError> {
+    ) -> Result<
+        (
+            confine_nodeexec::Command,
+            Option<crate::network::RunNetwork>,
+        ),
+        CallError,
+    > {
         let mut cmd = self.children.command(SHELL.as_ref());
         cmd.arg("-c")
             .arg(&run.command)
@@ -247,9 +257,10 @@ impl RunCommandTool {
             cmd.inherit_env(name);
         }
         cmd.env("TMPDIR", self.children.root().canonical().join(tmp.name()));
-        self.children
+        let network = self
+            .children
             .confine(&mut cmd, ErrorKind::RunCommandStartFailed)?;
-        Ok(cmd)
+        Ok((cmd, network))
     }
 
     /// Run validated arguments.
@@ -263,7 +274,7 @@ impl RunCommandTool {
         let _slot = self.children.admit(cancel).await?;
         let tmp = RunTmp::create(self.children.root_arc())
             .map_err(|e| failed(ErrorKind::RunCommandFailed).with_source(e))?;
-        let mut cmd = self.command(&run, &tmp)?;
+        let (mut cmd, network) = self.command(&run, &tmp)?;
         let start = Instant::now();
         let result = match current_sink() {
             None => cmd.run(cancel).await,
@@ -306,6 +317,7 @@ impl RunCommandTool {
             stdout_truncated: outcome.stdout.truncated,
             stderr_truncated: outcome.stderr.truncated,
             timed_out,
+            network: network.as_ref().map(crate::network::RunNetwork::decisions),
         })
     }
 }

@@ -466,14 +466,15 @@ pub fn run(tools: &ToolArgs, http: &HttpArgs, addr: SocketAddr, setting: Setting
         Ok(plan) => plan,
         Err(code) => return code,
     };
-    // One bound on concurrent runs for every registry of this server.
-    let slots = Arc::new(match tools.max_processes {
-        Some(n) => confine_nodeexec::RunSlots::new(n as usize),
-        None => confine_nodeexec::RunSlots::default(),
-    });
+    // One bound on concurrent runs, one proxy and one children's loopback for every
+    // registry of this server.
+    let shared_parts = match tools.shared() {
+        Ok(shared) => shared,
+        Err(code) => return code,
+    };
     // The shared registry (stateless requests), built now so that a root that cannot be used
     // is exit 2 before anything listens.
-    let shared = match tools.registry_sharing(Some(slots.clone())) {
+    let shared = match tools.registry_sharing(Some(&shared_parts)) {
         Ok(registry) => registry,
         Err(code) => return code,
     };
@@ -487,7 +488,7 @@ pub fn run(tools: &ToolArgs, http: &HttpArgs, addr: SocketAddr, setting: Setting
         Ok(rt) => rt,
         Err(_) => return usage("cannot start the async runtime"),
     };
-    let code = runtime.block_on(serve(tools.clone(), plan, setting, shared, slots));
+    let code = runtime.block_on(serve(tools.clone(), plan, setting, shared, shared_parts));
     runtime.shutdown_timeout(Duration::from_millis(100));
     code
 }
@@ -497,7 +498,7 @@ async fn serve(
     plan: Plan,
     setting: Setting,
     shared: confine_tools::ToolRegistry,
-    slots: Arc<confine_nodeexec::RunSlots>,
+    shared_parts: super::super::common::Shared,
 ) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(plan.addr).await {
         Ok(listener) => listener,
@@ -527,7 +528,7 @@ async fn serve(
                 return Ok(shared.clone());
             }
             let registry = tools
-                .registry_sharing(Some(slots.clone()))
+                .registry_sharing(Some(&shared_parts))
                 .map_err(|_| std::io::Error::other("the workspace root cannot be used"))?;
             Ok(ConfineServer::new(registry, setting)
                 .with_lifetime(shutdown.child_token(), alive.clone()))

@@ -122,6 +122,11 @@ pub struct NodeProcessOptions {
     /// [`sandbox`](Self::sandbox) the children of `node_process` and `run_command` find those
     /// that exist at a run's start covered (see `docs/SECURITY.md`).
     pub denied: Arc<crate::DeniedPaths>,
+    /// The network policy (default: none, the children keep the host's network): while
+    /// set, the children of `node_process` and `run_command` reach the network only through
+    /// its proxy, and their records gain `network` (see [`crate::NetworkPolicy`]). Where it
+    /// is unavailable a call fails with `NETWORK_POLICY_UNAVAILABLE` and nothing runs.
+    pub network: Option<Arc<crate::NetworkPolicy>>,
 }
 
 /// The arguments of `node_process`.
@@ -156,6 +161,10 @@ pub struct NodeOutput {
     pub stderr_truncated: bool,
     /// Always false: a timeout is the error `NODE_PROCESS_TIMEOUT`.
     pub timed_out: bool,
+    /// While the network policy is on: the proxy's decisions about this run's requests, one
+    /// per distinct host and port in the order first asked (at most 100); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<Vec<confine_netpolicy::Decision>>,
 }
 
 /// Validated arguments.
@@ -203,7 +212,13 @@ impl NodeProcessTool {
         script: &Script<'_>,
         readable: &File,
         arguments: &[String],
-    ) -> Result<confine_nodeexec::Command, CallError> {
+    ) -> Result<
+        (
+            confine_nodeexec::Command,
+            Option<crate::network::RunNetwork>,
+        ),
+        CallError,
+    > {
         let mut cmd = self.children.command(&self.node);
         cmd.arg("--eval")
             .arg(loader(script.name()))
@@ -213,9 +228,10 @@ impl NodeProcessTool {
             .output_cap(OUTPUT_CAP);
         cmd.pass_fd(readable, SCRIPT_FD)
             .map_err(|e| failed(ErrorKind::NodeProcessStartFailed).with_source(e))?;
-        self.children
+        let network = self
+            .children
             .confine(&mut cmd, ErrorKind::NodeProcessStartFailed)?;
-        Ok(cmd)
+        Ok((cmd, network))
     }
 
     /// Run validated arguments.
@@ -236,7 +252,7 @@ impl NodeProcessTool {
         .await?;
         let readable = script.open_checked()?;
         root.verify()?;
-        let cmd = self.command(&script, &readable, &run.arguments)?;
+        let (cmd, network) = self.command(&script, &readable, &run.arguments)?;
         drop(readable);
 
         let result = cmd.run(cancel).await;
@@ -251,6 +267,7 @@ impl NodeProcessTool {
             stdout_truncated: outcome.stdout.truncated,
             stderr_truncated: outcome.stderr.truncated,
             timed_out: false,
+            network: network.as_ref().map(crate::network::RunNetwork::decisions),
         })
     }
 }
@@ -333,10 +350,24 @@ mod tests {
             stdout_truncated: false,
             stderr_truncated: true,
             timed_out: false,
+            network: None,
         };
         assert_eq!(
             serde_json::to_value(&out).unwrap().to_string(),
             r#"{"exitCode":0,"signal":null,"stdout":"o","stderr":"e","stdoutTruncated":false,"stderrTruncated":true,"timedOut":false}"#
+        );
+        // While the network policy is on, the decisions come last.
+        let mut out = out;
+        out.network = Some(vec![confine_netpolicy::Decision {
+            host: "h.example".into(),
+            port: 443,
+            allowed: false,
+            reason: Some("not on the allow list".into()),
+        }]);
+        let text = serde_json::to_value(&out).unwrap().to_string();
+        assert!(
+            text.ends_with(r#""timedOut":false,"network":[{"host":"h.example","port":443,"allowed":false,"reason":"not on the allow list"}]}"#),
+            "{text}"
         );
     }
 }

@@ -1,0 +1,140 @@
+//! The network policy of a tool set's children: while it is on, the children of
+//! `node_process` and `run_command` (and background jobs) reach the network only through a
+//! proxy of the server's own, to the hosts the embedder listed.
+//!
+//! [`NetworkPolicy::start`] makes, once per tool set (a server), the children's network
+//! ([`confine_nodeexec::Network`]: a network namespace whose only way out is the proxy, or
+//! Landlock TCP rules) and serves the proxy ([`confine_netpolicy::Proxy`]) on the listener it
+//! gives. Each run gets a ticket of its own: the proxy's variables (with the ticket's token)
+//! in its environment, and the proxy's decisions about that run's requests in its record,
+//! `network: [{host, port, allowed, reason?}]`. Where no mechanism works the policy still
+//! exists, unavailable: every call under it fails with `NETWORK_POLICY_UNAVAILABLE` and
+//! nothing runs (never a child with the host's network in its place).
+
+use confine_netpolicy::{AllowList, Decision, Proxy, ProxyOptions, Ticket};
+use confine_nodeexec::{Network, NetworkMechanism};
+
+/// The network policy of one tool set (share it in an `Arc` between the tools of a server).
+///
+/// The proxy runs on a runtime of the policy's own (one worker thread, `confine-proxy`), so
+/// an embedder needs none and its own runtime's load never delays a child's request.
+pub struct NetworkPolicy {
+    state: Result<Live, String>,
+    allow: AllowList,
+    /// The proxy's runtime: shut down (in the background, so the policy may be dropped
+    /// anywhere, an async task included) after the proxy has been dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for NetworkPolicy {
+    fn drop(&mut self) {
+        // The proxy first (its listener and tunnels closed), then its runtime.
+        self.state = Err(String::new());
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+struct Live {
+    network: Network,
+    proxy: Proxy,
+}
+
+impl std::fmt::Debug for NetworkPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetworkPolicy")
+            .field("mechanism", &self.mechanism())
+            .field("allow", &self.allow)
+            .finish()
+    }
+}
+
+/// One run's share of the policy: what its command needs, and its decisions afterwards.
+#[derive(Clone, Debug)]
+pub(crate) struct RunNetwork {
+    pub network: Network,
+    pub ticket: Ticket,
+}
+
+impl NetworkPolicy {
+    /// Make the children's network with the strongest mechanism allowed, no stronger than
+    /// `strongest`, and serve the proxy for `allow` on it. Never fails: where no mechanism
+    /// works (or the proxy's runtime cannot start) the policy is unavailable (see
+    /// [`NetworkPolicy::unavailable`]).
+    pub fn start(allow: AllowList, strongest: NetworkMechanism) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("confine-proxy")
+            .enable_all()
+            .build();
+        let runtime = match runtime {
+            Ok(runtime) => runtime,
+            Err(e) => {
+                let why = format!("the proxy's runtime could not start: {e}");
+                tracing::warn!("the network policy is unavailable: {why}");
+                return Self {
+                    state: Err(why),
+                    allow,
+                    runtime: None,
+                };
+            }
+        };
+        let entered = runtime.enter();
+        let state = Network::new(strongest)
+            .map_err(|e| {
+                let why = std::error::Error::source(&e).map(ToString::to_string);
+                why.unwrap_or_else(|| e.to_string())
+            })
+            .and_then(|(network, listener)| {
+                Proxy::start(listener, allow.clone(), ProxyOptions::default())
+                    .map(|proxy| Live { network, proxy })
+                    .map_err(|e| format!("the proxy could not start: {e}"))
+            });
+        drop(entered);
+        if let Err(why) = &state {
+            tracing::warn!("the network policy is unavailable: {why}");
+        }
+        Self {
+            state,
+            allow,
+            runtime: Some(runtime),
+        }
+    }
+
+    /// The mechanism in use; `None` when the policy is unavailable.
+    pub fn mechanism(&self) -> Option<NetworkMechanism> {
+        self.state.as_ref().ok().map(|l| l.network.mechanism())
+    }
+
+    /// Why no mechanism works here (for `confine doctor`), when the policy is unavailable.
+    pub fn unavailable(&self) -> Option<&str> {
+        self.state.as_ref().err().map(String::as_str)
+    }
+
+    /// The allow list.
+    pub fn allow_list(&self) -> &AllowList {
+        &self.allow
+    }
+
+    /// The proxy's address as a child reaches it.
+    pub fn proxy_addr(&self) -> Option<std::net::SocketAddr> {
+        self.state.as_ref().ok().map(|l| l.network.proxy_addr())
+    }
+
+    /// A run's network and ticket; `None` when the policy is unavailable.
+    pub(crate) fn run(&self) -> Option<RunNetwork> {
+        let live = self.state.as_ref().ok()?;
+        Some(RunNetwork {
+            network: live.network.clone(),
+            ticket: live.proxy.ticket(),
+        })
+    }
+}
+
+impl RunNetwork {
+    /// The decisions so far, for a record.
+    pub(crate) fn decisions(&self) -> Vec<Decision> {
+        self.ticket.decisions()
+    }
+}
