@@ -138,3 +138,82 @@ impl RunNetwork {
         self.ticket.decisions()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    impl NetworkPolicy {
+        /// A policy whose mechanism failed, as on a system with neither namespaces nor
+        /// Landlock (which this machine is not).
+        fn unavailable_for_tests() -> Self {
+            Self {
+                state: Err("no mechanism (test)".into()),
+                allow: AllowList::empty(),
+                runtime: None,
+            }
+        }
+    }
+
+    /// Under an unavailable policy both process tools fail with the token and run nothing.
+    #[test]
+    fn an_unavailable_policy_runs_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = crate::NodeProcessOptions {
+            commands: Some(crate::RunCommandOptions::default()),
+            network: Some(Arc::new(NetworkPolicy::unavailable_for_tests())),
+            ..Default::default()
+        };
+        let registry = crate::create_selected_tools(
+            tmp.path(),
+            options,
+            &["run_command".to_owned(), "node_process".to_owned()],
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        for (name, arguments) in [
+            ("run_command", r#"{"command":"touch ran"}"#),
+            (
+                "node_process",
+                r#"{"source":"require('fs').writeFileSync('ran', '')"}"#,
+            ),
+        ] {
+            let call = crate::ToolCall {
+                id: "1".into(),
+                name: name.into(),
+                arguments: serde_json::value::RawValue::from_string(arguments.into()).unwrap(),
+            };
+            let (record, is_error) = rt
+                .block_on(crate::execute_tool_call_record(&registry, &call, &cancel))
+                .unwrap();
+            assert!(is_error);
+            let record = serde_json::to_value(&record).unwrap();
+            assert_eq!(
+                record,
+                serde_json::json!({"error": {"code": "TOOL_EXECUTION_FAILED",
+                    "message": "NETWORK_POLICY_UNAVAILABLE"}})
+            );
+            assert!(!tmp.path().join("ran").exists());
+        }
+    }
+
+    #[test]
+    fn a_started_policy_names_its_mechanism_and_gives_tickets() {
+        let policy = NetworkPolicy::start(AllowList::empty(), NetworkMechanism::Namespace);
+        assert!(policy.unavailable().is_none(), "{:?}", policy.unavailable());
+        assert!(policy.mechanism().is_some());
+        let run = policy.run().unwrap();
+        assert!(run.decisions().is_empty());
+        assert!(run.ticket.env().iter().any(|(k, _)| k == "HTTPS_PROXY"));
+        // Dropped inside an async task: the proxy's runtime shuts down in the background.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async move { drop(policy) });
+    }
+}
