@@ -32,7 +32,7 @@ pub struct ProxyOptions {
     /// Default 16 KiB.
     pub max_head: usize,
     /// A tunnel with no byte in either direction for this long is closed (and a client that
-    /// sends no byte of its head for this long). Default 5 minutes.
+    /// has not sent its whole head within this long). Default 5 minutes.
     pub idle: Duration,
 }
 

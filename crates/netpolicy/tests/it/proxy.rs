@@ -590,3 +590,27 @@ fn options_default_to_the_contracts_bounds() {
     assert_eq!(o.max_head, 16 * 1024);
     assert_eq!(o.idle, Duration::from_secs(300));
 }
+
+/// A head that does not arrive whole within the idle bound: the connection is closed,
+/// unanswered, and nothing was reached.
+#[tokio::test]
+async fn head_not_whole_within_idle_is_dropped() {
+    let (listener, port) = target().await;
+    let short = ProxyOptions {
+        idle: Duration::from_millis(300),
+        ..ProxyOptions::default()
+    };
+    let proxy = start(&[format!("127.0.0.1:{port}")], short);
+    let mut client = connect(&proxy).await;
+    client
+        .write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(PATIENCE, client.read_to_end(&mut answer))
+        .await
+        .expect("closed within the test's patience")
+        .unwrap();
+    assert!(answer.is_empty(), "{answer:?}");
+    assert_untouched(&listener).await;
+}
