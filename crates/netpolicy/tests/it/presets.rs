@@ -387,3 +387,24 @@ fn client_that_hangs_is_stopped_at_its_time_bound() {
     // The contract's own bound, with a generous margin.
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
 }
+
+/// The list may be built inside the embedder's runtime (either flavour) as well as outside.
+#[test]
+fn presets_resolve_inside_a_runtime() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = fake_env(tmp.path());
+    fake_client(tmp.path(), "npm", FAKE_NPM);
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    for rt in [current, multi] {
+        let list = rt.block_on(async { AllowList::build_with_env(&["@npm"], &env).unwrap() });
+        assert!(list.allows("registry.example.test", 443));
+    }
+}
