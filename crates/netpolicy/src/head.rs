@@ -41,9 +41,10 @@ pub(crate) enum HeadError {
     Gone,
 }
 
-/// Reads one head of at most `max` bytes (the blank line included), each read waiting at most
-/// `idle`. Never reads past `max` bytes in all, so a head of `max` bytes is accepted and one
-/// of `max + 1` is [`HeadError::TooLarge`].
+/// Reads one head of at most `max` bytes (the blank line included), the whole head within
+/// `idle` (a client that trickles its head a byte at a time holds its connection no longer).
+/// Never reads past `max` bytes in all, so a head of `max` bytes is accepted and one of
+/// `max + 1` is [`HeadError::TooLarge`].
 pub(crate) async fn read_head(
     stream: &mut TcpStream,
     max: usize,
@@ -51,13 +52,14 @@ pub(crate) async fn read_head(
 ) -> Result<Head, HeadError> {
     let mut buf: Vec<u8> = Vec::with_capacity(max.min(4096));
     let mut chunk = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + idle;
     // Each pass reads at least one byte or ends, so there are at most `max` passes.
     loop {
         let room = (max - buf.len()).min(chunk.len());
         if room == 0 {
             return Err(HeadError::TooLarge);
         }
-        let n = match tokio::time::timeout(idle, stream.read(&mut chunk[..room])).await {
+        let n = match tokio::time::timeout_at(deadline, stream.read(&mut chunk[..room])).await {
             Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return Err(HeadError::Gone),
             Ok(Ok(n)) => n,
         };

@@ -17,6 +17,8 @@ use crate::ticket::{Decision, Registry, Ticket};
 
 /// How long resolving a name, connecting to a target or writing a refusal may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a refused connection is drained before it is closed.
+const LINGER: Duration = Duration::from_secs(1);
 /// How many resolved addresses are looked at (each is checked; the first that connects wins).
 const MAX_ADDRESSES: usize = 32;
 /// The buffer of each direction of a tunnel.
@@ -32,7 +34,7 @@ pub struct ProxyOptions {
     /// Default 16 KiB.
     pub max_head: usize,
     /// A tunnel with no byte in either direction for this long is closed (and a client that
-    /// sends no byte of its head for this long). Default 5 minutes.
+    /// has not sent its whole head within this long). Default 5 minutes.
     pub idle: Duration,
 }
 
@@ -177,11 +179,29 @@ fn response(status: u16, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Writes the answer and closes, lingering a little: what the client still sends (the rest of
+/// an over-long head) is read and dropped for at most a second or 64 KiB, so that closing with
+/// unread input does not reset the connection before the client has read the answer.
 async fn answer(stream: &mut TcpStream, status: u16, body: &str) {
     let bytes = response(status, body);
-    let _ = tokio::time::timeout(STEP_TIMEOUT, async {
+    let written = tokio::time::timeout(STEP_TIMEOUT, async {
         stream.write_all(&bytes).await?;
         stream.shutdown().await
+    })
+    .await;
+    if !matches!(written, Ok(Ok(()))) {
+        return;
+    }
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut sink = [0u8; 4096];
+        let mut left = 64 * 1024usize;
+        // Each pass reads at least one byte or ends; at most 64 KiB in all.
+        while left > 0 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
     })
     .await;
 }

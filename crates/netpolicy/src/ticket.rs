@@ -159,3 +159,31 @@ fn random_token() -> String {
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropping_every_clone_forgets_the_token() {
+        let registry = Arc::new(Registry::default());
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let ticket = Ticket::issue(&registry, addr);
+        let token = ticket.token().to_owned();
+        let clone = ticket.clone();
+        drop(ticket);
+        assert!(registry.find(&token).is_some(), "a clone still lives");
+        drop(clone);
+        assert!(registry.find(&token).is_none());
+        assert!(registry.live.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn tokens_are_128_bits_of_hex_and_differ() {
+        let a = random_token();
+        let b = random_token();
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+}

@@ -338,3 +338,73 @@ fn npm_preset_asks_the_real_npm() {
     assert_eq!(resolved[0].0, "@npm");
     assert!(!resolved[0].1.is_empty());
 }
+
+/// A client's output is read up to 1 MiB: a registry printed in exactly 1 MiB is read, one
+/// byte more is refused (not cut).
+#[test]
+fn client_output_is_read_up_to_1_mib() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = fake_env(tmp.path());
+    for (extra, ok) in [(0, true), (1, false)] {
+        // The URL, spaces, a newline: 1 MiB + extra bytes in all.
+        let url = "https://big.example.test/";
+        let pad = (1 << 20) - url.len() - 1 + extra;
+        fake_client(
+            tmp.path(),
+            "npm",
+            &format!(
+                r#"case "$2" in
+get) printf '%s' '{url}'; head -c {pad} /dev/zero | tr '\0' ' '; echo ;;
+list) echo '{{}}' ;;
+esac"#
+            ),
+        );
+        let built = AllowList::build_with_env(&["@npm"], &env);
+        if ok {
+            assert_eq!(built.unwrap().entries(), [host("big.example.test", None)]);
+        } else {
+            let err = built.unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "--allow-net @npm: `npm config get registry` failed"
+            );
+        }
+    }
+}
+
+/// A client that does not finish is killed at its 10 s bound and the preset refused.
+#[test]
+fn client_that_hangs_is_stopped_at_its_time_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = fake_env(tmp.path());
+    fake_client(tmp.path(), "npm", "sleep 120");
+    let started = std::time::Instant::now();
+    let err = AllowList::build_with_env(&["@npm"], &env).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "--allow-net @npm: `npm config get registry` failed"
+    );
+    // The contract's own bound, with a generous margin.
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}
+
+/// The list may be built inside the embedder's runtime (either flavour) as well as outside.
+#[test]
+fn presets_resolve_inside_a_runtime() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = fake_env(tmp.path());
+    fake_client(tmp.path(), "npm", FAKE_NPM);
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    for rt in [current, multi] {
+        let list = rt.block_on(async { AllowList::build_with_env(&["@npm"], &env).unwrap() });
+        assert!(list.allows("registry.example.test", 443));
+    }
+}

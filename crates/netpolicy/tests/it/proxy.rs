@@ -590,3 +590,109 @@ fn options_default_to_the_contracts_bounds() {
     assert_eq!(o.max_head, 16 * 1024);
     assert_eq!(o.idle, Duration::from_secs(300));
 }
+
+/// A head that does not arrive whole within the idle bound: the connection is closed,
+/// unanswered, and nothing was reached.
+#[tokio::test]
+async fn head_not_whole_within_idle_is_dropped() {
+    let (listener, port) = target().await;
+    let short = ProxyOptions {
+        idle: Duration::from_millis(300),
+        ..ProxyOptions::default()
+    };
+    let proxy = start(&[format!("127.0.0.1:{port}")], short);
+    let mut client = connect(&proxy).await;
+    client
+        .write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(PATIENCE, client.read_to_end(&mut answer))
+        .await
+        .expect("closed within the test's patience")
+        .unwrap();
+    assert!(answer.is_empty(), "{answer:?}");
+    assert_untouched(&listener).await;
+}
+
+/// Connections at once are bounded too (twice `max_tunnels`: heads being read beside full
+/// tunnels); the one past the bound gets a 503 and is closed.
+#[tokio::test]
+async fn connection_past_twice_max_tunnels_is_503() {
+    let options = ProxyOptions {
+        max_tunnels: 1,
+        ..ProxyOptions::default()
+    };
+    let proxy = start(&[], options);
+    // Two connections that send nothing hold the two places; each is accepted in turn.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(connect(&proxy).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut third = connect(&proxy).await;
+    let mut answer = Vec::new();
+    tokio::time::timeout(PATIENCE, third.read_to_end(&mut answer))
+        .await
+        .expect("answered at once")
+        .unwrap();
+    let answer = String::from_utf8(answer).unwrap();
+    let (code, body) = status_and_body(&answer);
+    assert_eq!(code, 503, "{answer}");
+    assert_eq!(body, "confine: too many connections to the proxy\n");
+    // The held ones are still served.
+    held[1]
+        .write_all(b"CONNECT a.example.test:443 HTTP/1.1\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(read_head(&mut held[1]).await.starts_with("HTTP/1.1 403 "));
+}
+
+/// An IPv6 literal on the list is reached over `::1`, where this machine has it.
+#[tokio::test]
+async fn ipv6_literal_on_the_list_is_tunnelled() {
+    const TEST: &str = "ipv6_literal_on_the_list_is_tunnelled";
+    let Ok(listener) = TcpListener::bind("[::1]:0").await else {
+        testkit::not_run(
+            TEST,
+            "no IPv6 loopback here (the IPv4 tunnel test covers tunnels)",
+        );
+        return;
+    };
+    let port = listener.local_addr().unwrap().port();
+    let authority = format!("[::1]:{port}");
+    let proxy = start(std::slice::from_ref(&authority), ProxyOptions::default());
+    let mut client = connect(&proxy).await;
+    client
+        .write_all(&connect_request(&authority, None))
+        .await
+        .unwrap();
+    assert!(read_head(&mut client).await.starts_with("HTTP/1.1 200 "));
+    let (mut server, _) = tokio::time::timeout(PATIENCE, listener.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    client.write_all(b"six").await.unwrap();
+    let mut got = [0u8; 3];
+    server.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"six");
+    // `::1` without a port means 443 and 80: this port is not on such a list.
+    let proxy = start(&["::1".into()], ProxyOptions::default());
+    let answer = exchange(&proxy, &connect_request(&authority, None)).await;
+    let (code, body) = status_and_body(&answer);
+    assert_eq!(code, 403, "{answer}");
+    assert_eq!(
+        body,
+        format!("confine: {authority} refused: not on the allow list\n")
+    );
+}
+
+#[test]
+fn the_public_types_are_send_sync_and_clone() {
+    fn shared<T: Send + Sync + Clone + std::fmt::Debug>() {}
+    shared::<AllowList>();
+    shared::<Ticket>();
+    shared::<Decision>();
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Proxy>();
+}
