@@ -109,6 +109,7 @@ fn setting(args: &ToolArgs) -> server::Setting {
         sandbox: args.sandbox,
         command_timeout_ms: args.command_timeout_ms,
         command_max_timeout_ms: args.command_max_timeout_ms,
+        allow_net: !args.allow_net.is_empty(),
     }
 }
 

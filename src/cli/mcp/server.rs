@@ -118,6 +118,8 @@ pub struct Setting {
     pub command_timeout_ms: Option<u64>,
     /// `--command-max-timeout-ms`: the most a run_command call may ask for (default 600,000).
     pub command_max_timeout_ms: Option<u64>,
+    /// `--allow-net` was given (some host is listed for the network policy).
+    pub allow_net: bool,
 }
 
 /// Serves the tools of one registry to one MCP client.
@@ -316,19 +318,39 @@ fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
         } else {
             ("run", "are")
         };
+        // The network policy: on with --sandbox or --allow-net.
+        let hosts = if setting.allow_net {
+            "only the hosts this server allows"
+        } else {
+            "no host"
+        };
+        let network = format!(
+            " Their network goes only through this server's proxy (HTTPS_PROXY is set; npm, \
+             pip, cargo, git and curl use it), to {hosts}; each record's network field lists \
+             the hosts asked for and why one was refused. They share one loopback \
+             (127.0.0.1) of this server's own."
+        );
         if setting.sandbox {
             text.push_str(&format!(
                 " {which} {run} under a kernel sandbox: what they run reads only the workspace \
-                 and what a program needs to run, writes only inside the workspace, and opens \
-                 no socket; a call the kernel cannot confine is refused with \
-                 NODE_SANDBOX_UNAVAILABLE."
+                 and what a program needs to run, writes only inside the workspace; a call the \
+                 kernel cannot confine is refused with NODE_SANDBOX_UNAVAILABLE."
             ));
+            text.push_str(&network);
         } else {
             text.push_str(&format!(
                 " {which} {are} not confined to the workspace: what they run has this server's \
-                 own access to the machine (every file, process and network its user can \
-                 reach); the workspace is only their working directory."
+                 own access to the machine (every file and process its user can reach{}); the \
+                 workspace is only their working directory.",
+                if setting.allow_net {
+                    ""
+                } else {
+                    ", and its network"
+                }
             ));
+            if setting.allow_net {
+                text.push_str(&network);
+            }
         }
     }
     if registry.get("read_media").is_some() {
@@ -598,5 +620,46 @@ mod tests {
         assert!(server.instructions.contains("read-only"));
         assert!(!server.instructions.contains("node_process runs"));
         assert_eq!(server.get_info().server_info.name, "confine");
+    }
+
+    #[test]
+    fn instructions_say_where_the_children_network_goes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let registry =
+            || confine_tools::create_coding_tools(tmp.path(), Default::default()).unwrap();
+        let text = |sandbox, allow_net| {
+            let setting = Setting {
+                sandbox,
+                allow_net,
+                ..Setting::default()
+            };
+            ConfineServer::new(registry(), setting)
+                .instructions
+                .to_string()
+        };
+        // Neither flag: the host's network, said so.
+        let open = text(false, false);
+        assert!(open.contains("and its network"), "{open}");
+        assert!(!open.contains("proxy"), "{open}");
+        // --sandbox alone: the proxy, to no host.
+        let sandboxed = text(true, false);
+        assert!(
+            sandboxed.contains("through this server's proxy"),
+            "{sandboxed}"
+        );
+        assert!(sandboxed.contains("to no host"), "{sandboxed}");
+        // --allow-net without --sandbox: files unconfined, network through the proxy.
+        let listed = text(false, true);
+        assert!(listed.contains("not confined to the workspace"), "{listed}");
+        assert!(!listed.contains("and its network"), "{listed}");
+        assert!(
+            listed.contains("only the hosts this server allows"),
+            "{listed}"
+        );
+        let both = text(true, true);
+        assert!(
+            both.contains("kernel sandbox") && both.contains("only the hosts"),
+            "{both}"
+        );
     }
 }
