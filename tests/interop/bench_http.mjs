@@ -7,7 +7,8 @@
 // For each transport: a warm-up, then `calls` calls one at a time (calls/s as an agent makes
 // them), and the server's own CPU time per call (utime + stime from /proc/<pid>/stat, which
 // no client overhead inflates). The two are measured in alternation, `rounds` times each, a
-// fresh server each round; the median round is reported. Prints JSON, with the ratios.
+// fresh server each round; the median round is reported (its CPU split into user and kernel
+// time too). Prints JSON, with the ratios.
 
 import fs from 'node:fs';
 import os from 'node:os';
@@ -30,10 +31,11 @@ fs.writeFileSync(path.join(root, 'a.txt'), 'x'.repeat(1023) + '\n');
 const token = 'bench-token-0123456789abcdef0123456789abcdef';
 const ticks = 100; // USER_HZ
 
+// [user, system] CPU seconds of the process (all its threads).
 function cpuSeconds(pid) {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / ticks;
+  return [Number(fields[11]) / ticks, Number(fields[12]) / ticks];
 }
 
 async function measure(client, pid) {
@@ -45,8 +47,14 @@ async function measure(client, pid) {
     if (r.isError) throw new Error(JSON.stringify(r));
   }
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-  const cpu = cpuSeconds(pid) - cpu0;
-  return { callsPerSecond: calls / seconds, cpuMicrosPerCall: (cpu / calls) * 1e6 };
+  const [user, system] = cpuSeconds(pid).map((x, i) => x - cpu0[i]);
+  const micros = (s) => (s / calls) * 1e6;
+  return {
+    callsPerSecond: calls / seconds,
+    cpuMicrosPerCall: micros(user + system),
+    userMicrosPerCall: micros(user),
+    systemMicrosPerCall: micros(system),
+  };
 }
 
 async function overStdio() {
@@ -68,7 +76,7 @@ async function overHttp() {
     const timer = setTimeout(() => reject(new Error(`no listening line: ${seen}`)), 20000);
     child.stderr.on('data', (chunk) => {
       seen += chunk;
-      const m = /listening on (http:\/\/\S+)/.exec(seen);
+      const m = /listening on (http:\/\/\S+\/mcp)\n/.exec(seen);
       if (m) {
         clearTimeout(timer);
         resolve(m[1]);
@@ -88,6 +96,8 @@ async function overHttp() {
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const medianRound = (list) =>
+  [...list].sort((a, b) => a.cpuMicrosPerCall - b.cpuMicrosPerCall)[Math.floor(list.length / 2)];
 const runs = { stdio: [], http: [] };
 for (let i = 0; i < rounds; i++) {
   runs.stdio.push(await overStdio());
@@ -98,6 +108,11 @@ for (const [name, list] of Object.entries(runs)) {
   summary[name] = {
     callsPerSecond: Math.round(median(list.map((r) => r.callsPerSecond))),
     cpuMicrosPerCall: Math.round(median(list.map((r) => r.cpuMicrosPerCall))),
+    // The split of the median round by CPU time (user, kernel).
+    ...(({ userMicrosPerCall, systemMicrosPerCall }) => ({
+      userMicrosPerCall: Math.round(userMicrosPerCall),
+      systemMicrosPerCall: Math.round(systemMicrosPerCall),
+    }))(medianRound(list)),
   };
 }
 summary.httpCpuPerCallOverStdio = +(summary.http.cpuMicrosPerCall / summary.stdio.cpuMicrosPerCall).toFixed(2);
