@@ -38,13 +38,19 @@ function cpuSeconds(pid) {
   return [Number(fields[11]) / ticks, Number(fields[12]) / ticks];
 }
 
-async function measure(client, pid) {
+// `periodMillis`: start a call at most every so many milliseconds (0: each as soon as the
+// last is answered).
+async function measure(client, pid, periodMillis = 0) {
   for (let i = 0; i < 100; i++) await client.callTool({ name: 'read_file', arguments: { path: 'a.txt' } });
   const cpu0 = cpuSeconds(pid);
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < calls; i++) {
+    const started = Date.now();
     const r = await client.callTool({ name: 'read_file', arguments: { path: 'a.txt' } });
     if (r.isError) throw new Error(JSON.stringify(r));
+    const rest = periodMillis - (Date.now() - started);
+    // Rounded down: timers fire late, and a paced stdio must not idle longer than HTTP did.
+    if (rest >= 1) await new Promise((resolve) => setTimeout(resolve, Math.floor(rest)));
   }
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   const [user, system] = cpuSeconds(pid).map((x, i) => x - cpu0[i]);
@@ -57,11 +63,11 @@ async function measure(client, pid) {
   };
 }
 
-async function overStdio() {
+async function overStdio(periodMillis = 0) {
   const transport = new StdioClientTransport({ command: binary, args: ['mcp', '--root', root], stderr: 'ignore' });
   const client = new Client({ name: 'bench-http', version: '0' });
   await client.connect(transport);
-  const result = await measure(client, transport.pid);
+  const result = await measure(client, transport.pid, periodMillis);
   await client.close();
   return result;
 }
@@ -98,10 +104,14 @@ async function overHttp() {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const medianRound = (list) =>
   [...list].sort((a, b) => a.cpuMicrosPerCall - b.cpuMicrosPerCall)[Math.floor(list.length / 2)];
-const runs = { stdio: [], http: [] };
+// `stdioPaced`: stdio again, its calls started at HTTP's pace (the mean call time of the
+// round just measured over HTTP), so that both servers idle alike between calls.
+const runs = { stdio: [], http: [], stdioPaced: [] };
 for (let i = 0; i < rounds; i++) {
   runs.stdio.push(await overStdio());
-  runs.http.push(await overHttp());
+  const http = await overHttp();
+  runs.http.push(http);
+  runs.stdioPaced.push(await overStdio(1000 / http.callsPerSecond));
 }
 const summary = {};
 for (const [name, list] of Object.entries(runs)) {
@@ -116,6 +126,7 @@ for (const [name, list] of Object.entries(runs)) {
   };
 }
 summary.httpCpuPerCallOverStdio = +(summary.http.cpuMicrosPerCall / summary.stdio.cpuMicrosPerCall).toFixed(2);
+summary.httpCpuPerCallOverPacedStdio = +(summary.http.cpuMicrosPerCall / summary.stdioPaced.cpuMicrosPerCall).toFixed(2);
 summary.httpCallsPerSecondOverStdio = +(summary.http.callsPerSecond / summary.stdio.callsPerSecond).toFixed(2);
 summary.calls = calls;
 summary.rounds = rounds;
