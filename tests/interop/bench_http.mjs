@@ -38,18 +38,19 @@ function cpuSeconds(pid) {
   return [Number(fields[11]) / ticks, Number(fields[12]) / ticks];
 }
 
-// `periodMillis`: start a call at most every so many milliseconds (0: each as soon as the
-// last is answered).
+// `periodMillis`: start the calls at that mean interval, in milliseconds (0: each as soon as
+// the last is answered).
 async function measure(client, pid, periodMillis = 0) {
   for (let i = 0; i < 100; i++) await client.callTool({ name: 'read_file', arguments: { path: 'a.txt' } });
   const cpu0 = cpuSeconds(pid);
   const t0 = process.hrtime.bigint();
+  const start = Date.now();
   for (let i = 0; i < calls; i++) {
-    const started = Date.now();
     const r = await client.callTool({ name: 'read_file', arguments: { path: 'a.txt' } });
     if (r.isError) throw new Error(JSON.stringify(r));
-    const rest = periodMillis - (Date.now() - started);
-    // Rounded down: timers fire late, and a paced stdio must not idle longer than HTTP did.
+    // Call i + 1 is due at start + (i + 1) periods: a timer that fires late is made up by the
+    // next wait, so the mean pace is the one asked for (rounded down: never slower).
+    const rest = start + (i + 1) * periodMillis - Date.now();
     if (rest >= 1) await new Promise((resolve) => setTimeout(resolve, Math.floor(rest)));
   }
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
