@@ -78,28 +78,34 @@ async function overHttp() {
     env: { ...process.env, CONFINE_HTTP_TOKEN: token },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
-  const url = await new Promise((resolve, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`no listening line: ${seen}`)), 20000);
-    child.stderr.on('data', (chunk) => {
-      seen += chunk;
-      const m = /listening on (http:\/\/\S+\/mcp)\n/.exec(seen);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  // Whatever fails below, the server is ended: a failed run leaves no server behind.
+  try {
+    const url = await new Promise((resolve, reject) => {
+      let seen = '';
+      const timer = setTimeout(() => reject(new Error(`no listening line: ${seen}`)), 20000);
+      child.stderr.on('data', (chunk) => {
+        seen += chunk;
+        // The whole line: a chunk may end inside the port.
+        const m = /listening on (http:\/\/\S+\/mcp)\n/.exec(seen);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]);
+        }
+      });
     });
-  });
-  const transport = new StreamableHTTPClientTransport(new URL(url), {
-    requestInit: { headers: { Authorization: `Bearer ${token}` } },
-  });
-  const client = new Client({ name: 'bench-http', version: '0' });
-  await client.connect(transport);
-  const result = await measure(client, child.pid);
-  await client.close();
-  child.kill('SIGTERM');
-  await new Promise((resolve) => child.on('exit', resolve));
-  return result;
+    const transport = new StreamableHTTPClientTransport(new URL(url), {
+      requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    });
+    const client = new Client({ name: 'bench-http', version: '0' });
+    await client.connect(transport);
+    const result = await measure(client, child.pid);
+    await client.close();
+    return result;
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
+  }
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
