@@ -118,6 +118,8 @@ pub struct Setting {
     pub command_timeout_ms: Option<u64>,
     /// `--command-max-timeout-ms`: the most a run_command call may ask for (default 600,000).
     pub command_max_timeout_ms: Option<u64>,
+    /// `--deny` was given: some paths of the workspace are refused (`PATH_DENIED`).
+    pub denied: bool,
 }
 
 /// Serves the tools of one registry to one MCP client.
@@ -329,6 +331,28 @@ fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
                  own access to the machine (every file, process and network its user can \
                  reach); the workspace is only their working directory."
             ));
+        }
+    }
+    if setting.denied {
+        text.push_str(
+            " Some paths of this workspace are denied by the server's configuration: a tool \
+             given one (or a symlink to one) refuses it with PATH_DENIED and reads or changes \
+             nothing of it, and listings and searches leave denied entries out, counting them \
+             in `denied`.",
+        );
+        if !runners.is_empty() {
+            let which = runners.join(" and ");
+            text.push_str(&if setting.sandbox {
+                format!(
+                    " What {which} run{} cannot read them either.",
+                    if runners.len() == 1 { "s" } else { "" }
+                )
+            } else {
+                format!(
+                    " What {which} run{} is not held to this.",
+                    if runners.len() == 1 { "s" } else { "" }
+                )
+            });
         }
     }
     if registry.get("read_media").is_some() {
