@@ -99,6 +99,7 @@ impl Visitor for Matches<'_> {
         _: &(),
         _: &confine_beneath::WalkDir,
         files: &[FileAt<'_>],
+        _: &CancellationToken,
     ) -> Result<Vec<Vec<String>>, CallError> {
         Ok(files
             .iter()

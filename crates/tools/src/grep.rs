@@ -254,7 +254,7 @@ impl GrepTool {
             denied: real_start.map(|r| (&*self.denied, r)),
         };
         let ignores = Ignores::above(&self.root, req.path.as_ref());
-        let search = Search { req, cancel };
+        let search = Search { req };
         let walked = walk(start, ignores, &spec, &search, &counts)?;
         let mut matches = walked.items;
         let truncated =
@@ -316,7 +316,6 @@ impl Held {
 /// One call's search of the files the walk finds.
 struct Search<'a> {
     req: &'a GrepRequest,
-    cancel: &'a CancellationToken,
 }
 
 impl Visitor for Search<'_> {
@@ -336,8 +335,9 @@ impl Visitor for Search<'_> {
         counts: &Counts,
         dir: &WalkDir,
         files: &[FileAt<'_>],
+        cancel: &CancellationToken,
     ) -> Result<Vec<Vec<GrepMatch>>, CallError> {
-        search_batch(dir, files, self.req, self.cancel, counts)
+        search_batch(dir, files, self.req, cancel, counts)
     }
 
     fn full(&self, counts: &Counts) -> bool {

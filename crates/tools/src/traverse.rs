@@ -29,6 +29,40 @@
 //!   The directories open on the walk's stack share [`WALK_ENTRIES_BUDGET`]: each new one gets
 //!   half of what is left (never less than [`MIN_WINDOW_BYTES`]). Files are handed to the tool
 //!   [`FILES_PER_BATCH`] at a time.
+//!
+//! # Subtrees walked ahead
+//!
+//! The walk itself goes in order on the calling thread; the rayon pool walks subtrees ahead of
+//! it, so that a tree is read on every core, as ripgrep reads it. When the walk stands on an
+//! entry of a directory, it offers the pool the subdirectories after it in that window
+//! (opened there, as the walk would open them, `O_NOFOLLOW` and checked against the listing),
+//! while fewer than [`MAX_AHEAD`] are out. A walker ahead walks its subtree by exactly the
+//! rules above, from the `.gitignore` matchers in force where it stands, and keeps what it
+//! found. When the walk reaches that subdirectory it takes the subtree back: not yet begun,
+//! it walks it itself; walked, it adds the subtree's items and counts where they stand in the
+//! order, as if it had walked it, unless the subtree would not fit there.
+//!
+//! The answer is the sequential walk's, item for item, count for count, error for error:
+//! - a walker ahead gives up (and the walk walks that subtree itself, in order, offering
+//!   nothing beneath it) when the subtree produced more than the walk's limit, failed, was
+//!   cancelled, or its items passed [`AHEAD_ITEM_BYTES`] or what the tool lets a walker
+//!   ahead hold ([`Visitor::full`]);
+//! - a walked subtree whose items would pass the limit where it stands, or whose tally the
+//!   tool cannot add there ([`Visitor::absorb`]: `grep`'s 4 MiB of matches), is walked again
+//!   by the walk, in order, so the result ends exactly where the sequential walk ends it;
+//! - an error in a subtree walked ahead is never the answer by itself: the walk meets it (or
+//!   its limit first) when it walks that subtree again;
+//! - a directory is kept only if it lies beneath the root once its entries were read, by
+//!   whichever walker read it (the same climb as above).
+//!
+//! Memory stays bounded whatever the tree: at most [`MAX_AHEAD`] subtrees are out at once
+//! (each an open descriptor until walked), each walker ahead has [`AHEAD_ENTRIES_BUDGET`] of
+//! entry windows (together half of [`WALK_ENTRIES_BUDGET`], the walk's own stack the other
+//! half) and holds at most [`AHEAD_ITEM_BYTES`] of items and at most the limit's number of
+//! them; what a subtree walked ahead holds is given to the walk or dropped when the walk
+//! reaches it. When the walk ends, the walkers still ahead are cancelled, and the walk
+//! returns once they stopped. With one thread in the pool, or `WalkSpec::parallel` false,
+//! nothing goes ahead.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -352,12 +386,14 @@ pub(crate) trait Visitor: Sync {
     /// A fresh tally; `ahead` for a walker that walks one subtree ahead of the walk's order,
     /// whose items are held until the walk reaches that subtree.
     fn tally(&self, ahead: bool) -> Self::Tally;
-    /// For each of a batch of one directory's files (in name order), its items.
+    /// For each of a batch of one directory's files (in name order), its items; `cancel` is
+    /// the walker's (a walker ahead's ends with the walk).
     fn files(
         &self,
         tally: &Self::Tally,
         dir: &WalkDir,
         files: &[FileAt<'_>],
+        cancel: &CancellationToken,
     ) -> Result<Vec<Vec<Self::Item>>, CallError>;
     /// The items filled what the tally may hold: the walk stops (`truncated`) before the next
     /// batch.
@@ -684,7 +720,7 @@ impl<'a, V: Visitor> Walker<'a, V> {
             }
             if top.entries[i].kind() != EntryKind::Directory {
                 if beyond_batch {
-                    offer_batch(top, self.visitor, tally)?;
+                    offer_batch(top, self.visitor, tally, self.cancel)?;
                 }
                 top.next += 1;
                 let found = std::mem::take(&mut top.found[i - top.batch_from]);
@@ -847,6 +883,7 @@ fn offer_batch<V: Visitor>(
     frame: &mut Frame<V::Item, V::Tally>,
     visitor: &V,
     tally: &V::Tally,
+    cancel: &CancellationToken,
 ) -> Result<(), CallError> {
     let from = frame.next;
     let mut batch = Vec::new();
@@ -865,7 +902,7 @@ fn offer_batch<V: Visitor>(
         }
         to += 1;
     }
-    let results = visitor.files(tally, &frame.dir, &batch)?;
+    let results = visitor.files(tally, &frame.dir, &batch, cancel)?;
     drop(batch);
     let mut found: Vec<Vec<V::Item>> = (from..to).map(|_| Vec::new()).collect();
     for (i, items) in at.into_iter().zip(results) {

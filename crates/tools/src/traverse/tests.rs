@@ -326,6 +326,7 @@ impl Visitor for Counting {
         _: &(),
         _: &WalkDir,
         files: &[FileAt<'_>],
+        _: &CancellationToken,
     ) -> Result<Vec<Vec<String>>, CallError> {
         Ok(files.iter().map(|f| vec![f.path.clone()]).collect())
     }
