@@ -366,5 +366,4 @@ fn parallel_walk_walks_subtrees_ahead_and_keeps_the_order() {
     assert!(parallel.is_sorted());
     assert_eq!(none, 0);
     assert!(ahead > 0, "no subtree went ahead");
-    eprintln!("ahead: {ahead}");
 }
