@@ -255,8 +255,7 @@ fn parallel_grep_ends_where_the_sequential_one_does_at_the_result_bytes() {
         "{}",
         out.matches.len()
     );
-    // One context line fewer: every match fits (600 of some 9.5 KiB is under 4 MiB... not;
-    // a quarter of the context does).
+    // With two lines of context every match fits: 600 of some 2.5 KiB each.
     let input = json!({ "pattern": "needle", "maxMatches": 1000, "contextLines": 2 });
     let out = grep_both(&s, input).unwrap();
     assert_eq!((out.matches.len(), out.truncated), (600, false));
