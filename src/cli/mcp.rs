@@ -110,6 +110,7 @@ fn setting(args: &ToolArgs) -> server::Setting {
         command_timeout_ms: args.command_timeout_ms,
         command_max_timeout_ms: args.command_max_timeout_ms,
         allow_net: !args.allow_net.is_empty(),
+        denied: !args.deny.is_empty(),
     }
 }
 
@@ -351,6 +352,45 @@ mod tests {
             commands.contains("120000 ms unless timeoutMs asks for another, at most 600000 ms"),
             "{commands}"
         );
+    }
+
+    #[test]
+    fn instructions_say_denied_paths_exist_only_when_some_are() {
+        const DENIED: &str = "Some paths of this workspace are denied";
+        for flags in [
+            &[][..],
+            &["--read-only"],
+            &["--allow-commands", "--sandbox"],
+        ] {
+            let text = instructions_for(flags);
+            assert!(
+                !text.contains(DENIED) && !text.contains("PATH_DENIED"),
+                "{flags:?}: {text}"
+            );
+        }
+        let read_only = instructions_for(&["--read-only", "--deny", "**/.env"]);
+        assert!(read_only.contains(DENIED), "{read_only}");
+        assert!(
+            read_only.contains("refuses it with PATH_DENIED"),
+            "{read_only}"
+        );
+        assert!(
+            read_only.contains("counting them in `denied`"),
+            "{read_only}"
+        );
+        assert!(!read_only.contains("node_process"), "{read_only}");
+        let default = instructions_for(&["--deny", "*.pem", "--deny", "secrets/**"]);
+        assert!(default.contains(DENIED), "{default}");
+        assert!(
+            default.contains("What node_process runs is not held to this."),
+            "{default}"
+        );
+        let sandboxed = instructions_for(&["--allow-commands", "--sandbox", "--deny", "*.pem"]);
+        assert!(
+            sandboxed.contains("What node_process and run_command run cannot read them either."),
+            "{sandboxed}"
+        );
+        assert!(!sandboxed.contains("not held"), "{sandboxed}");
     }
 
     #[test]

@@ -114,6 +114,16 @@ impl WalkDir {
         self.id
     }
 
+    /// A second handle on the same directory (a duplicated descriptor, its own entry buffer),
+    /// for a walker that reads it after another one is done with it: the two share the
+    /// descriptor's position, and every read starts from the directory's start.
+    pub fn try_clone(&self) -> io::Result<Self> {
+        Ok(Self {
+            dir: rustix::fs::Dir::new(self.fd().try_clone_to_owned()?)?,
+            id: self.id,
+        })
+    }
+
     /// Every entry but `.` and `..`, read from the descriptor (from the start each time). An
     /// entry whose type the filesystem does not report is `lstat`ed; one that vanished
     /// meanwhile is left out.

@@ -14,7 +14,7 @@ use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::list_directory::check_dir_path;
 use crate::tool::{ToolHints, TypedTool};
-use crate::traverse::{Ignores, WalkSpec, open_start, walk};
+use crate::traverse::{FileAt, Ignores, Visitor, WalkSpec, open_start, walk};
 
 /// The most paths one call returns.
 pub const MAX_FIND_RESULTS: usize = 1_000;
@@ -81,6 +81,41 @@ pub(crate) fn compile_glob(pattern: &str) -> Result<GlobMatcher, ToolError> {
 pub struct FindFilesTool {
     root: Arc<WorkspaceRoot>,
     denied: Arc<DeniedPaths>,
+    /// Subtrees walked ahead on the thread pool (false only for the tests' reference).
+    parallel: bool,
+}
+
+/// The files whose path relative to the start matches the glob: their paths.
+struct Matches<'a>(&'a GlobMatcher);
+
+impl Visitor for Matches<'_> {
+    type Item = String;
+    type Tally = ();
+
+    fn tally(&self, _ahead: bool) {}
+
+    fn files(
+        &self,
+        _: &(),
+        _: &confine_beneath::WalkDir,
+        files: &[FileAt<'_>],
+        _: &CancellationToken,
+    ) -> Result<Vec<Vec<String>>, CallError> {
+        Ok(files
+            .iter()
+            .map(|f| {
+                if self.0.is_match(&f.rel) {
+                    vec![f.path.clone()]
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect())
+    }
+
+    fn cost(&self, path: &String) -> usize {
+        path.len() + std::mem::size_of::<String>()
+    }
 }
 
 impl FindFilesTool {
@@ -89,7 +124,16 @@ impl FindFilesTool {
         Self {
             root,
             denied: Arc::default(),
+            parallel: true,
         }
+    }
+
+    /// The same tool walking on the calling thread alone: the reference the parallel walk's
+    /// answers are compared with.
+    #[cfg(test)]
+    pub(crate) fn sequential(mut self) -> Self {
+        self.parallel = false;
+        self
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
@@ -127,21 +171,10 @@ impl FindFilesTool {
             include_ignored: req.include_ignored,
             cancel,
             limit: MAX_FIND_RESULTS,
-            stop: None,
+            parallel: self.parallel,
             denied: real_start.map(|r| (&*self.denied, r)),
         };
-        let walked = walk(start, ignores, &spec, |_, files| {
-            Ok(files
-                .iter()
-                .map(|f| {
-                    if req.glob.is_match(&f.rel) {
-                        vec![f.path.clone()]
-                    } else {
-                        Vec::new()
-                    }
-                })
-                .collect())
-        })?;
+        let walked = walk(start, ignores, &spec, &Matches(&req.glob), &())?;
         let mut paths = walked.items;
         let truncated = walked.truncated || paths.len() > MAX_FIND_RESULTS;
         paths.truncate(MAX_FIND_RESULTS);

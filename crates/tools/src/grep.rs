@@ -50,7 +50,9 @@ use crate::find_files::{MAX_PATTERN_BYTES, compile_glob};
 use crate::list_directory::check_dir_path;
 use crate::scan::{LineCut, SEARCH_READ, ScanReader, is_cancelled};
 use crate::tool::{ToolHints, TypedTool};
-use crate::traverse::{FileAt, Ignores, WalkSpec, failed, start_error, walk};
+use crate::traverse::{
+    AHEAD_ITEM_BYTES, FileAt, Ignores, Visitor, WalkSpec, failed, start_error, walk,
+};
 
 pub use crate::scan::MAX_SEARCHED_LINE;
 
@@ -157,6 +159,8 @@ pub struct GrepRequest {
 pub struct GrepTool {
     root: Arc<WorkspaceRoot>,
     denied: Arc<DeniedPaths>,
+    /// Subtrees walked ahead on the thread pool (false only for the tests' reference).
+    parallel: bool,
 }
 
 impl GrepTool {
@@ -165,7 +169,16 @@ impl GrepTool {
         Self {
             root,
             denied: Arc::default(),
+            parallel: true,
         }
+    }
+
+    /// The same tool walking on the calling thread alone: the reference the parallel walk's
+    /// answers are compared with.
+    #[cfg(test)]
+    pub(crate) fn sequential(mut self) -> Self {
+        self.parallel = false;
+        self
     }
 
     /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
@@ -237,13 +250,12 @@ impl GrepTool {
             include_ignored: false,
             cancel,
             limit: req.max,
-            stop: Some(&counts.held.full),
+            parallel: self.parallel,
             denied: real_start.map(|r| (&*self.denied, r)),
         };
         let ignores = Ignores::above(&self.root, req.path.as_ref());
-        let walked = walk(start, ignores, &spec, |dir, files| {
-            search_batch(dir, files, req, cancel, &counts)
-        })?;
+        let search = Search { req };
+        let walked = walk(start, ignores, &spec, &search, &counts)?;
         let mut matches = walked.items;
         let truncated =
             walked.truncated || counts.held.full.load(Ordering::Relaxed) || matches.len() > req.max;
@@ -259,7 +271,8 @@ impl GrepTool {
     }
 }
 
-/// What the searches of one call count together.
+/// What the searches of one walker count together: the call's own, or those of a subtree
+/// walked ahead (added to the call's once the walk reaches it, [`Visitor::absorb`]).
 #[derive(Default)]
 struct Counts {
     searched: AtomicUsize,
@@ -267,24 +280,88 @@ struct Counts {
     held: Held,
 }
 
-/// The bytes the matches of one call hold, shared by the files searched at once.
-#[derive(Default)]
+/// The bytes the matches of one walker hold, shared by the files searched at once.
 struct Held {
     bytes: AtomicUsize,
-    /// A match did not fit in [`MAX_RESULT_BYTES`]: the result ends before it.
+    /// A match did not fit in `limit`: the result ends before it.
     full: AtomicBool,
+    /// The most bytes: [`MAX_RESULT_BYTES`] for the call, [`AHEAD_ITEM_BYTES`] for a
+    /// subtree walked ahead.
+    limit: usize,
+}
+
+impl Default for Held {
+    fn default() -> Self {
+        Self {
+            bytes: AtomicUsize::new(0),
+            full: AtomicBool::new(false),
+            limit: MAX_RESULT_BYTES,
+        }
+    }
 }
 
 impl Held {
     /// Take `n` bytes if they fit.
     fn take(&self, n: usize) -> bool {
         let before = self.bytes.fetch_add(n, Ordering::Relaxed);
-        if before.saturating_add(n) > MAX_RESULT_BYTES {
+        if before.saturating_add(n) > self.limit {
             self.bytes.fetch_sub(n, Ordering::Relaxed);
             self.full.store(true, Ordering::Relaxed);
             return false;
         }
         true
+    }
+}
+
+/// One call's search of the files the walk finds.
+struct Search<'a> {
+    req: &'a GrepRequest,
+}
+
+impl Visitor for Search<'_> {
+    type Item = GrepMatch;
+    type Tally = Counts;
+
+    fn tally(&self, ahead: bool) -> Counts {
+        let mut counts = Counts::default();
+        if ahead {
+            counts.held.limit = AHEAD_ITEM_BYTES;
+        }
+        counts
+    }
+
+    fn files(
+        &self,
+        counts: &Counts,
+        dir: &WalkDir,
+        files: &[FileAt<'_>],
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Vec<GrepMatch>>, CallError> {
+        search_batch(dir, files, self.req, cancel, counts)
+    }
+
+    fn full(&self, counts: &Counts) -> bool {
+        counts.held.full.load(Ordering::Relaxed)
+    }
+
+    fn absorb(&self, into: &Counts, from: &Counts) -> bool {
+        let bytes = from.held.bytes.load(Ordering::Relaxed);
+        if from.held.full.load(Ordering::Relaxed) || !into.held.take(bytes) {
+            // `take` refused: the call's result would have ended inside that subtree.
+            into.held.full.store(false, Ordering::Relaxed);
+            return false;
+        }
+        into.searched
+            .fetch_add(from.searched.load(Ordering::Relaxed), Ordering::Relaxed);
+        into.cut
+            .fetch_add(from.cut.load(Ordering::Relaxed), Ordering::Relaxed);
+        true
+    }
+
+    fn cost(&self, m: &GrepMatch) -> usize {
+        let lines =
+            |l: &Option<Vec<String>>| l.as_ref().map_or(0, |l| l.iter().map(String::len).sum());
+        m.path.len() + m.text.len() + lines(&m.before) + lines(&m.after)
     }
 }
 

@@ -29,13 +29,48 @@
 //!   The directories open on the walk's stack share [`WALK_ENTRIES_BUDGET`]: each new one gets
 //!   half of what is left (never less than [`MIN_WINDOW_BYTES`]). Files are handed to the tool
 //!   [`FILES_PER_BATCH`] at a time.
+//!
+//! # Subtrees walked ahead
+//!
+//! The walk itself goes in order on the calling thread; the rayon pool walks subtrees ahead of
+//! it, so that a tree is read on every core, as ripgrep reads it. When the walk stands on an
+//! entry of a directory, it offers the pool the subdirectories after it in that window
+//! (opened there, as the walk would open them, `O_NOFOLLOW` and checked against the listing),
+//! while fewer than [`MAX_AHEAD`] are out. A walker ahead walks its subtree by exactly the
+//! rules above, from the `.gitignore` matchers in force where it stands, and keeps what it
+//! found. When the walk reaches that subdirectory it takes the subtree back: not yet begun,
+//! it walks it itself; walked, it adds the subtree's items and counts where they stand in the
+//! order, as if it had walked it, unless the subtree would not fit there.
+//!
+//! The answer is the sequential walk's, item for item, count for count, error for error:
+//! - a walker ahead gives up (and the walk walks that subtree itself, in order, offering
+//!   nothing beneath it) when the subtree produced more than the walk's limit, failed, was
+//!   cancelled, or its items passed [`AHEAD_ITEM_BYTES`] or what the tool lets a walker
+//!   ahead hold ([`Visitor::full`]);
+//! - a walked subtree whose items would pass the limit where it stands, or whose tally the
+//!   tool cannot add there ([`Visitor::absorb`]: `grep`'s 4 MiB of matches), is walked again
+//!   by the walk, in order, so the result ends exactly where the sequential walk ends it;
+//! - an error in a subtree walked ahead is never the answer by itself: the walk meets it (or
+//!   its limit first) when it walks that subtree again;
+//! - a directory is kept only if it lies beneath the root once its entries were read, by
+//!   whichever walker read it (the same climb as above).
+//!
+//! Memory stays bounded whatever the tree: at most [`MAX_AHEAD`] subtrees are out at once
+//! (each an open descriptor until walked), each walker ahead has [`AHEAD_ENTRIES_BUDGET`] of
+//! entry windows (together half of [`WALK_ENTRIES_BUDGET`], the walk's own stack the other
+//! half) and holds at most [`AHEAD_ITEM_BYTES`] of items and at most the limit's number of
+//! them; what a subtree walked ahead holds is given to the walk or dropped when the walk
+//! reaches it. When the walk ends, the walkers still ahead are cancelled, and the walk
+//! returns once they stopped. With one thread in the pool, or `WalkSpec::parallel` false,
+//! nothing goes ahead.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::ffi::OsStr;
 use std::io::Read;
 use std::ops::ControlFlow;
 use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
 
 use confine_beneath::{Entry, EntryKind, FileId, FsErrorKind, Symlinks, WalkDir};
 use confine_pathgrammar::RelPath;
@@ -142,9 +177,9 @@ pub(crate) fn start_error(
 }
 
 /// The `.gitignore` matchers in force, the deepest last.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Ignores {
-    levels: Vec<Gitignore>,
+    levels: Vec<Arc<Gitignore>>,
 }
 
 impl Ignores {
@@ -199,7 +234,7 @@ impl Ignores {
         if let Ok(gi) = builder.build()
             && !gi.is_empty()
         {
-            self.levels.push(gi);
+            self.levels.push(Arc::new(gi));
         }
     }
 
@@ -333,12 +368,46 @@ pub(crate) struct WalkSpec<'a> {
     pub(crate) cancel: &'a CancellationToken,
     /// Stop once more than this many items were produced (`truncated`).
     pub(crate) limit: usize,
-    /// Stop (`truncated`) once the tool sets this: its items filled what it may hold.
-    pub(crate) stop: Option<&'a std::sync::atomic::AtomicBool>,
     /// The denied paths, judged by an entry's real path: `real_start` (where the start
     /// directory really stands beneath the root, [`DeniedPaths::walk_start`]) joined with its
     /// path relative to the start. `None` when nothing is denied.
     pub(crate) denied: Option<(&'a DeniedPaths, String)>,
+    /// Subtrees may be walked ahead on the thread pool (see the module docs); false walks
+    /// on the calling thread alone. The answer is the same.
+    pub(crate) parallel: bool,
+}
+
+/// What a walking tool does with the files a walk finds, and what its searches count.
+pub(crate) trait Visitor: Sync {
+    /// One result (a path, a matching line).
+    type Item: Send;
+    /// What one walker's searches count (`grep`: files searched, the bytes its matches hold).
+    type Tally: Send;
+    /// A fresh tally; `ahead` for a walker that walks one subtree ahead of the walk's order,
+    /// whose items are held until the walk reaches that subtree.
+    fn tally(&self, ahead: bool) -> Self::Tally;
+    /// For each of a batch of one directory's files (in name order), its items; `cancel` is
+    /// the walker's (a walker ahead's ends with the walk).
+    fn files(
+        &self,
+        tally: &Self::Tally,
+        dir: &WalkDir,
+        files: &[FileAt<'_>],
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Vec<Self::Item>>, CallError>;
+    /// The items filled what the tally may hold: the walk stops (`truncated`) before the next
+    /// batch.
+    fn full(&self, _tally: &Self::Tally) -> bool {
+        false
+    }
+    /// Add what a subtree's walker counted to `into`, where the walk's order puts the
+    /// subtree: false, with `into` unchanged, when its items do not fit there (the walk then
+    /// walks that subtree again itself, in order).
+    fn absorb(&self, _into: &Self::Tally, _from: &Self::Tally) -> bool {
+        true
+    }
+    /// The bytes one item holds.
+    fn cost(&self, item: &Self::Item) -> usize;
 }
 
 /// What a walk produced.
@@ -351,7 +420,17 @@ pub(crate) struct Walked<T> {
     pub(crate) denied: usize,
 }
 
-struct Frame<T> {
+/// The most subtrees offered to the pool and not yet taken back by the walk.
+pub(crate) const MAX_AHEAD: usize = 8;
+/// The bytes of entries the directories open on one subtree walked ahead may hold together;
+/// the walk's own stack has half of [`WALK_ENTRIES_BUDGET`], the subtrees ahead share the
+/// other half.
+pub(crate) const AHEAD_ENTRIES_BUDGET: usize = WALK_ENTRIES_BUDGET / 2 / MAX_AHEAD;
+/// The bytes of items a subtree walked ahead may hold; past it the walk walks that subtree
+/// itself, in order.
+pub(crate) const AHEAD_ITEM_BYTES: usize = 512 << 10;
+
+struct Frame<T, L> {
     dir: WalkDir,
     /// Path relative to the root.
     path: String,
@@ -373,118 +452,438 @@ struct Frame<T> {
     skipped: usize,
     denied: usize,
     ignores_len: usize,
+    /// Nothing beneath this directory is offered to the pool: the walk walks it again itself.
+    alone: bool,
+    /// The entries before this index were considered for offering.
+    offered: usize,
+    /// The subdirectories of the current window offered to the pool, by entry index.
+    ahead: VecDeque<(usize, Arc<Slot<T, L>>)>,
 }
 
-/// Walk from `start`, depth first in name order. `files` gets a directory's files a batch at
-/// a time (so a tool may search them in parallel) and returns, for each, its items.
-pub(crate) fn walk<T: Send>(
+/// Where a subtree walked ahead starts.
+struct Start {
+    dir: WalkDir,
+    path: String,
+    rel: String,
+    ignores: Ignores,
+}
+
+/// A subtree walked ahead to its end, within the bounds of a walker ahead.
+struct Ahead<T> {
+    walked: Walked<T>,
+    produced: usize,
+    /// The subtree's directory lay beneath the root once it was read.
+    beneath: bool,
+}
+
+/// What a subtree walked ahead gave: its result (none when it went past a walker ahead's
+/// bounds, failed or was cancelled) and its start, for the walk to walk it again itself.
+struct Ended<T, L> {
+    start: Start,
+    done: Option<(Ahead<T>, L)>,
+}
+
+enum SlotState<T, L> {
+    Offered(Start),
+    Running,
+    Ended(Ended<T, L>),
+    Taken,
+}
+
+/// One subtree offered to the pool, taken back by the walk when it reaches it.
+struct Slot<T, L> {
+    state: Mutex<SlotState<T, L>>,
+    ended: Condvar,
+}
+
+/// How the walk takes a slot back.
+enum Taken<T, L> {
+    /// No walker had started it: the walk walks it itself.
+    Unstarted(Start),
+    Ended(Ended<T, L>),
+}
+
+impl<T, L> Slot<T, L> {
+    fn new(start: Start) -> Self {
+        Self {
+            state: Mutex::new(SlotState::Offered(start)),
+            ended: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SlotState<T, L>> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The walker ahead's side: walk the subtree unless the walk took it first.
+    fn run(&self, walk: impl FnOnce(&Start) -> Option<(Ahead<T>, L)>) {
+        let start = {
+            let mut state = self.lock();
+            match std::mem::replace(&mut *state, SlotState::Running) {
+                SlotState::Offered(start) => start,
+                other => {
+                    *state = other;
+                    return;
+                }
+            }
+        };
+        let done = walk(&start);
+        *self.lock() = SlotState::Ended(Ended { start, done });
+        self.ended.notify_all();
+    }
+
+    /// The walk's side: the subtree's start when no walker began it, else its end (waited for).
+    fn take(&self) -> Taken<T, L> {
+        let mut state = self.lock();
+        loop {
+            match std::mem::replace(&mut *state, SlotState::Taken) {
+                SlotState::Offered(start) => return Taken::Unstarted(start),
+                SlotState::Ended(ended) => return Taken::Ended(ended),
+                SlotState::Running => {
+                    *state = SlotState::Running;
+                    state = self
+                        .ended
+                        .wait(state)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                SlotState::Taken => unreachable!("a slot is taken once"),
+            }
+        }
+    }
+}
+
+/// One walker: the walk's own (in order) or one ahead (a subtree, within bounds).
+struct Walker<'a, V: Visitor> {
+    spec: &'a WalkSpec<'a>,
+    visitor: &'a V,
+    cancel: &'a CancellationToken,
+    /// The bytes of entries its open directories may hold together.
+    budget: usize,
+    /// A walker ahead: it gives up past the walk's limit or [`AHEAD_ITEM_BYTES`].
+    ahead: bool,
+}
+
+/// The walk's offers to the pool.
+struct Pool<'p, 's> {
+    scope: &'p rayon::Scope<'s>,
+    /// Offered and not yet taken back.
+    outstanding: usize,
+    /// Cancelled when the walk ends: the walkers ahead stop.
+    cancel: CancellationToken,
+}
+
+/// How a walker's run ended.
+struct Ran<T> {
+    walked: Walked<T>,
+    produced: usize,
+    beneath: bool,
+}
+
+type Slots<V> = Slot<<V as Visitor>::Item, <V as Visitor>::Tally>;
+
+/// Walk from `start`, depth first in name order. The visitor gets a directory's files a batch
+/// at a time (so a tool may search them in parallel) and returns, for each, its items. With
+/// `spec.parallel`, subtrees are walked ahead on the thread pool (see the module docs); the
+/// answer is the same.
+pub(crate) fn walk<V: Visitor>(
     start: WalkDir,
     mut ignores: Ignores,
     spec: &WalkSpec<'_>,
-    mut files: impl FnMut(&WalkDir, &[FileAt<'_>]) -> Result<Vec<Vec<T>>, CallError>,
-) -> Result<Walked<T>, CallError> {
-    let mut stack: Vec<Frame<T>> = Vec::new();
-    let mut produced = 0usize;
-    let mut truncated = false;
-    let mut held = 0usize;
-    let first = open_frame(
-        start,
-        spec.prefix.clone(),
-        String::new(),
-        &mut ignores,
+    visitor: &V,
+    tally: &V::Tally,
+) -> Result<Walked<V::Item>, CallError> {
+    let walker = Walker {
         spec,
-        WALK_ENTRIES_BUDGET / 2,
-    )?;
-    held += first.window;
-    stack.push(first);
-    loop {
-        if spec.cancel.is_cancelled() {
-            return Err(Cancelled.into());
-        }
-        let top = stack.last_mut().expect("the start frame is popped last");
-        if !truncated && top.next == top.entries.len() && top.more {
-            next_window(top, &mut ignores, spec)?;
-            continue;
-        }
-        if truncated || top.next == top.entries.len() {
-            let frame = stack.pop().expect("not empty");
-            held -= frame.window;
-            ignores.truncate(frame.ignores_len);
-            // Only what a directory gave while it lay beneath the root is kept.
-            let beneath = frame
-                .dir
-                .is_beneath(spec.root_id)
-                .map_err(|_| failed(ErrorKind::ReadFailed))?;
-            match stack.last_mut() {
-                Some(parent) => {
-                    if beneath {
-                        parent.out.extend(frame.out);
-                        parent.skipped += frame.skipped;
-                        parent.denied += frame.denied;
-                    }
-                }
-                None => {
-                    if !beneath {
-                        return Err(failed(ErrorKind::PathOutsideWorkspace));
-                    }
-                    return Ok(Walked {
-                        items: frame.out,
-                        truncated,
-                        skipped: frame.skipped,
-                        denied: frame.denied,
-                    });
-                }
+        visitor,
+        cancel: spec.cancel,
+        budget: WALK_ENTRIES_BUDGET,
+        ahead: false,
+    };
+    let first = |ignores: &mut Ignores| {
+        let budget = if spec.parallel {
+            WALK_ENTRIES_BUDGET / 4
+        } else {
+            WALK_ENTRIES_BUDGET / 2
+        };
+        open_frame(
+            start,
+            spec.prefix.clone(),
+            String::new(),
+            ignores,
+            spec,
+            budget,
+        )
+    };
+    let ran = if spec.parallel && rayon::current_num_threads() > 1 {
+        rayon::in_place_scope(|scope| {
+            let mut pool = Pool {
+                scope,
+                outstanding: 0,
+                cancel: spec.cancel.child_token(),
+            };
+            let walker = Walker {
+                budget: WALK_ENTRIES_BUDGET / 2,
+                ..walker
+            };
+            let ran = first(&mut ignores)
+                .and_then(|frame| walker.run(frame, &mut ignores, tally, Some(&mut pool)));
+            pool.cancel.cancel();
+            ran
+        })
+    } else {
+        first(&mut ignores).and_then(|frame| walker.run(frame, &mut ignores, tally, None))
+    }?;
+    let Some(ran) = ran else {
+        unreachable!("only a walker ahead gives up");
+    };
+    if !ran.beneath {
+        return Err(failed(ErrorKind::PathOutsideWorkspace));
+    }
+    Ok(ran.walked)
+}
+
+impl<'a, V: Visitor> Walker<'a, V> {
+    /// Walk the subtree of `first`, depth first in name order. `None`: a walker ahead gave up
+    /// (went past the limit, its item bytes, or the visitor's bound).
+    fn run(
+        &self,
+        first: Frame<V::Item, V::Tally>,
+        ignores: &mut Ignores,
+        tally: &V::Tally,
+        mut pool: Option<&mut Pool<'_, 'a>>,
+    ) -> Result<Option<Ran<V::Item>>, CallError> {
+        let spec = self.spec;
+        let mut stack: Vec<Frame<V::Item, V::Tally>> = Vec::new();
+        let mut produced = 0usize;
+        let mut cost = 0usize;
+        let mut truncated = false;
+        let mut held = first.window;
+        stack.push(first);
+        loop {
+            if self.cancel.is_cancelled() {
+                return Err(Cancelled.into());
             }
-            continue;
-        }
-        let i = top.next;
-        // The tool's items are full: what its last batch gave is kept, nothing more is read.
-        let beyond_batch = i >= top.batch_from + top.found.len();
-        if beyond_batch
-            && spec
-                .stop
-                .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
-        {
-            truncated = true;
-            continue;
-        }
-        if top.entries[i].kind() != EntryKind::Directory {
-            if beyond_batch {
-                offer_batch(top, &mut files)?;
+            let top = stack.last_mut().expect("the start frame is popped last");
+            if !truncated && top.next == top.entries.len() && top.more {
+                next_window(top, ignores, spec)?;
+                continue;
+            }
+            if truncated || top.next == top.entries.len() {
+                let frame = stack.pop().expect("not empty");
+                held -= frame.window;
+                ignores.truncate(frame.ignores_len);
+                if let Some(pool) = pool.as_deref_mut() {
+                    pool.outstanding -= frame.ahead.len();
+                }
+                // Only what a directory gave while it lay beneath the root is kept.
+                let beneath = frame
+                    .dir
+                    .is_beneath(spec.root_id)
+                    .map_err(|_| failed(ErrorKind::ReadFailed))?;
+                match stack.last_mut() {
+                    Some(parent) => {
+                        if beneath {
+                            parent.out.extend(frame.out);
+                            parent.skipped += frame.skipped;
+                            parent.denied += frame.denied;
+                        }
+                    }
+                    None => {
+                        return Ok(Some(Ran {
+                            walked: Walked {
+                                items: frame.out,
+                                truncated,
+                                skipped: frame.skipped,
+                                denied: frame.denied,
+                            },
+                            produced,
+                            beneath,
+                        }));
+                    }
+                }
+                continue;
+            }
+            let i = top.next;
+            // The tool's items are full: what its last batch gave is kept, nothing more is read.
+            let beyond_batch = i >= top.batch_from + top.found.len();
+            if beyond_batch && self.visitor.full(tally) {
+                if self.ahead {
+                    return Ok(None);
+                }
+                truncated = true;
+                continue;
+            }
+            if let Some(pool) = pool.as_deref_mut() {
+                self.offer(top, ignores, pool);
+            }
+            if top.entries[i].kind() != EntryKind::Directory {
+                if beyond_batch {
+                    offer_batch(top, self.visitor, tally, self.cancel)?;
+                }
+                top.next += 1;
+                let found = std::mem::take(&mut top.found[i - top.batch_from]);
+                produced += found.len();
+                if self.ahead {
+                    cost += found.iter().map(|t| self.visitor.cost(t)).sum::<usize>();
+                    if produced > spec.limit || cost > AHEAD_ITEM_BYTES {
+                        return Ok(None);
+                    }
+                }
+                top.out.extend(found);
+                if produced > spec.limit {
+                    truncated = true;
+                }
+                continue;
             }
             top.next += 1;
-            let found = std::mem::take(&mut top.found[i - top.batch_from]);
-            produced += found.len();
-            top.out.extend(found);
-            if produced > spec.limit {
-                truncated = true;
-            }
-            continue;
+            let name = top.entries[i]
+                .name_str()
+                .expect("only UTF-8 names are kept");
+            let path = join(&top.path, name);
+            let rel = join(&top.rel, name);
+            let alone = top.alone;
+            let slot = match top.ahead.front() {
+                Some((at, _)) if *at == i => top.ahead.pop_front().map(|(_, s)| s),
+                _ => None,
+            };
+            let child = match slot {
+                None => {
+                    let entry = &top.entries[i];
+                    match top
+                        .dir
+                        .open_dir(entry)
+                        .map_err(|_| failed(ErrorKind::ReadFailed))?
+                    {
+                        Some(child) => (child, alone),
+                        None => continue, // no longer that directory: swapped or removed meanwhile
+                    }
+                }
+                Some(slot) => {
+                    let pool = pool.as_deref_mut().expect("slots come from the pool");
+                    pool.outstanding -= 1;
+                    match slot.take() {
+                        Taken::Unstarted(start) => (start.dir, alone),
+                        Taken::Ended(Ended {
+                            start,
+                            done: Some((ahead, from)),
+                        }) if produced + ahead.produced <= spec.limit
+                            && self.visitor.absorb(tally, &from) =>
+                        {
+                            // What the walk would have found there, in the same order.
+                            produced += ahead.produced;
+                            drop(start);
+                            if ahead.beneath {
+                                top.out.extend(ahead.walked.items);
+                                top.skipped += ahead.walked.skipped;
+                                top.denied += ahead.walked.denied;
+                            }
+                            continue;
+                        }
+                        // It went past what it may hold, or past what fits where it stands,
+                        // failed or was cancelled: walked again, in order, by this walker.
+                        Taken::Ended(Ended { start, .. }) => (start.dir, true),
+                    }
+                }
+            };
+            let window = (self.budget.saturating_sub(held) / 2).max(MIN_WINDOW_BYTES);
+            let mut frame = open_frame(child.0, path, rel, ignores, spec, window)?;
+            frame.alone = child.1;
+            held += frame.window;
+            stack.push(frame);
         }
-        top.next += 1;
-        let entry = &top.entries[i];
-        let name = entry.name_str().expect("only UTF-8 names are kept");
-        let Some(child) = top
-            .dir
-            .open_dir(entry)
-            .map_err(|_| failed(ErrorKind::ReadFailed))?
-        else {
-            continue; // no longer that directory: swapped or removed meanwhile
-        };
-        let path = join(&top.path, name);
-        let rel = join(&top.rel, name);
-        let window = (WALK_ENTRIES_BUDGET.saturating_sub(held) / 2).max(MIN_WINDOW_BYTES);
-        let frame = open_frame(child, path, rel, &mut ignores, spec, window)?;
-        held += frame.window;
-        stack.push(frame);
     }
+
+    /// Offer the pool the subdirectories of `top`'s window after its next entry, while fewer
+    /// than [`MAX_AHEAD`] are out.
+    fn offer(
+        &self,
+        top: &mut Frame<V::Item, V::Tally>,
+        ignores: &Ignores,
+        pool: &mut Pool<'_, 'a>,
+    ) {
+        if top.alone {
+            return;
+        }
+        let from = top.offered.max(top.next + 1);
+        let mut j = from;
+        while j < top.entries.len() && pool.outstanding < MAX_AHEAD {
+            let entry = &top.entries[j];
+            j += 1;
+            if entry.kind() != EntryKind::Directory {
+                continue;
+            }
+            // One that cannot be opened now is opened again when the walk reaches it.
+            let Ok(Some(dir)) = top.dir.open_dir(entry) else {
+                continue;
+            };
+            let name = entry.name_str().expect("only UTF-8 names are kept");
+            let start = Start {
+                dir,
+                path: join(&top.path, name),
+                rel: join(&top.rel, name),
+                ignores: ignores.clone(),
+            };
+            let slot: Arc<Slots<V>> = Arc::new(Slot::new(start));
+            top.ahead.push_back((j - 1, Arc::clone(&slot)));
+            pool.outstanding += 1;
+            let (spec, visitor, cancel) = (self.spec, self.visitor, pool.cancel.clone());
+            pool.scope.spawn(move |_| {
+                if cancel.is_cancelled() {
+                    return;
+                }
+                slot.run(|start| walk_ahead(start, spec, visitor, &cancel));
+            });
+        }
+        top.offered = top.offered.max(j);
+    }
+}
+
+/// Walk one subtree ahead of the walk's order, within a walker ahead's bounds.
+fn walk_ahead<V: Visitor>(
+    start: &Start,
+    spec: &WalkSpec<'_>,
+    visitor: &V,
+    cancel: &CancellationToken,
+) -> Option<(Ahead<V::Item>, V::Tally)> {
+    let walker = Walker {
+        spec,
+        visitor,
+        cancel,
+        budget: AHEAD_ENTRIES_BUDGET,
+        ahead: true,
+    };
+    let dir = start.dir.try_clone().ok()?;
+    let mut ignores = start.ignores.clone();
+    let tally = visitor.tally(true);
+    let frame = open_frame(
+        dir,
+        start.path.clone(),
+        start.rel.clone(),
+        &mut ignores,
+        spec,
+        AHEAD_ENTRIES_BUDGET / 2,
+    )
+    .ok()?;
+    let ran = walker.run(frame, &mut ignores, &tally, None).ok()??;
+    Some((
+        Ahead {
+            walked: ran.walked,
+            produced: ran.produced,
+            beneath: ran.beneath,
+        },
+        tally,
+    ))
 }
 
 /// Hand the tool the next batch of the frame's files, from `next` on: at most
 /// [`FILES_PER_BATCH`] files (and the directories between them, which get no items).
-fn offer_batch<T>(
-    frame: &mut Frame<T>,
-    files: &mut impl FnMut(&WalkDir, &[FileAt<'_>]) -> Result<Vec<Vec<T>>, CallError>,
+fn offer_batch<V: Visitor>(
+    frame: &mut Frame<V::Item, V::Tally>,
+    visitor: &V,
+    tally: &V::Tally,
+    cancel: &CancellationToken,
 ) -> Result<(), CallError> {
     let from = frame.next;
     let mut batch = Vec::new();
@@ -503,9 +902,9 @@ fn offer_batch<T>(
         }
         to += 1;
     }
-    let results = files(&frame.dir, &batch)?;
+    let results = visitor.files(tally, &frame.dir, &batch, cancel)?;
     drop(batch);
-    let mut found: Vec<Vec<T>> = (from..to).map(|_| Vec::new()).collect();
+    let mut found: Vec<Vec<V::Item>> = (from..to).map(|_| Vec::new()).collect();
     for (i, items) in at.into_iter().zip(results) {
         found[i] = items;
     }
@@ -515,14 +914,14 @@ fn offer_batch<T>(
 }
 
 /// Open a directory's frame: its `.gitignore` and its first window.
-fn open_frame<T>(
+fn open_frame<T, L>(
     dir: WalkDir,
     path: String,
     rel: String,
     ignores: &mut Ignores,
     spec: &WalkSpec<'_>,
     window: usize,
-) -> Result<Frame<T>, CallError> {
+) -> Result<Frame<T, L>, CallError> {
     let mut frame = Frame {
         dir,
         path,
@@ -538,6 +937,9 @@ fn open_frame<T>(
         skipped: 0,
         denied: 0,
         ignores_len: ignores.len(),
+        alone: false,
+        offered: 0,
+        ahead: VecDeque::new(),
     };
     next_window(&mut frame, ignores, spec)?;
     Ok(frame)
@@ -546,8 +948,8 @@ fn open_frame<T>(
 /// Read the frame's next window of entries (its first when none was read): filtered, the
 /// ignored ones dropped, sorted. The first window counts what is skipped and reads the
 /// directory's `.gitignore`.
-fn next_window<T>(
-    frame: &mut Frame<T>,
+fn next_window<T, L>(
+    frame: &mut Frame<T, L>,
     ignores: &mut Ignores,
     spec: &WalkSpec<'_>,
 ) -> Result<(), CallError> {
@@ -616,7 +1018,11 @@ fn next_window<T>(
     frame.entries = entries;
     frame.more = window.more;
     frame.next = 0;
+    frame.offered = 0;
     frame.found = Vec::new();
     frame.batch_from = 0;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

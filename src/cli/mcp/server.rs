@@ -120,6 +120,8 @@ pub struct Setting {
     pub command_max_timeout_ms: Option<u64>,
     /// `--allow-net` was given (some host is listed for the network policy).
     pub allow_net: bool,
+    /// `--deny` was given: some paths of the workspace are refused (`PATH_DENIED`).
+    pub denied: bool,
 }
 
 /// Serves the tools of one registry to one MCP client.
@@ -351,6 +353,28 @@ fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
             if setting.allow_net {
                 text.push_str(&network);
             }
+        }
+    }
+    if setting.denied {
+        text.push_str(
+            " Some paths of this workspace are denied by the server's configuration: a tool \
+             given one (or a symlink to one) refuses it with PATH_DENIED and reads or changes \
+             nothing of it, and listings and searches leave denied entries out, counting them \
+             in `denied`.",
+        );
+        if !runners.is_empty() {
+            let which = runners.join(" and ");
+            text.push_str(&if setting.sandbox {
+                format!(
+                    " What {which} run{} cannot read them either.",
+                    if runners.len() == 1 { "s" } else { "" }
+                )
+            } else {
+                format!(
+                    " What {which} run{} is not held to this.",
+                    if runners.len() == 1 { "s" } else { "" }
+                )
+            });
         }
     }
     if registry.get("read_media").is_some() {
