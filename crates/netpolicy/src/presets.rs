@@ -194,14 +194,21 @@ fn run_client(program: &Path, args: &[&str], env: &ClientEnv) -> Option<String> 
 
 fn npm(env: &ClientEnv) -> Result<Vec<Entry>, EntryError> {
     let npm = env.find("npm").ok_or_else(|| missing("npm", "npm"))?;
-    let registry = run_client(&npm, &["config", "get", "registry"], env)
-        .ok_or_else(|| unreadable("npm", "`npm config get registry` failed"))?;
-    let mut found = Vec::new();
-    found.extend(url_entry(registry.trim()));
+    // One start of npm where its list names the registry (it does, npm 7 on): starting npm
+    // costs most of a second, paid by every server that asks for the preset.
     let list = run_client(&npm, &["config", "list", "--json"], env)
         .ok_or_else(|| unreadable("npm", "`npm config list --json` failed"))?;
     let list: serde_json::Value = serde_json::from_str(&list)
         .map_err(|_| unreadable("npm", "`npm config list --json` is not JSON"))?;
+    let mut found = Vec::new();
+    match list.get("registry").and_then(serde_json::Value::as_str) {
+        Some(registry) => found.extend(url_entry(registry.trim())),
+        None => {
+            let registry = run_client(&npm, &["config", "get", "registry"], env)
+                .ok_or_else(|| unreadable("npm", "`npm config get registry` failed"))?;
+            found.extend(url_entry(registry.trim()));
+        }
+    }
     if let Some(object) = list.as_object() {
         for (key, value) in object {
             if key.starts_with('@')

@@ -382,7 +382,7 @@ fn client_that_hangs_is_stopped_at_its_time_bound() {
     let err = AllowList::build_with_env(&["@npm"], &env).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "--allow-net @npm: `npm config get registry` failed"
+        "--allow-net @npm: `npm config list --json` failed"
     );
     // The contract's own bound, with a generous margin.
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
@@ -407,4 +407,26 @@ fn presets_resolve_inside_a_runtime() {
         let list = rt.block_on(async { AllowList::build_with_env(&["@npm"], &env).unwrap() });
         assert!(list.allows("registry.example.test", 443));
     }
+}
+
+/// npm is started once where its list names the registry (npm 7 on): `config get` is never
+/// asked then (here it would fail).
+#[test]
+fn npm_preset_reads_the_registry_from_one_config_list() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = fake_env(tmp.path());
+    fake_client(
+        tmp.path(),
+        "npm",
+        r#"[ "$2" = list ] || exit 1
+echo '{"registry": "https://list.example.test/", "@a:registry": "https://scoped.example.test/"}'"#,
+    );
+    let built = AllowList::build_with_env(&["@npm"], &env).unwrap();
+    assert_eq!(
+        built.entries(),
+        [
+            host("list.example.test", None),
+            host("scoped.example.test", None)
+        ]
+    );
 }
