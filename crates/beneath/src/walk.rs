@@ -145,7 +145,9 @@ impl WalkDir {
         mut each: impl FnMut(Entry) -> ControlFlow<()>,
     ) -> io::Result<ControlFlow<()>> {
         self.dir.rewind();
-        let fd = self.dir.fd()?.try_clone_to_owned()?;
+        // The descriptor for an entry whose type the listing leaves out (duplicated, as the
+        // reader holds the directory): made only when one is met.
+        let mut stat_fd: Option<OwnedFd> = None;
         while let Some(entry) = self.dir.read() {
             let entry = entry?;
             let name = entry.file_name();
@@ -153,12 +155,17 @@ impl WalkDir {
                 continue;
             }
             let kind = match entry.file_type() {
-                FileType::Unknown => match rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW)
-                {
-                    Ok(st) => EntryKind::of(FileType::from_raw_mode(st.st_mode)),
-                    Err(Errno::NOENT) => continue,
-                    Err(e) => return Err(e.into()),
-                },
+                FileType::Unknown => {
+                    let fd = match &stat_fd {
+                        Some(fd) => fd,
+                        None => stat_fd.insert(self.dir.fd()?.try_clone_to_owned()?),
+                    };
+                    match rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) => EntryKind::of(FileType::from_raw_mode(st.st_mode)),
+                        Err(Errno::NOENT) => continue,
+                        Err(e) => return Err(e.into()),
+                    }
+                }
                 t => EntryKind::of(t),
             };
             let entry = Entry {

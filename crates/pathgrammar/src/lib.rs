@@ -4,6 +4,7 @@
 //! The crate is pure and lexical (no I/O, no allocation but the output). Its main items:
 //!
 //! - [`normalize`]: validate a `&str` and return a [`RelPath`] or a [`PathError`];
+//! - [`is_normal`]: whether `normalize` accepts a `&str` as it stands (no allocation);
 //! - [`RelPath`]: the normalized path, segments joined by `/` ([`RelPath::as_str`],
 //!   [`RelPath::segments`], [`RelPath::file_name`], [`RelPath::parent`]);
 //! - [`PathError`]: the rejection, whose tool-level token [`PathError::code`] is always
@@ -105,6 +106,6 @@ mod reserved;
 mod segment;
 
 pub use error::{PathError, PathErrorReason};
-pub use normalize::{MAX_PATH_BYTES, normalize};
+pub use normalize::{MAX_PATH_BYTES, is_normal, normalize};
 pub use relpath::RelPath;
 pub use segment::MAX_SEGMENT_BYTES;

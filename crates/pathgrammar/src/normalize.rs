@@ -57,6 +57,22 @@ pub fn normalize(input: &str) -> Result<RelPath, PathError> {
     }
 }
 
+/// Whether [`normalize`] accepts `input` and returns it unchanged: the check a directory walk
+/// makes on every name it lists, in one pass over the bytes and without allocating. True
+/// exactly when `normalize(input)` is `Ok(p)` with `p.as_str() == input`.
+///
+/// ```
+/// use confine_pathgrammar::is_normal;
+///
+/// assert!(is_normal("src/lib.rs"));
+/// assert!(!is_normal("src//lib.rs")); // accepted, but normalized to `src/lib.rs`
+/// assert!(!is_normal("a/../b")); // refused
+/// ```
+#[inline]
+pub fn is_normal(input: &str) -> bool {
+    scan(input.as_bytes()) == Some(true)
+}
+
 /// The fast path: accept or reject in one pass over the bytes, without naming a reason.
 /// `Some(already_normal)` on acceptance, where `already_normal` says the input needs no rewriting
 /// (no `\`, no empty or `.` segment). It must accept exactly what [`reference`] accepts (a unit

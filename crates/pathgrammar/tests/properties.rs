@@ -3,7 +3,7 @@
 
 use std::path::{Component, Path};
 
-use confine_pathgrammar::{MAX_PATH_BYTES, MAX_SEGMENT_BYTES, normalize};
+use confine_pathgrammar::{MAX_PATH_BYTES, MAX_SEGMENT_BYTES, is_normal, normalize};
 use proptest::prelude::*;
 
 /// Segments chosen to hit every rule and its near misses.
@@ -114,6 +114,12 @@ proptest! {
             prop_assert!(s.len() <= input.len());
             prop_assert!(input.len() <= MAX_PATH_BYTES);
         }
+    }
+
+    #[test]
+    fn is_normal_is_accepted_unchanged(input in any_input()) {
+        let unchanged = normalize(&input).is_ok_and(|p| p.as_str() == input);
+        prop_assert_eq!(is_normal(&input), unchanged, "{:?}", input);
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use confine_pathgrammar::RelPath;
 use confine_rootid::WorkspaceRoot;
-use globset::{GlobBuilder, GlobMatcher};
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -58,21 +58,40 @@ pub struct FindOutput {
 /// Validated `find_files` arguments.
 #[derive(Clone, Debug)]
 pub struct FindRequest {
-    glob: GlobMatcher,
+    glob: PathGlob,
     path: Option<RelPath>,
     include_ignored: bool,
 }
 
+/// One compiled glob, matched against `/`-separated relative paths.
+///
+/// A set of one glob rather than globset's `GlobMatcher`: the set picks a matching strategy
+/// from the glob's shape (`**/*.rs` is a lookup of the extension, `**/name` of the file name,
+/// a literal a comparison), where the matcher always runs its regex; the answer is the same.
+#[derive(Clone, Debug)]
+pub(crate) struct PathGlob(GlobSet);
+
+impl PathGlob {
+    /// Whether `path` matches.
+    pub(crate) fn is_match(&self, path: &str) -> bool {
+        self.0.is_match(path)
+    }
+}
+
 /// Compile a glob with the shell's and `.gitignore`'s meaning (`*` stops at `/`).
-pub(crate) fn compile_glob(pattern: &str) -> Result<GlobMatcher, ToolError> {
+pub(crate) fn compile_glob(pattern: &str) -> Result<PathGlob, ToolError> {
     if pattern.is_empty() || pattern.len() > MAX_PATTERN_BYTES || pattern.contains('\0') {
         return Err(ToolError::invalid(ErrorKind::InvalidGlob));
     }
-    GlobBuilder::new(pattern)
+    let glob = GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
-        .map(|g| g.compile_matcher())
+        .map_err(|_| ToolError::invalid(ErrorKind::InvalidGlob))?;
+    GlobSetBuilder::new()
+        .add(glob)
+        .build()
+        .map(PathGlob)
         .map_err(|_| ToolError::invalid(ErrorKind::InvalidGlob))
 }
 
@@ -86,7 +105,7 @@ pub struct FindFilesTool {
 }
 
 /// The files whose path relative to the start matches the glob: their paths.
-struct Matches<'a>(&'a GlobMatcher);
+struct Matches<'a>(&'a PathGlob);
 
 impl Visitor for Matches<'_> {
     type Item = String;
@@ -101,11 +120,12 @@ impl Visitor for Matches<'_> {
         files: &[FileAt<'_>],
         _: &CancellationToken,
     ) -> Result<Vec<Vec<String>>, CallError> {
+        let mut rel = String::new();
         Ok(files
             .iter()
             .map(|f| {
-                if self.0.is_match(&f.rel) {
-                    vec![f.path.clone()]
+                if self.0.is_match(f.rel(&mut rel)) {
+                    vec![f.path()]
                 } else {
                     Vec::new()
                 }

@@ -34,7 +34,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use confine_beneath::{Symlinks, WalkDir};
 use confine_pathgrammar::RelPath;
 use confine_rootid::WorkspaceRoot;
-use globset::GlobMatcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use rayon::prelude::*;
@@ -46,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 use crate::blocking::off_reactor;
 use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::find_files::{MAX_PATTERN_BYTES, compile_glob};
+use crate::find_files::{MAX_PATTERN_BYTES, PathGlob, compile_glob};
 use crate::list_directory::check_dir_path;
 use crate::scan::{LineCut, SEARCH_READ, ScanReader, is_cancelled};
 use crate::tool::{ToolHints, TypedTool};
@@ -149,7 +148,7 @@ pub struct GrepOutput {
 pub struct GrepRequest {
     matcher: RegexMatcher,
     path: Option<RelPath>,
-    glob: Option<(GlobMatcher, bool)>,
+    glob: Option<(PathGlob, bool)>,
     context: usize,
     max: usize,
 }
@@ -427,11 +426,8 @@ fn search_batch(
             return Ok((Vec::new(), none(true)));
         }
         if let Some((glob, by_name)) = &req.glob {
-            let subject = if *by_name {
-                f.rel.rsplit('/').next().unwrap_or(&f.rel)
-            } else {
-                &f.rel
-            };
+            let mut rel = String::new();
+            let subject = if *by_name { f.name } else { f.rel(&mut rel) };
             if !glob.is_match(subject) {
                 return Ok((Vec::new(), none(false)));
             }
@@ -451,7 +447,7 @@ fn search_batch(
             &st,
             cancel,
             &counts.held,
-            &f.path,
+            &f.path(),
             req.max + 1,
             &mut out,
         )?;

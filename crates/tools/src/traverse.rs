@@ -15,7 +15,8 @@
 //! - after a directory's entries (and, for `grep`, its files) have been read, the directory
 //!   must still lie beneath the root, checked by climbing `..` on descriptors; what a
 //!   directory moved (or exchanged) out of the root gave is dropped, its subdirectories' too;
-//! - cancellation is checked between entries, also while a directory's entries are read;
+//! - cancellation is checked every few entries ([`CANCEL_EVERY`]), also while a directory's
+//!   entries are read;
 //! - what is left out because no tool could be given its path back (a name the grammar
 //!   refuses, a path over 4,096 bytes) is counted in `skipped` (a directory once: its
 //!   contents are not read); the temporaries, `.git` and ignored entries are not counted;
@@ -117,10 +118,7 @@ pub(crate) fn is_temporary(name: &str) -> bool {
 /// The entry's name when the grammar accepts it as one segment, as it stands.
 pub(crate) fn plain_name(name: &OsStr) -> Option<&str> {
     let s = name.to_str()?;
-    match confine_pathgrammar::normalize(s) {
-        Ok(p) if p.as_str() == s => Some(s),
-        _ => None,
-    }
+    confine_pathgrammar::is_normal(s).then_some(s)
 }
 
 /// `prefix/name`, or `name` at the root.
@@ -134,6 +132,19 @@ pub(crate) fn join(prefix: &str, name: &str) -> String {
         s.push_str(name);
         s
     }
+}
+
+/// `buf` set to the parts that are not empty, joined by `/` (as [`join`] joins two): the
+/// walk's paths built in one buffer instead of a string each.
+pub(crate) fn join_into<'b>(buf: &'b mut String, parts: &[&str]) -> &'b str {
+    buf.clear();
+    for part in parts.iter().filter(|p| !p.is_empty()) {
+        if !buf.is_empty() {
+            buf.push('/');
+        }
+        buf.push_str(part);
+    }
+    buf
 }
 
 /// Open the directory a walking tool starts from: the root when `path` is absent, else `path`
@@ -300,9 +311,26 @@ pub(crate) struct Window {
     pub(crate) more: bool,
 }
 
+/// How often (in entries) a directory's read checks for cancellation: a token's check takes a
+/// lock, too dear for every entry of a large tree.
+const CANCEL_EVERY: usize = 64;
+
+/// The entries of a window being read: kept as they come while they fit its bounds (nearly
+/// every directory), sorted once at the end; in a heap by name, the largest on top, from the
+/// first entry that passes them.
+enum Held {
+    Fits(Vec<Entry>),
+    Heap(BinaryHeap<ByName>),
+}
+
 /// The entries of `dir` that `keep` accepts and whose names sort after `after`: the smallest
 /// ones, at most `max_entries` of them and (but at least one) within `max_bytes`. The
-/// descriptor is read from its start; cancellation is checked between entries.
+/// descriptor is read from its start; cancellation is checked every [`CANCEL_EVERY`] entries.
+///
+/// "The smallest" holds however the names' sizes differ: once an entry was left out (`more`),
+/// no entry whose name sorts after it is taken, even one small enough to fit, so the window
+/// holds every kept name between `after` and the first one left out, and the next window
+/// (after this one's last name) misses none.
 pub(crate) fn read_window(
     dir: &mut WalkDir,
     after: Option<&[u8]>,
@@ -312,51 +340,104 @@ pub(crate) fn read_window(
     mut keep: impl FnMut(&Entry) -> bool,
 ) -> Result<Window, CallError> {
     use std::os::unix::ffi::OsStrExt;
-    let mut heap: BinaryHeap<ByName> = BinaryHeap::new();
+    let mut held = Held::Fits(Vec::new());
     let mut bytes = 0usize;
-    let mut more = false;
+    // The smallest name left out so far: no name after it is taken.
+    let mut cutoff: Option<Entry> = None;
+    let mut seen = 0usize;
+    let over = |len: usize, bytes: usize| len > 1 && (len > max_entries || bytes > max_bytes);
+    let leave_out = |cutoff: &mut Option<Entry>, e: Entry| {
+        if cutoff
+            .as_ref()
+            .is_none_or(|c| e.name().as_bytes() < c.name().as_bytes())
+        {
+            *cutoff = Some(e);
+        }
+    };
     let flow = dir
         .for_each_entry(|entry| {
-            if cancel.is_cancelled() {
+            seen += 1;
+            if seen.is_multiple_of(CANCEL_EVERY) && cancel.is_cancelled() {
                 return ControlFlow::Break(());
             }
-            if after.is_some_and(|a| entry.name().as_bytes() <= a) || !keep(&entry) {
-                return ControlFlow::Continue(());
-            }
-            let full = heap.len() >= max_entries || bytes >= max_bytes;
-            if full
-                && heap
-                    .peek()
-                    .is_some_and(|top| top.key() < entry.name().as_bytes())
+            let name = entry.name().as_bytes();
+            if after.is_some_and(|a| name <= a)
+                || cutoff.as_ref().is_some_and(|c| name > c.name().as_bytes())
+                || !keep(&entry)
             {
-                more = true;
                 return ControlFlow::Continue(());
             }
-            bytes += entry_bytes(&entry);
-            heap.push(ByName(entry));
-            while heap.len() > 1 && (heap.len() > max_entries || bytes > max_bytes) {
-                let out = heap.pop().expect("not empty");
-                bytes -= entry_bytes(&out.0);
-                more = true;
+            let heap = match &mut held {
+                Held::Fits(entries) => {
+                    bytes += entry_bytes(&entry);
+                    entries.push(entry);
+                    if !over(entries.len(), bytes) {
+                        return ControlFlow::Continue(());
+                    }
+                    let heap = std::mem::take(entries).into_iter().map(ByName).collect();
+                    held = Held::Heap(heap);
+                    let Held::Heap(heap) = &mut held else {
+                        unreachable!("just made")
+                    };
+                    heap
+                }
+                Held::Heap(heap) => {
+                    let full = heap.len() >= max_entries || bytes >= max_bytes;
+                    if full && heap.peek().is_some_and(|top| top.key() < name) {
+                        leave_out(&mut cutoff, entry);
+                        return ControlFlow::Continue(());
+                    }
+                    bytes += entry_bytes(&entry);
+                    heap.push(ByName(entry));
+                    heap
+                }
+            };
+            while over(heap.len(), bytes) {
+                let out = heap.pop().expect("not empty").0;
+                bytes -= entry_bytes(&out);
+                leave_out(&mut cutoff, out);
             }
             ControlFlow::Continue(())
         })
         .map_err(|_| failed(ErrorKind::ReadFailed))?;
-    if flow.is_break() {
+    if flow.is_break() || cancel.is_cancelled() {
         return Err(Cancelled.into());
     }
-    let entries = heap.into_sorted_vec().into_iter().map(|e| e.0).collect();
-    Ok(Window { entries, more })
+    let entries = match held {
+        Held::Fits(mut entries) => {
+            entries.sort_unstable_by(|a, b| a.name().as_bytes().cmp(b.name().as_bytes()));
+            entries
+        }
+        Held::Heap(heap) => heap.into_sorted_vec().into_iter().map(|e| e.0).collect(),
+    };
+    Ok(Window {
+        entries,
+        more: cutoff.is_some(),
+    })
 }
 
-/// One file the walk offers to a tool.
+/// One file the walk offers to a tool: its paths are built when the tool asks for them.
 pub(crate) struct FileAt<'a> {
     /// The entry in its directory.
     pub(crate) entry: &'a Entry,
+    /// Its name (UTF-8, accepted by the grammar).
+    pub(crate) name: &'a str,
+    /// Its directory's path relative to the root.
+    dir_path: &'a str,
+    /// Its directory's path relative to the start of the walk.
+    dir_rel: &'a str,
+}
+
+impl FileAt<'_> {
     /// Its path relative to the root.
-    pub(crate) path: String,
-    /// Its path relative to the start of the walk.
-    pub(crate) rel: String,
+    pub(crate) fn path(&self) -> String {
+        join(self.dir_path, self.name)
+    }
+
+    /// Its path relative to the start of the walk, built in `buf`.
+    pub(crate) fn rel<'b>(&self, buf: &'b mut String) -> &'b str {
+        join_into(buf, &[self.dir_rel, self.name])
+    }
 }
 
 /// What a walk is asked to do.
@@ -660,9 +741,11 @@ impl<'a, V: Visitor> Walker<'a, V> {
         let mut cost = 0usize;
         let mut truncated = false;
         let mut held = first.window;
+        let mut steps = 0usize;
         stack.push(first);
         loop {
-            if self.cancel.is_cancelled() {
+            steps += 1;
+            if steps.is_multiple_of(CANCEL_EVERY) && self.cancel.is_cancelled() {
                 return Err(Cancelled.into());
             }
             let top = stack.last_mut().expect("the start frame is popped last");
@@ -892,11 +975,11 @@ fn offer_batch<V: Visitor>(
     while to < frame.entries.len() && batch.len() < FILES_PER_BATCH {
         let e = &frame.entries[to];
         if e.kind() != EntryKind::Directory {
-            let name = e.name_str().expect("only UTF-8 names are kept");
             batch.push(FileAt {
                 entry: e,
-                path: join(&frame.path, name),
-                rel: join(&frame.rel, name),
+                name: e.name_str().expect("only UTF-8 names are kept"),
+                dir_path: &frame.path,
+                dir_rel: &frame.rel,
             });
             at.push(to - from);
         }
@@ -1001,17 +1084,20 @@ fn next_window<T, L>(
         use std::os::unix::ffi::OsStrExt;
         frame.last = Some(last.name().as_bytes().to_vec());
     }
+    let mut buf = String::new();
     if !spec.include_ignored && ignores.len() > 0 {
         entries.retain(|e| {
             let name = e.name_str().expect("only UTF-8 names are kept");
-            !ignores.is_ignored(&join(&frame.path, name), e.kind() == EntryKind::Directory)
+            let path = join_into(&mut buf, &[&frame.path, name]);
+            !ignores.is_ignored(path, e.kind() == EntryKind::Directory)
         });
     }
     if let Some((denied, real_start)) = &spec.denied {
         let before = entries.len();
         entries.retain(|e| {
             let name = e.name_str().expect("only UTF-8 names are kept");
-            !denied.is_denied(Path::new(&join(real_start, &join(&frame.rel, name))))
+            let real = join_into(&mut buf, &[real_start, &frame.rel, name]);
+            !denied.is_denied(Path::new(real))
         });
         frame.denied += before - entries.len();
     }

@@ -327,7 +327,7 @@ impl Visitor for Counting {
         files: &[FileAt<'_>],
         _: &CancellationToken,
     ) -> Result<Vec<Vec<String>>, CallError> {
-        Ok(files.iter().map(|f| vec![f.path.clone()]).collect())
+        Ok(files.iter().map(|f| vec![f.path()]).collect())
     }
 
     fn cost(&self, item: &String) -> usize {
@@ -365,4 +365,87 @@ fn parallel_walk_walks_subtrees_ahead_and_keeps_the_order() {
     assert!(parallel.is_sorted());
     assert_eq!(none, 0);
     assert!(ahead > 0, "no subtree went ahead");
+}
+
+fn open_dir(path: &Path) -> WalkDir {
+    WalkDir::from_fd(std::fs::File::open(path).unwrap().into()).unwrap()
+}
+
+/// `read_window` beside the plain answer (every kept name after `after`, sorted, the smallest
+/// that fit): directories of random names read in windows bounded by count and by bytes,
+/// window after window to the end, give every entry once, in order.
+#[test]
+fn read_window_gives_the_smallest_names_that_fit_window_after_window() {
+    use std::os::unix::ffi::OsStrExt;
+    let cancel = CancellationToken::new();
+    let mut r = Lcg(7);
+    for case in 0..24u64 {
+        let tmp = tempfile::tempdir().unwrap();
+        let n = 1 + r.below(300) as usize;
+        let mut names: Vec<String> = (0..n)
+            .map(|i| format!("{}-{i}", "x".repeat(r.below(40) as usize)))
+            .collect();
+        for name in &names {
+            std::fs::write(tmp.path().join(name), "").unwrap();
+        }
+        // A name the keeper refuses stays out of every window.
+        std::fs::write(tmp.path().join("skip-me"), "").unwrap();
+        names.sort();
+        let max_entries = if case % 2 == 0 {
+            usize::MAX
+        } else {
+            1 + r.below(40) as usize
+        };
+        let max_bytes = 64 + r.below(4_000) as usize;
+        let mut dir = open_dir(tmp.path());
+        let mut got: Vec<String> = Vec::new();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let w = read_window(
+                &mut dir,
+                after.as_deref(),
+                max_entries,
+                max_bytes,
+                &cancel,
+                |e| e.name() != "skip-me",
+            )
+            .unwrap();
+            assert!(
+                !w.entries.is_empty(),
+                "case {case}: a window holds one at least"
+            );
+            let bytes: usize = w.entries.iter().map(entry_bytes).sum();
+            assert!(w.entries.len() <= max_entries);
+            assert!(w.entries.len() == 1 || bytes <= max_bytes, "case {case}");
+            let from = got.len();
+            got.extend(w.entries.iter().map(|e| e.name_str().unwrap().to_owned()));
+            // The smallest that fit: the next name would not have.
+            if w.more {
+                let next = &names[got.len()];
+                assert!(
+                    w.entries.len() == max_entries || bytes + next.len() + 64 > max_bytes,
+                    "case {case}: {next} would have fit after {}",
+                    got.len() - from
+                );
+            }
+            after = Some(w.entries.last().unwrap().name().as_bytes().to_vec());
+            if !w.more {
+                break;
+            }
+        }
+        assert_eq!(got, names, "case {case}");
+    }
+}
+
+#[test]
+fn read_window_stops_when_cancelled() {
+    let tmp = tempfile::tempdir().unwrap();
+    for i in 0..10 {
+        std::fs::write(tmp.path().join(format!("f{i}")), "").unwrap();
+    }
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let mut dir = open_dir(tmp.path());
+    let r = read_window(&mut dir, None, usize::MAX, usize::MAX, &cancel, |_| true);
+    assert!(matches!(r, Err(CallError::Cancelled(_))));
 }

@@ -675,6 +675,49 @@ fn grep_result_over_4_mib_across_files_is_a_truncated_prefix() {
 }
 
 #[test]
+fn small_windows_miss_no_name_when_the_names_differ_in_length() {
+    let sb = Sandbox::disk("s");
+    // Twelve levels down (windows of 4 KiB, whichever walker reads them), 400 names whose
+    // order has nothing to do with their length: a longer name left out of a window while a
+    // later, larger but shorter name still fits must not be lost between two windows. Eight
+    // such directories, their names spread differently: a directory's listing order is the
+    // filesystem's, and one lucky order could hide a loss.
+    let deep: String = (0..11).map(|i| format!("/level{i:02}")).collect();
+    let mut dirs = Vec::new();
+    for d in 0..8u32 {
+        let sub = format!("d{d}{deep}");
+        let dir = sb.root.join(&sub);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut want = Vec::new();
+        for i in 0..400u32 {
+            let pad = (i * (7 + 2 * d) + d) % 41;
+            let name = format!("{i:03}-{}", "p".repeat(pad as usize));
+            std::fs::write(dir.join(&name), "x").unwrap();
+            want.push(format!("{sub}/{name}"));
+        }
+        want.sort();
+        dirs.push(want);
+    }
+    let r = tools(&sb);
+    for (d, want) in dirs.iter().enumerate() {
+        let v = ok(&r, "find_files", json!({"pattern": format!("d{d}/**/*")}));
+        assert_eq!(v["paths"], json!(want), "d{d}");
+        let v = ok(
+            &r,
+            "grep",
+            json!({"pattern": "x", "glob": format!("d{d}/**"), "maxMatches": 1000}),
+        );
+        let got: Vec<&str> = v["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["path"].as_str().unwrap())
+            .collect();
+        assert!(&got == want, "d{d}: grep's files differ from find_files'");
+    }
+}
+
+#[test]
 fn a_deep_wide_directory_read_in_small_windows_gives_every_entry_in_order() {
     let sb = Sandbox::disk("s");
     // Twelve levels down (windows of 4 KiB there, some 40 of these names), 300 files, every
