@@ -164,6 +164,9 @@ fn run_jail(case: confine_grading::JailCase, report: &mut FileReport) {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Options {
     timeout_ms: Option<u64>,
+    /// `--deny` globs: the registry refuses and leaves out what they match.
+    #[serde(default)]
+    deny: Vec<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -274,6 +277,10 @@ fn run_calls(file: CallsFile, report: &mut FileReport) {
     }
     let mut options = NodeProcessOptions::default();
     options.timeout = file.options.timeout_ms.map(Duration::from_millis);
+    match confine_tools::DeniedPaths::new(&file.options.deny) {
+        Ok(denied) => options.denied = std::sync::Arc::new(denied),
+        Err(e) => return report.check(false, || format!("a deny glob is refused: {e}")),
+    }
     let registry = match confine_tools::create_workspace_tools(&places.root, options) {
         Ok(r) => r,
         Err(e) => return report.check(false, || format!("cannot build the tools: {}", e.code())),
