@@ -25,7 +25,8 @@ pub struct ToolArgs {
     /// Confine node_process children with the Linux kernel sandbox (Landlock and seccomp):
     /// read only the root, Node.js's installation and the system's non-secret files; write
     /// only beneath the root; no change of mode, owner, times or extended attributes; no
-    /// socket (Unix ones included); 4 GiB of address space, 1024 open files. A call fails
+    /// Unix, raw or netlink socket, and TCP only to the network policy's proxy or the run's
+    /// own loopback (see --allow-net); 4 GiB of address space, 1024 open files. A call fails
     /// with NODE_SANDBOX_UNAVAILABLE where the kernel cannot enforce it.
     #[arg(long)]
     pub sandbox: bool,
