@@ -50,7 +50,8 @@
 //! hand up to its exact bound ([`ProxyOptions::max_head`], 16 KiB by default, the blank line
 //! included; one byte more is `431`) and parsed by `httparse`; the host and port must match an
 //! entry (else `403 not on the allow list`); a name is resolved by the proxy's own resolver
-//! (else `502 does not resolve`); every address it resolves to must be reachable: loopback,
+//! (else `502 does not resolve`; an answer is kept 30 seconds for at most 256 names, a failure
+//! never, and a kept answer is checked on every use as a fresh one is); every address it resolves to must be reachable: loopback,
 //! private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local (169.254/16, the cloud
 //! metadata addresses among them, fe80::/10), unspecified (0.0.0.0/8, `::`), multicast and
 //! broadcast are refused with the class named (`403 resolves to a loopback address`), an
@@ -98,6 +99,7 @@ mod address;
 mod allow;
 mod entry;
 mod head;
+mod names;
 mod presets;
 mod proxy;
 mod ticket;

@@ -13,6 +13,7 @@ use crate::address::refusal;
 use crate::allow::AllowList;
 use crate::entry::{RequestHost, canonical_ip};
 use crate::head::{HeadError, Target, read_head};
+use crate::names::Names;
 use crate::ticket::{Decision, Registry, Ticket};
 
 /// How long resolving a name, connecting to a target or writing a refusal may take.
@@ -55,6 +56,8 @@ struct Shared {
     registry: Arc<Registry>,
     tunnels: Arc<Semaphore>,
     connections: Arc<Semaphore>,
+    /// The names resolved lately (each use checks their addresses again).
+    names: Names,
 }
 
 /// A running proxy. Dropping it stops it: the listener is closed and every tunnel with it.
@@ -105,6 +108,7 @@ impl Proxy {
             // Heads being read and tunnels open: twice the tunnels, so a full set of tunnels
             // still leaves room to answer the next request with a 503.
             connections: Arc::new(Semaphore::new(max_tunnels.saturating_mul(2).max(1))),
+            names: Names::default(),
         });
         let task = runtime.spawn(accept_loop(listener, shared));
         Ok(Proxy {
@@ -314,13 +318,22 @@ async fn decide(host: &RequestHost, port: u16, shared: &Shared) -> Verdict {
         // checked, the embedder named it.
         RequestHost::Ip(ip) => vec![SocketAddr::new(*ip, port)],
         RequestHost::Name(name) => {
-            let resolved =
-                tokio::time::timeout(STEP_TIMEOUT, tokio::net::lookup_host((name.as_str(), port)))
-                    .await;
-            let addrs: Vec<SocketAddr> = match resolved {
-                Ok(Ok(found)) => found.take(MAX_ADDRESSES).collect(),
-                _ => Vec::new(),
+            let lookup = || async {
+                let resolved = tokio::time::timeout(
+                    STEP_TIMEOUT,
+                    tokio::net::lookup_host((name.as_str(), port)),
+                )
+                .await;
+                match resolved {
+                    Ok(Ok(found)) => found.take(MAX_ADDRESSES).collect(),
+                    _ => Vec::new(),
+                }
             };
+            let addrs: Vec<SocketAddr> = shared
+                .names
+                .resolve(name, port, std::time::Instant::now(), lookup)
+                .await
+                .to_vec();
             if addrs.is_empty() {
                 return Verdict::Refuse(502, "does not resolve");
             }

@@ -118,6 +118,11 @@ async fn listed_name_that_resolves_to_loopback_is_refused() {
     let get = format!("GET http://LocalHost.:{port}/ HTTP/1.1\r\nHost: localhost\r\n\r\n");
     let answer = exchange(&proxy, get.as_bytes()).await;
     assert_eq!(status_and_body(&answer).0, 403, "{answer}");
+    // Asked again while the proxy keeps the name's answer: checked again, refused again.
+    for _ in 0..3 {
+        let answer = exchange(&proxy, &connect_request(&format!("localhost:{port}"), None)).await;
+        assert_eq!(status_and_body(&answer).1, body, "{answer}");
+    }
     assert_untouched(&listener).await;
 }
 
