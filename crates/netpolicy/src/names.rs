@@ -22,10 +22,13 @@ pub(crate) const NAME_TTL: Duration = Duration::from_secs(30);
 /// The most names kept at once; one more evicts the expired ones, else the oldest.
 pub(crate) const MAX_NAMES: usize = 256;
 
+/// A name and port, and when it was resolved to what.
+type Kept = HashMap<(String, u16), (Instant, Arc<[SocketAddr]>)>;
+
 /// The names the proxy resolved, with when.
 #[derive(Default)]
 pub(crate) struct Names {
-    kept: Mutex<HashMap<(String, u16), (Instant, Arc<[SocketAddr]>)>>,
+    kept: Mutex<Kept>,
 }
 
 impl Names {
@@ -71,9 +74,7 @@ impl Names {
         kept.insert(key, (now, addrs));
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<(String, u16), (Instant, Arc<[SocketAddr]>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.kept
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

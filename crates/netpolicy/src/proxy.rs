@@ -137,6 +137,10 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => match Arc::clone(&shared.connections).try_acquire_owned() {
                     Ok(permit) => {
+                        // A tunnel relays each read as one write: Nagle's wait for an ACK
+                        // before a small write would add a round trip (or a delayed ACK's
+                        // 40 ms) to the exchanges the two ends made without it.
+                        let _ = stream.set_nodelay(true);
                         let shared = Arc::clone(&shared);
                         connections.spawn(async move {
                             serve(stream, &shared).await;
@@ -355,6 +359,7 @@ async fn decide(host: &RequestHost, port: u16, shared: &Shared) -> Verdict {
     for addr in addrs {
         let addr = SocketAddr::new(canonical_ip(addr.ip()), addr.port());
         if let Ok(Ok(stream)) = tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(addr)).await {
+            let _ = stream.set_nodelay(true);
             return Verdict::Connect(stream, permit);
         }
     }

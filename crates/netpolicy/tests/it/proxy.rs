@@ -138,6 +138,61 @@ async fn name_that_does_not_resolve_is_502() {
     );
 }
 
+/// The proxy's own socket (in this process) whose peer is `peer`: found among this
+/// process's descriptors by their addresses.
+fn proxy_socket_with_peer(peer: SocketAddr, local_port: Option<u16>) -> std::os::fd::OwnedFd {
+    use rustix::process::{PidfdFlags, PidfdGetfdFlags, getpid, pidfd_getfd, pidfd_open};
+    use std::os::fd::AsFd;
+    // The process's own descriptors by number, duplicated through its own pidfd.
+    let me = pidfd_open(getpid(), PidfdFlags::empty()).unwrap();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(dup) = pidfd_getfd(&me, fd, PidfdGetfdFlags::empty()) else {
+            continue;
+        };
+        let addr =
+            |a: Option<rustix::net::SocketAddrAny>| a.and_then(|a| SocketAddr::try_from(a).ok());
+        let remote = addr(rustix::net::getpeername(dup.as_fd()).ok().flatten());
+        let local = addr(rustix::net::getsockname(dup.as_fd()).ok());
+        if remote == Some(peer) && local_port.is_none_or(|p| local.is_some_and(|l| l.port() == p)) {
+            return dup;
+        }
+    }
+    panic!("no socket of the proxy has the peer {peer}");
+}
+
+#[tokio::test]
+async fn both_sockets_of_a_tunnel_send_without_nagle() {
+    // A tunnel relays each read as one write; with Nagle's algorithm a small write waits for
+    // the ACK of the one before (a delayed ACK: 40 ms), which a real install pays on every
+    // TLS exchange.
+    let (listener, port) = target().await;
+    let proxy = start(&[format!("127.0.0.1:{port}")], ProxyOptions::default());
+    let mut client = connect(&proxy).await;
+    client
+        .write_all(&connect_request(&format!("127.0.0.1:{port}"), None))
+        .await
+        .unwrap();
+    assert!(read_head(&mut client).await.starts_with("HTTP/1.1 200 "));
+    let (server, _) = tokio::time::timeout(PATIENCE, listener.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    let towards_client = proxy_socket_with_peer(
+        client.local_addr().unwrap(),
+        Some(proxy.local_addr().port()),
+    );
+    // The proxy's upstream end: its peer is the target, its port the accepted one's peer's.
+    let towards_server = proxy_socket_with_peer(
+        server.local_addr().unwrap(),
+        Some(server.peer_addr().unwrap().port()),
+    );
+    assert!(rustix::net::sockopt::tcp_nodelay(&towards_client).unwrap());
+    assert!(rustix::net::sockopt::tcp_nodelay(&towards_server).unwrap());
+}
+
 #[tokio::test]
 async fn ip_literal_on_the_list_is_tunnelled_both_ways() {
     let (listener, port) = target().await;
