@@ -63,7 +63,9 @@
 //! Every refusal has the one-line body `confine: HOST:PORT refused: REASON`.
 //! Documentation and shared ranges (192.0.2/24, 100.64/10, 198.18/15, …) are not refused:
 //! some networks route their registries through them. A tunnel with no byte either way for
-//! [`ProxyOptions::idle`] (5 minutes by default) is closed. Each decision is logged at info
+//! [`ProxyOptions::idle`] (5 minutes by default) is closed. Both sockets of a tunnel send
+//! without Nagle's delay (`TCP_NODELAY`): the proxy relays each read as one write, and a small
+//! write must not wait for the ACK of the one before. Each decision is logged at info
 //! (`tracing`).
 //!
 //! # Threat model
