@@ -327,7 +327,9 @@ enum Held {
 /// ones, at most `max_entries` of them and (but at least one) within `max_bytes`. The
 /// descriptor is read from its start; cancellation is checked every [`CANCEL_EVERY`] entries.
 ///
-/// "The smallest" holds however the names' sizes differ: once an entry was left out (`more`),
+/// `keep` is asked of every entry whose name sorts after `after`, also of those past the
+/// window's end (a caller counts what it refuses there). "The smallest" holds however the
+/// names' sizes differ: once an entry was left out (`more`),
 /// no entry whose name sorts after it is taken, even one small enough to fit, so the window
 /// holds every kept name between `after` and the first one left out, and the next window
 /// (after this one's last name) misses none.
@@ -361,9 +363,11 @@ pub(crate) fn read_window(
                 return ControlFlow::Break(());
             }
             let name = entry.name().as_bytes();
+            // `keep` sees every entry after `after`, those past the cutoff too: it counts
+            // what it refuses and notes the `.gitignore` wherever they sort.
             if after.is_some_and(|a| name <= a)
-                || cutoff.as_ref().is_some_and(|c| name > c.name().as_bytes())
                 || !keep(&entry)
+                || cutoff.as_ref().is_some_and(|c| name > c.name().as_bytes())
             {
                 return ControlFlow::Continue(());
             }

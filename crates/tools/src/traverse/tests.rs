@@ -401,15 +401,23 @@ fn read_window_gives_the_smallest_names_that_fit_window_after_window() {
         let mut got: Vec<String> = Vec::new();
         let mut after: Option<Vec<u8>> = None;
         loop {
+            let mut judged = 0;
             let w = read_window(
                 &mut dir,
                 after.as_deref(),
                 max_entries,
                 max_bytes,
                 &cancel,
-                |e| e.name() != "skip-me",
+                |e| {
+                    judged += 1;
+                    e.name() != "skip-me"
+                },
             )
             .unwrap();
+            // Every entry after `after` is judged, those past the window's end too.
+            if after.is_none() {
+                assert_eq!(judged, names.len() + 1, "case {case}");
+            }
             assert!(
                 !w.entries.is_empty(),
                 "case {case}: a window holds one at least"

@@ -718,6 +718,38 @@ fn small_windows_miss_no_name_when_the_names_differ_in_length() {
 }
 
 #[test]
+fn small_windows_count_every_refused_name_and_read_a_late_gitignore() {
+    let sb = Sandbox::disk("s");
+    // Twelve levels down (windows of 4 KiB): 400 names, then names the grammar refuses (a
+    // trailing dot) and a `.gitignore` that sort after most of them. The first window, full
+    // long before its end, must still judge every name: each refused one is counted, and the
+    // `.gitignore` is read wherever it sorts.
+    let deep: String = (0..12).map(|i| format!("level{i:02}/")).collect();
+    let dir = sb.root.join(&deep);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut want = Vec::new();
+    for i in 0..400u32 {
+        // `+` sorts before `.`: the window fills with these before it meets `.gitignore`.
+        let name = format!("+{i:03}-{}", "p".repeat((i * 7 % 41) as usize));
+        std::fs::write(dir.join(&name), "x").unwrap();
+        want.push(format!("{deep}{name}"));
+    }
+    for i in 0..5 {
+        std::fs::write(dir.join(format!("zz-refused-{i}.")), "x").unwrap();
+    }
+    std::fs::write(dir.join(".gitignore"), "*.ignored\n").unwrap();
+    std::fs::write(dir.join("zz.ignored"), "x").unwrap();
+    want.push(format!("{deep}.gitignore"));
+    want.sort();
+    let r = tools(&sb);
+    let v = ok(&r, "find_files", json!({"pattern": "**/*"}));
+    assert_eq!(v["paths"], json!(want));
+    assert_eq!(v["skipped"], 5);
+    let v = ok(&r, "grep", json!({"pattern": "x", "maxMatches": 1000}));
+    assert_eq!(v["skipped"], 5, "{v}");
+}
+
+#[test]
 fn a_deep_wide_directory_read_in_small_windows_gives_every_entry_in_order() {
     let sb = Sandbox::disk("s");
     // Twelve levels down (windows of 4 KiB there, some 40 of these names), 300 files, every
