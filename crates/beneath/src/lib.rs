@@ -100,7 +100,7 @@ pub use errno::FsErrorKind;
 pub use id::FileId;
 pub use open::{Symlinks, open_beneath, open_parent_beneath};
 pub use regular::{identity_beneath, open_regular_beneath};
-pub use remove::remove_if_same;
+pub use remove::{remove_entry_tree, remove_if_same};
 pub use resolve::{MAX_SYMLINKS, ResolveError, Resolved, resolve_path};
 pub use temp::Temporary;
 pub use walk::{Entry, EntryKind, TreeWalkError, WalkDir, walk_tree};

@@ -27,6 +27,10 @@ pub(crate) struct Children {
     protected: Arc<crate::ProtectedPaths>,
     /// What the sandbox covers beneath the root (those that exist at each run).
     denied: Arc<crate::DeniedPaths>,
+    /// Whether the root held a `.git` when these children's tool was built: the user's
+    /// repository, whose protected paths bind children (see
+    /// [`ProtectedPaths::sandbox_plan`](crate::ProtectedPaths)).
+    repository: bool,
     slots: Arc<confine_nodeexec::RunSlots>,
     /// Keep the embedder's session and privileges (the embedder's opt-out).
     keep_privileges: bool,
@@ -61,8 +65,11 @@ impl Children {
             }
             sandbox
         });
+        let repository =
+            confine_beneath::FileId::at(root.dir(), crate::protect::REPOSITORY_ENTRY).is_ok();
         Self {
             root,
+            repository,
             env: passed_env(&options.env),
             sandbox,
             protected: options.protected.clone(),
@@ -127,12 +134,13 @@ impl Children {
     /// them: `NETWORK_POLICY_UNAVAILABLE` where no mechanism enforces the policy,
     /// `NODE_SANDBOX_UNAVAILABLE` where the kernel cannot enforce the sandbox, else
     /// `start_failed` when its rules cannot be built. Returns the run's share of the network
-    /// policy (its decisions go into the record).
+    /// policy (its decisions go into the record) and the watch on protected paths that do not
+    /// exist yet, both to be kept until the run's processes are reaped.
     pub(crate) fn confine(
         &self,
         cmd: &mut confine_nodeexec::Command,
         start_failed: ErrorKind,
-    ) -> Result<Option<crate::network::RunNetwork>, CallError> {
+    ) -> Result<Confined, CallError> {
         let network = match &self.network {
             None => None,
             Some(policy) => match policy.run() {
@@ -152,12 +160,14 @@ impl Children {
                 cmd.network(&run.network);
             }
         }
+        let mut watch = None;
         if let Some(sandbox) = &self.sandbox {
             // The protected paths that exist now, read-only for the child (a mount namespace
-            // of its own; where none can be made the start is NODE_SANDBOX_UNAVAILABLE).
-            let existing = self
+            // of its own; where none can be made the start is NODE_SANDBOX_UNAVAILABLE), and
+            // those that do not, watched for the run's life.
+            let plan = self
                 .protected
-                .existing_beneath(self.root.dir())
+                .sandbox_plan(self.root.dir(), self.repository)
                 .map_err(|_| {
                     CallError::Failed(ToolError::failed(ErrorKind::NodeSandboxUnavailable))
                 })?;
@@ -175,7 +185,7 @@ impl Children {
                 // The sandbox then adds the network to the command itself.
                 sandbox.network(&run.network);
             }
-            for rel in existing {
+            for rel in plan.read_only {
                 sandbox.read_only(root.join(rel));
             }
             for rel in hidden {
@@ -191,9 +201,30 @@ impl Children {
                 CallError::Failed(ToolError::failed(kind).with_source(e))
             })?;
             cmd.sandbox(&rules);
+            // Watched before the child exists; without a watch, no child.
+            if !plan.watched.is_empty() {
+                watch = Some(
+                    crate::protect_watch::ProtectWatch::start(self.root.clone(), plan.watched)
+                        .map_err(|e| {
+                            CallError::Failed(
+                                ToolError::failed(ErrorKind::NodeSandboxUnavailable).with_source(e),
+                            )
+                        })?,
+                );
+            }
         }
-        Ok(network)
+        Ok(Confined { network, watch })
     }
+}
+
+/// What a confined run keeps until its processes are reaped.
+#[derive(Debug, Default)]
+pub(crate) struct Confined {
+    /// The run's share of the network policy, while it is on.
+    pub network: Option<crate::network::RunNetwork>,
+    /// The watch on protected paths that did not exist at the start (sandboxed runs);
+    /// dropping it sweeps them once more.
+    pub watch: Option<crate::protect_watch::ProtectWatch>,
 }
 
 impl RunErrors {

@@ -99,6 +99,7 @@ mod network;
 pub mod node_process;
 mod progress;
 pub mod protect;
+mod protect_watch;
 pub mod read_file;
 pub mod read_lines;
 pub mod read_media;

@@ -42,10 +42,47 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::error::{CallError, ErrorKind, ToolError};
 
-/// The default protected paths: git's hooks (programs git runs) and its repository
-/// configuration (which names programs git runs: `core.fsmonitor`, `core.hooksPath`, filter
-/// and diff drivers, aliases).
-pub const DEFAULT_PROTECTED: &[&str] = &[".git/hooks/**", ".git/config"];
+/// The default protected paths: everything in the root's repository that makes the user's
+/// later `git` run a program or read another repository's configuration, and what other tools
+/// run when the user opens the workspace.
+///
+/// * git's repository configuration (`core.fsmonitor`, `core.hooksPath`, filter and diff
+///   drivers, aliases name programs) and the per-worktree one: `.git/config`,
+///   `.git/config.worktree`;
+/// * `.git/commondir`, which points git at another directory's configuration and hooks;
+/// * git's hooks and `info` (`info/attributes` names filter drivers, `info/exclude`);
+/// * a submodule's repository beneath `.git/modules` (its configuration, hooks and
+///   `commondir`: a top-level `git status` runs `git status` in each submodule, which obeys
+///   them) and linked worktrees' administrative directories (`.git/worktrees`);
+/// * `.gitmodules` (submodule URLs and update commands), `.envrc` (direnv), `.mcp.json`,
+///   `.vscode/`, `.idea/`, `.claude/` (tasks, run configurations and hooks an editor or agent
+///   runs when the workspace is opened).
+///
+/// With the defaults, the root's `.git` entry itself is protected as well (never written,
+/// deleted, moved or replaced, for example by a `gitdir:` file), while what lies beneath it
+/// apart from the list stays writable: git's ordinary writes (`objects`, `refs`, `logs`,
+/// `index`, `HEAD`, lock files).
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    ".git/config",
+    ".git/config.worktree",
+    ".git/commondir",
+    ".git/hooks/**",
+    ".git/info/**",
+    ".git/modules/**/config",
+    ".git/modules/**/hooks/**",
+    ".git/modules/**/commondir",
+    ".git/worktrees/**",
+    ".vscode/**",
+    ".idea/**",
+    ".claude/**",
+    "/.mcp.json",
+    "/.gitmodules",
+    "/.envrc",
+];
+
+/// The root's repository entry, protected as itself (not what lies beneath it) whenever the
+/// defaults are.
+pub const REPOSITORY_ENTRY: &str = ".git";
 
 /// The most patterns a list holds.
 pub const MAX_PROTECTED_PATTERNS: usize = 256;
@@ -68,6 +105,8 @@ pub struct ProtectedPaths {
     patterns: Vec<String>,
     defaults: usize,
     matches: GlobSet,
+    /// `matches` without the patterns naming the root's repository (`.git/…`).
+    matches_outside: GlobSet,
     holders: GlobSet,
 }
 
@@ -88,6 +127,7 @@ impl ProtectedPaths {
         let default_count = patterns.len();
         patterns.extend(extra.iter().map(|p| p.as_ref().to_owned()));
         let mut matches = GlobSetBuilder::new();
+        let mut matches_outside = GlobSetBuilder::new();
         let mut holders = GlobSetBuilder::new();
         for (i, pattern) in patterns.iter().enumerate() {
             let refuse = |reason| ProtectError {
@@ -99,7 +139,11 @@ impl ProtectedPaths {
             }
             let anchored = anchored(pattern).map_err(refuse)?;
             for glob in expansions(&anchored) {
-                matches.add(compile(&glob).map_err(|_| refuse("not a valid glob"))?);
+                let compiled = compile(&glob).map_err(|_| refuse("not a valid glob"))?;
+                if !in_repository(&anchored) {
+                    matches_outside.add(compiled.clone());
+                }
+                matches.add(compiled);
             }
             for glob in ancestors(&anchored) {
                 holders.add(compile(&glob).map_err(|_| refuse("not a valid glob"))?);
@@ -115,6 +159,7 @@ impl ProtectedPaths {
             patterns,
             defaults: default_count,
             matches: build(matches)?,
+            matches_outside: build(matches_outside)?,
             holders: build(holders)?,
         })
     }
@@ -146,9 +191,22 @@ impl ProtectedPaths {
         if self.patterns.is_empty() || rel.as_os_str().is_empty() {
             return false;
         }
+        if self.defaults > 0 && rel == Path::new(REPOSITORY_ENTRY) {
+            return true;
+        }
+        self.matches_list(rel, true)
+    }
+
+    /// Whether `rel` or a directory above it matches a pattern (not the repository entry),
+    /// the repository's patterns left out unless `repository`.
+    fn matches_list(&self, rel: &Path, repository: bool) -> bool {
+        let set = match repository {
+            true => &self.matches,
+            false => &self.matches_outside,
+        };
         rel.ancestors()
             .filter(|p| !p.as_os_str().is_empty())
-            .any(|p| self.matches.is_match(p))
+            .any(|p| set.is_match(p))
     }
 
     /// Whether `rel` could hold a protected path beneath it (for the defaults: `.git`), or is
@@ -164,11 +222,20 @@ impl ProtectedPaths {
     /// (beyond that, `Err` with the count reached: a caller must not run a child with part
     /// of the list left writable).
     pub fn existing_beneath(&self, root: impl AsFd) -> Result<Vec<PathBuf>, usize> {
+        self.existing_of(root, true)
+    }
+
+    /// [`existing_beneath`](Self::existing_beneath), the patterns naming the root's
+    /// repository (`.git/…`) left out unless `repository`.
+    fn existing_of(&self, root: impl AsFd, repository: bool) -> Result<Vec<PathBuf>, usize> {
         let mut found: Vec<PathBuf> = Vec::new();
         for pattern in &self.patterns {
             let Ok(anchored) = anchored(pattern) else {
                 continue;
             };
+            if !repository && in_repository(&anchored) {
+                continue;
+            }
             let (literal_path, all_literal) = literal_part(&anchored);
             if all_literal {
                 // No wildcard: the path itself, if it exists (a symlink is not followed: the
@@ -178,7 +245,7 @@ impl ProtectedPaths {
                 }
                 continue;
             }
-            walk_matching(self, &root, &literal_path, &mut found)?;
+            walk_matching(self, repository, &root, &literal_path, &mut found)?;
         }
         found.sort_by_key(|p| p.components().count());
         found.dedup();
@@ -190,6 +257,120 @@ impl ProtectedPaths {
             }
         }
         Ok(outermost)
+    }
+}
+
+/// What a sandboxed run gets of the list (see [`ProtectedPaths::sandbox_plan`]).
+#[derive(Debug, Default)]
+pub(crate) struct SandboxPlan {
+    /// Existing paths, read-only for the child (outermost first).
+    pub read_only: Vec<PathBuf>,
+    /// Paths named literally by the list that do not exist: whatever the run creates there is
+    /// removed ([`crate::protect_watch`]).
+    pub watched: Vec<PathBuf>,
+}
+
+/// The directories of the user's repository that are made, empty, before a sandboxed run
+/// where they are missing, so that a read-only mount can cover them: `hooks` and `info` are
+/// what `git init` itself makes; an empty `worktrees` or `modules` means what their absence
+/// means to git.
+const REPOSITORY_PLACEHOLDERS: &[&str] = &["hooks", "info", "worktrees", "modules"];
+
+impl ProtectedPaths {
+    /// What the sandbox does with the list for one run beneath `root`.
+    ///
+    /// `repository` says whether the root held a `.git` when the tool set was built (the
+    /// user's repository). Only then are the repository's patterns applied to children: a
+    /// repository the agent makes itself (`git init` where there was none) is its own,
+    /// untrusted until the user has looked at it. In the user's repository, with the
+    /// defaults, `hooks`, `info`, `worktrees` and `modules` are made (empty) where missing
+    /// and kept read-only with everything beneath them (all of `.git/modules`, not only a
+    /// submodule's configuration and hooks: a child does not update submodules' repositories),
+    /// and a `.git` that is a `gitdir:` file is read-only itself. Every other pattern naming
+    /// one path literally that does not exist now (`.git/commondir`,
+    /// `.git/config.worktree`, `.mcp.json`, an embedder's `--protect build/deploy.sh`) is
+    /// watched for the run's whole life. `Err` as [`existing_beneath`](Self::existing_beneath).
+    pub(crate) fn sandbox_plan(
+        &self,
+        root: impl AsFd,
+        repository: bool,
+    ) -> Result<SandboxPlan, usize> {
+        let root = root.as_fd();
+        let mut extra = Vec::new();
+        if repository && self.defaults > 0 {
+            let git = Path::new(REPOSITORY_ENTRY);
+            match rustix::fs::statat(root, git, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st)
+                    if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                        == rustix::fs::FileType::Directory =>
+                {
+                    make_placeholders(root);
+                    if exists_beneath(root, &git.join("modules")) {
+                        extra.push(git.join("modules"));
+                    }
+                }
+                Ok(st)
+                    if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                        == rustix::fs::FileType::RegularFile =>
+                {
+                    extra.push(git.to_path_buf());
+                }
+                _ => {}
+            }
+        }
+        let mut read_only = self.existing_of(root, repository)?;
+        for path in extra {
+            if !read_only.iter().any(|o| path.starts_with(o)) {
+                read_only.retain(|o| !o.starts_with(&path));
+                read_only.push(path);
+            }
+        }
+        read_only.sort_by_key(|p| p.components().count());
+        let mut watched = Vec::new();
+        for pattern in &self.patterns {
+            let Ok(anchored) = anchored(pattern) else {
+                continue;
+            };
+            if !repository && in_repository(&anchored) {
+                continue;
+            }
+            let (literal, all_literal) = literal_part(&anchored);
+            if all_literal
+                && !exists_beneath(root, &literal)
+                && !read_only.iter().any(|o| literal.starts_with(o))
+                && !watched.contains(&literal)
+            {
+                watched.push(literal);
+            }
+        }
+        Ok(SandboxPlan { read_only, watched })
+    }
+}
+
+/// Whether an anchored pattern names a path in the root's repository.
+fn in_repository(anchored: &str) -> bool {
+    anchored
+        .strip_prefix(REPOSITORY_ENTRY)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Make the missing [`REPOSITORY_PLACEHOLDERS`] in the root's `.git` (a real directory,
+/// reached without following a symlink). A failure leaves the name missing; the plan then
+/// watches it like any missing path only if a pattern names it literally, so it is best
+/// effort for `worktrees` and `modules` and the hooks and `info` patterns still hold for
+/// the file tools.
+fn make_placeholders(root: std::os::fd::BorrowedFd<'_>) {
+    use rustix::fs::{Mode, OFlags};
+    let Ok(git) = confine_beneath::open_beneath(
+        root,
+        REPOSITORY_ENTRY,
+        OFlags::PATH | OFlags::DIRECTORY,
+        Symlinks::Refuse,
+    ) else {
+        return;
+    };
+    for name in REPOSITORY_PLACEHOLDERS {
+        let _ = rustix::fs::mkdirat(&git, *name, Mode::from_raw_mode(0o755));
     }
 }
 
@@ -292,12 +473,13 @@ fn exists_beneath(root: impl AsFd, rel: &Path) -> bool {
 /// looked at.
 fn walk_matching(
     list: &ProtectedPaths,
+    repository: bool,
     root: impl AsFd,
     start: &Path,
     found: &mut Vec<PathBuf>,
 ) -> Result<(), usize> {
     let walked = confine_beneath::walk_tree(root, start, MAX_EXPANDED, |rel, kind| {
-        if list.is_protected(rel) {
+        if list.matches_list(rel, repository) {
             found.push(rel.to_path_buf());
             return Ok::<_, std::convert::Infallible>(false);
         }
@@ -395,34 +577,62 @@ mod tests {
     }
 
     #[test]
-    fn defaults_protect_hooks_and_config_and_nothing_else() {
+    fn defaults_protect_what_the_users_git_and_editors_obey_and_nothing_else() {
         let list = ProtectedPaths::default();
         for yes in [
+            ".git",
             ".git/hooks",
             ".git/hooks/pre-commit",
             ".git/hooks/sub/x",
             ".git/config",
+            ".git/config.worktree",
+            ".git/commondir",
+            ".git/info",
+            ".git/info/attributes",
+            ".git/modules/sub/config",
+            ".git/modules/a/b/config",
+            ".git/modules/sub/hooks/pre-commit",
+            ".git/modules/sub/commondir",
+            ".git/worktrees",
+            ".git/worktrees/w/gitdir",
+            ".vscode",
+            ".vscode/tasks.json",
+            ".idea/workspace.xml",
+            ".claude/settings.json",
+            ".mcp.json",
+            ".gitmodules",
+            ".envrc",
         ] {
             assert!(list.is_protected(p(yes)), "{yes}");
         }
         for no in [
-            ".git",
             ".git/HEAD",
             ".git/objects/ab/cd",
             ".git/config.lock",
             ".git/index",
+            ".git/index.lock",
+            ".git/refs/heads/main",
+            ".git/logs/HEAD",
+            ".git/packed-refs",
+            ".git/COMMIT_EDITMSG",
+            ".git/evil/config",
+            ".git/modules/sub/objects/ab/cd",
+            ".git/modules/sub/HEAD",
             "hooks/pre-commit",
             "sub/.git/hooks/pre-commit",
+            "sub/.mcp.json",
             "src/config",
+            ".github/workflows/ci.yml",
             "",
         ] {
             assert!(!list.is_protected(p(no)), "{no}");
         }
         assert!(list.may_hold(p(".git")));
         assert!(list.may_hold(p(".git/hooks")));
+        assert!(list.may_hold(p(".git/modules/sub")));
         assert!(!list.may_hold(p("src")));
         assert!(!list.may_hold(p(".github")));
-        assert_eq!(list.default_count(), 2);
+        assert_eq!(list.default_count(), DEFAULT_PROTECTED.len());
     }
 
     #[test]
@@ -476,6 +686,71 @@ mod tests {
         assert!(ProtectedPaths::new(true, &names).is_err());
         let fewer = &names[..MAX_PROTECTED_PATTERNS - DEFAULT_PROTECTED.len()];
         assert!(ProtectedPaths::new(true, fewer).is_ok());
+    }
+
+    #[test]
+    fn the_sandbox_plan_makes_the_repositorys_directories_and_watches_missing_names() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::create_dir_all(root.join(".git/objects")).unwrap();
+        std::fs::write(root.join(".git/config"), "").unwrap();
+        std::fs::create_dir_all(root.join(".vscode")).unwrap();
+        let list = ProtectedPaths::new(true, &["deploy/run.sh", "*.pem"]).unwrap();
+        let dir = std::fs::File::open(root).unwrap();
+        // Not the user's repository: its patterns bind nobody, nothing is made.
+        let plan = list.sandbox_plan(&dir, false).unwrap();
+        assert_eq!(plan.read_only, [PathBuf::from(".vscode")]);
+        let watched: Vec<&str> = plan.watched.iter().map(|p| p.to_str().unwrap()).collect();
+        assert_eq!(
+            watched,
+            [
+                ".idea",
+                ".claude",
+                ".mcp.json",
+                ".gitmodules",
+                ".envrc",
+                "deploy/run.sh"
+            ]
+        );
+        assert!(!root.join(".git/hooks").exists());
+        // The user's repository: its directories made, read-only; its missing files watched.
+        let plan = list.sandbox_plan(&dir, true).unwrap();
+        let mut read_only: Vec<&str> = plan.read_only.iter().map(|p| p.to_str().unwrap()).collect();
+        read_only.sort();
+        assert_eq!(
+            read_only,
+            [
+                ".git/config",
+                ".git/hooks",
+                ".git/info",
+                ".git/modules",
+                ".git/worktrees",
+                ".vscode"
+            ]
+        );
+        let watched: Vec<&str> = plan.watched.iter().map(|p| p.to_str().unwrap()).collect();
+        assert_eq!(
+            watched,
+            [
+                ".git/config.worktree",
+                ".git/commondir",
+                ".idea",
+                ".claude",
+                ".mcp.json",
+                ".gitmodules",
+                ".envrc",
+                "deploy/run.sh"
+            ]
+        );
+        for made in ["hooks", "info", "worktrees", "modules"] {
+            assert!(root.join(".git").join(made).is_dir(), "{made}");
+        }
+        // A `.git` that is a `gitdir:` file is read-only itself.
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join(".git"), "gitdir: elsewhere\n").unwrap();
+        let dir = std::fs::File::open(t.path()).unwrap();
+        let plan = ProtectedPaths::default().sandbox_plan(&dir, true).unwrap();
+        assert_eq!(plan.read_only, [PathBuf::from(".git")]);
     }
 
     #[test]

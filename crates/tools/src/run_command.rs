@@ -221,10 +221,10 @@ impl RunCommandTool {
         let build = |unread: &confine_nodeexec::Unread| {
             let tmp = RunTmp::create(self.children.root_arc())
                 .map_err(|e| failed(ErrorKind::RunCommandFailed).with_source(e))?;
-            let (mut cmd, network) = self.command(&run, &tmp)?;
+            let (mut cmd, confined) = self.command(&run, &tmp)?;
             // The outcome's own capture is not read for a job: only the unread rings are.
             cmd.output_cap(0).output_tail(0).unread(unread);
-            Ok((cmd, tmp, network))
+            Ok((cmd, (tmp, confined.watch), confined.network))
         };
         self.jobs
             .start(&run.command, build, |e| RUN_ERRORS.of(e), cancel)
@@ -240,13 +240,7 @@ impl RunCommandTool {
         &self,
         run: &CommandRun,
         tmp: &RunTmp,
-    ) -> Result<
-        (
-            confine_nodeexec::Command,
-            Option<crate::network::RunNetwork>,
-        ),
-        CallError,
-    > {
+    ) -> Result<(confine_nodeexec::Command, crate::child::Confined), CallError> {
         let mut cmd = self.children.command(SHELL.as_ref());
         cmd.arg("-c")
             .arg(&run.command)
@@ -257,10 +251,10 @@ impl RunCommandTool {
             cmd.inherit_env(name);
         }
         cmd.env("TMPDIR", self.children.root().canonical().join(tmp.name()));
-        let network = self
+        let confined = self
             .children
             .confine(&mut cmd, ErrorKind::RunCommandStartFailed)?;
-        Ok((cmd, network))
+        Ok((cmd, confined))
     }
 
     /// Run validated arguments.
@@ -274,7 +268,7 @@ impl RunCommandTool {
         let _slot = self.children.admit(cancel).await?;
         let tmp = RunTmp::create(self.children.root_arc())
             .map_err(|e| failed(ErrorKind::RunCommandFailed).with_source(e))?;
-        let (mut cmd, network) = self.command(&run, &tmp)?;
+        let (mut cmd, confined) = self.command(&run, &tmp)?;
         let start = Instant::now();
         let result = match current_sink() {
             None => cmd.run(cancel).await,
@@ -300,6 +294,9 @@ impl RunCommandTool {
             }
         };
         drop(tmp);
+        let network = confined.network;
+        // The run's processes are reaped: the last look at the protected paths.
+        drop(confined.watch);
         let (outcome, timed_out) = match result {
             Ok(outcome) => (outcome, false),
             Err(e) if e.kind() == ExecErrorKind::TimedOut => match e.into_partial_outcome() {

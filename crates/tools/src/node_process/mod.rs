@@ -212,13 +212,7 @@ impl NodeProcessTool {
         script: &Script<'_>,
         readable: &File,
         arguments: &[String],
-    ) -> Result<
-        (
-            confine_nodeexec::Command,
-            Option<crate::network::RunNetwork>,
-        ),
-        CallError,
-    > {
+    ) -> Result<(confine_nodeexec::Command, crate::child::Confined), CallError> {
         let mut cmd = self.children.command(&self.node);
         cmd.arg("--eval")
             .arg(loader(script.name()))
@@ -228,10 +222,10 @@ impl NodeProcessTool {
             .output_cap(OUTPUT_CAP);
         cmd.pass_fd(readable, SCRIPT_FD)
             .map_err(|e| failed(ErrorKind::NodeProcessStartFailed).with_source(e))?;
-        let network = self
+        let confined = self
             .children
             .confine(&mut cmd, ErrorKind::NodeProcessStartFailed)?;
-        Ok((cmd, network))
+        Ok((cmd, confined))
     }
 
     /// Run validated arguments.
@@ -252,10 +246,13 @@ impl NodeProcessTool {
         .await?;
         let readable = script.open_checked()?;
         root.verify()?;
-        let (cmd, network) = self.command(&script, &readable, &run.arguments)?;
+        let (cmd, confined) = self.command(&script, &readable, &run.arguments)?;
         drop(readable);
 
         let result = cmd.run(cancel).await;
+        let network = confined.network;
+        // The run's processes are reaped: the last look at the protected paths.
+        drop(confined.watch);
         let cleanup = script.remove();
         let outcome = result.map_err(|e| RUN_ERRORS.of(e))?;
         cleanup?;

@@ -1,0 +1,234 @@
+//! Protected paths that do not exist yet, kept from being created by a sandboxed run.
+//!
+//! A read-only mount covers what exists; a name that does not exist cannot carry a mount, and
+//! the directory that would hold it must stay writable (the root's `.git` holds git's lock
+//! files, index and `HEAD`). No kernel mechanism available to an unprivileged process refuses
+//! one name in a writable directory (Landlock's rights are per directory, seccomp cannot read
+//! a path), so the run is watched instead: before the child starts, an inotify watch is put
+//! on the nearest existing directory of each missing protected path (`.git` for
+//! `.git/commondir`), and for the run's whole life a thread of the server's removes whatever
+//! appears at a protected path (recursively, beneath the root's descriptor, nothing
+//! followed), and any symbolic link or other non-directory put on the way to one. A
+//! directory made on the way (`deploy/` for a protected `deploy/run.sh`) is watched in turn.
+//! When the run ends the watch stops and every path is looked at once more.
+//!
+//! What this does not give: the instant between the child's creation and the removal (the
+//! watcher wakes on the kernel's event: microseconds to a few milliseconds under load), in
+//! which the user's own `git` running at that moment could read a planted `commondir`. The
+//! existing paths, the hooks and the repository's other directories are mounts, with no
+//! such instant; see `docs/SECURITY.md`.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use confine_beneath::Symlinks;
+use confine_rootid::WorkspaceRoot;
+use rustix::event::{PollFd, PollFlags};
+use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+use rustix::fs::{AtFlags, FileType, OFlags};
+use rustix::io::Errno;
+
+/// The most entries one removal takes away; a bigger tree at a protected path is left and
+/// logged (the run made it under a path it may not create: the user sees it).
+const MAX_REMOVED: usize = 100_000;
+
+/// The most directories watched for one run (missing paths and directories made on the way).
+const MAX_WATCHES: usize = 256;
+
+/// A running watch; dropping it stops the watch and sweeps once more.
+#[derive(Debug)]
+pub(crate) struct ProtectWatch {
+    stop: Option<OwnedFd>,
+    thread: Option<JoinHandle<()>>,
+    state: Arc<std::sync::Mutex<State>>,
+}
+
+#[derive(Debug)]
+struct State {
+    root: Arc<WorkspaceRoot>,
+    targets: Vec<PathBuf>,
+    inotify: OwnedFd,
+    /// Each watch's directory, by identity (a directory removed and made again is a new
+    /// one); a watch the kernel dropped (its directory removed) is forgotten.
+    watches: HashMap<i32, confine_beneath::FileId>,
+}
+
+impl ProtectWatch {
+    /// Watch `targets` (paths relative to the root that do not exist) until dropped. The
+    /// watches exist when this returns, so a child started afterwards is watched from its
+    /// first instant. `Err` when inotify cannot be had: a caller must not start the child.
+    pub(crate) fn start(root: Arc<WorkspaceRoot>, targets: Vec<PathBuf>) -> io::Result<Self> {
+        let inotify = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
+        let mut state = State {
+            root,
+            targets,
+            inotify,
+            watches: HashMap::new(),
+        };
+        state.sweep()?;
+        let (stop_read, stop_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let state = Arc::new(std::sync::Mutex::new(state));
+        let shared = state.clone();
+        let thread = std::thread::Builder::new()
+            .name("confine-protect-watch".into())
+            .spawn(move || watch(&shared, &stop_read))?;
+        Ok(Self {
+            stop: Some(stop_write),
+            thread: Some(thread),
+            state,
+        })
+    }
+}
+
+impl Drop for ProtectWatch {
+    fn drop(&mut self) {
+        // Closing the pipe's write end wakes the thread.
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = state.sweep() {
+            tracing::warn!(error = %e, "protected paths: the last sweep failed");
+        }
+    }
+}
+
+/// The thread: wait for events or the stop pipe; sweep after every batch of events.
+fn watch(state: &std::sync::Mutex<State>, stop: &OwnedFd) {
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+    loop {
+        let inotify_fd = {
+            let state = state.lock().unwrap_or_else(|e| e.into_inner());
+            match state.inotify.try_clone() {
+                Ok(fd) => fd,
+                Err(_) => return,
+            }
+        };
+        let mut fds = [
+            PollFd::new(&inotify_fd, PollFlags::IN),
+            PollFd::new(stop, PollFlags::IN),
+        ];
+        match rustix::event::poll(&mut fds, None) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(_) => return,
+        }
+        if !fds[1].revents().is_empty() {
+            return;
+        }
+        // Drain what is there. The events' names are not relied on (every target is looked
+        // at); a dropped watch is forgotten.
+        let mut dropped = Vec::new();
+        let mut reader = inotify::Reader::new(&inotify_fd, &mut buf);
+        loop {
+            match reader.next() {
+                Ok(event) => {
+                    if event.events().contains(inotify::ReadFlags::IGNORED) {
+                        dropped.push(event.wd());
+                    }
+                }
+                Err(Errno::AGAIN) => break,
+                Err(Errno::INTR) => continue,
+                Err(_) => break,
+            }
+        }
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        for wd in dropped {
+            state.watches.remove(&wd);
+        }
+        if let Err(e) = state.sweep() {
+            tracing::warn!(error = %e, "protected paths: a sweep failed");
+        }
+    }
+}
+
+impl State {
+    /// Look at every target: remove what exists at it or stands in the way as a
+    /// non-directory, and watch the deepest existing directory on its way.
+    fn sweep(&mut self) -> io::Result<()> {
+        let root = self.root.clone();
+        let targets = self.targets.clone();
+        for target in &targets {
+            self.sweep_one(root.dir().as_fd(), target)?;
+        }
+        Ok(())
+    }
+
+    fn sweep_one(&mut self, root: BorrowedFd<'_>, target: &Path) -> io::Result<()> {
+        let parts: Vec<&OsStr> = target.iter().collect();
+        let mut dir: OwnedFd = open_dir(root, Path::new(""))?;
+        let mut at = PathBuf::new();
+        for (i, part) in parts.iter().enumerate() {
+            let last = i + 1 == parts.len();
+            match rustix::fs::statat(&dir, *part, AtFlags::SYMLINK_NOFOLLOW) {
+                Err(Errno::NOENT) => {
+                    // The deepest existing directory on the way: watched.
+                    return self.watch_dir(&dir);
+                }
+                Err(e) => return Err(e.into()),
+                Ok(st) => {
+                    let is_dir = FileType::from_raw_mode(st.st_mode) == FileType::Directory;
+                    if last || !is_dir {
+                        tracing::info!(
+                            path = %at.join(part).display(),
+                            "protected paths: removed what a sandboxed run made"
+                        );
+                        return match confine_beneath::remove_entry_tree(&dir, part, MAX_REMOVED) {
+                            Ok(()) => self.watch_dir(&dir),
+                            Err(e) => Err(e),
+                        };
+                    }
+                    at.push(part);
+                    dir = match rustix::fs::openat(
+                        &dir,
+                        *part,
+                        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        rustix::fs::Mode::empty(),
+                    ) {
+                        Ok(fd) => fd,
+                        // Gone or swapped meanwhile: the next event looks again.
+                        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => return Ok(()),
+                        Err(e) => return Err(e.into()),
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Watch the directory `dir` for names made or moved in, once.
+    fn watch_dir(&mut self, dir: &OwnedFd) -> io::Result<()> {
+        let id = confine_beneath::FileId::of_fd(dir)?;
+        if self.watches.values().any(|w| *w == id) {
+            return Ok(());
+        }
+        if self.watches.len() >= MAX_WATCHES {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        // The descriptor's own inode, whatever its path names now.
+        let proc_path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(dir));
+        let wd = inotify::add_watch(
+            &self.inotify,
+            OsStr::from_bytes(proc_path.as_bytes()),
+            WatchFlags::CREATE | WatchFlags::MOVED_TO | WatchFlags::ONLYDIR,
+        )?;
+        self.watches.insert(wd, id);
+        Ok(())
+    }
+}
+
+/// `rel` beneath `root` as an `O_PATH` directory handle, no symlink followed.
+fn open_dir(root: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+    confine_beneath::open_beneath(
+        root,
+        rel,
+        OFlags::PATH | OFlags::DIRECTORY,
+        Symlinks::Refuse,
+    )
+}
