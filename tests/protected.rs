@@ -352,10 +352,15 @@ fn doctor_shows_the_protected_paths_and_what_children_find() {
         String::from_utf8(out.stdout).unwrap()
     };
     let text = doctor(&[]);
+    let defaults: Vec<String> = confine_tools::DEFAULT_PROTECTED
+        .iter()
+        .map(|p| format!("{p} (default)"))
+        .collect();
     assert!(
-        text.contains("protected:     .git/hooks/** (default), .git/config (default)\n"),
+        text.contains(&format!("protected:     {}\n", defaults.join(", "))),
         "{text}"
     );
+    assert!(text.contains(".git/commondir (default)"), "{text}");
     // Either answer is a fact of this machine; a hook planted by a child is never one.
     let line = text.lines().find(|l| l.starts_with("read-only:")).unwrap();
     assert!(

@@ -459,3 +459,353 @@ fn in_the_container_like_setup_the_hooks_stay_read_only_and_git_commit_works() {
     assert!(repository.user_commits().is_empty());
     assert_eq!(repository.log(), ["by the user", "by the agent", "first"]);
 }
+
+// The second attack: what else the user's git obeys. `.git/commondir` pointing at a planted
+// directory, a submodule's repository beneath `.git/modules`, hooks missing at the start,
+// and what editors run when the workspace is opened.
+
+impl Repository {
+    /// The same repository with a submodule `sub` (from a repository of the user's own
+    /// beside it), committed: `.git/modules/sub` holds its repository.
+    fn with_submodule() -> (Self, tempfile::TempDir) {
+        let repository = Self::new();
+        let upstream = tempfile::tempdir().unwrap();
+        std::fs::write(upstream.path().join("s.txt"), "s\n").unwrap();
+        host_git(upstream.path(), &["init", "-q"]).expect("git init");
+        host_git(upstream.path(), &["add", "s.txt"]).expect("git add");
+        host_git(upstream.path(), &["commit", "-qm", "sub"]).expect("git commit");
+        let url = upstream.path().to_str().unwrap();
+        host_git(
+            repository.ws(),
+            &[
+                "-c",
+                "protocol.file.allow=always",
+                "submodule",
+                "add",
+                "-q",
+                url,
+                "sub",
+            ],
+        )
+        .expect("git submodule add");
+        host_git(repository.ws(), &["commit", "-qm", "with sub"]).expect("git commit");
+        assert!(repository.ws().join(".git/modules/sub/config").is_file());
+        (repository, upstream)
+    }
+
+    /// The user's `git status` on the host; the marks left.
+    fn user_status(&self) -> Vec<String> {
+        let _ = host_git(self.ws(), &["status", "--porcelain"]);
+        self.marks()
+    }
+
+    fn marks(&self) -> Vec<String> {
+        let mut marks: Vec<String> = std::fs::read_dir(self.marks.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        marks.sort();
+        marks
+    }
+
+    /// The files of a planted common directory `.git/evil` whose configuration runs `mark`
+    /// at every `git status` once `.git/commondir` names it: (path, content) pairs, its
+    /// branch at the user's commit and its objects borrowed from the real ones.
+    fn evil_common_dir(&self, mark: &Path) -> Vec<(String, String)> {
+        let head = host_git(self.ws(), &["rev-parse", "HEAD"]).unwrap();
+        let branch = host_git(self.ws(), &["symbolic-ref", "HEAD"]).unwrap();
+        vec![
+            (
+                ".git/evil/config".into(),
+                format!(
+                    "[core]\n\trepositoryformatversion = 0\n\tbare = false\n{}",
+                    fsmonitor(mark).trim_start_matches("[core]\n")
+                ),
+            ),
+            (format!(".git/evil/{}", branch.trim()), head),
+            (
+                ".git/evil/objects/info/alternates".into(),
+                format!("{}\n", self.ws().join(".git/objects").display()),
+            ),
+        ]
+    }
+}
+
+#[test]
+fn the_tools_refuse_commondir_submodule_and_editor_plantings_and_git_status_runs_nothing() {
+    const TEST: &str =
+        "the_tools_refuse_commondir_submodule_and_editor_plantings_and_git_status_runs_nothing";
+    if !have_git(TEST) {
+        return;
+    }
+    for naive in [false, true] {
+        let (repository, _upstream) = Repository::with_submodule();
+        let mut planted: Vec<(&str, Value)> = repository
+            .evil_common_dir(&repository.mark("commondir"))
+            .into_iter()
+            .map(|(path, content)| ("write_file", json!({"path": path, "content": content})))
+            .collect();
+        let ordinary = planted.len();
+        let sub_config =
+            std::fs::read_to_string(repository.ws().join(".git/modules/sub/config")).unwrap();
+        let protected = [
+            (".git/commondir", "evil\n".to_owned()),
+            (
+                ".git/modules/sub/config",
+                format!("{sub_config}{}", fsmonitor(&repository.mark("submodule"))),
+            ),
+            (".git/modules/sub/commondir", "../../evil\n".to_owned()),
+            (".git/config.worktree", fsmonitor(&repository.mark("wt"))),
+            (".git/info/attributes", "* filter=x\n".to_owned()),
+            (".git/worktrees/w/gitdir", "x\n".to_owned()),
+            (".vscode/tasks.json", "{}".to_owned()),
+            (".idea/workspace.xml", "<x/>".to_owned()),
+            (".claude/settings.json", "{}".to_owned()),
+            (".mcp.json", "{}".to_owned()),
+            (
+                ".gitmodules",
+                std::fs::read_to_string(repository.ws().join(".gitmodules")).unwrap(),
+            ),
+            (".envrc", "touch /x\n".to_owned()),
+        ];
+        for (path, content) in &protected {
+            planted.push(("write_file", json!({"path": path, "content": content})));
+        }
+        let flags: &[&str] = match naive {
+            false => &[],
+            true => &["--unprotect-defaults"],
+        };
+        let records = call(repository.ws(), flags, &planted);
+        for (i, (record, (_, args))) in records.iter().zip(&planted).enumerate() {
+            let refused = record["content"]["error"]["message"] == "PATH_PROTECTED";
+            // git's ordinary files (a directory of its own beneath .git) are written either
+            // way; the protected ones only without the list.
+            let want_refused = !naive && i >= ordinary;
+            assert_eq!(refused, want_refused, "{args}: {record}");
+            if !refused {
+                assert_eq!(record["isError"], false, "{args}: {record}");
+            }
+        }
+        // The root's `.git` itself: never deleted, moved or replaced by a `gitdir:` file.
+        if !naive {
+            let entry = call(
+                repository.ws(),
+                flags,
+                &[
+                    ("delete_file", json!({"path": ".git"})),
+                    ("move_file", json!({"source": ".git", "destination": "g"})),
+                    (
+                        "write_file",
+                        json!({"path": ".git", "content": "gitdir: .git/evil\n"}),
+                    ),
+                ],
+            );
+            for record in &entry {
+                assert_eq!(
+                    record["content"]["error"]["message"], "PATH_PROTECTED",
+                    "{record}"
+                );
+            }
+        }
+        let marks = repository.user_status();
+        match naive {
+            false => {
+                assert!(marks.is_empty(), "{marks:?}");
+                assert_eq!(repository.log(), ["with sub", "first"]);
+            }
+            // The twin: without the list the user's own `git status` runs the planted
+            // fsmonitor of the planted common directory.
+            true => assert_eq!(marks, ["commondir"]),
+        }
+    }
+    // The submodule's twin alone (the common directory above would take its place): its
+    // configuration written without the list runs at the user's top-level `git status`.
+    let (repository, _upstream) = Repository::with_submodule();
+    let config = std::fs::read_to_string(repository.ws().join(".git/modules/sub/config")).unwrap();
+    let planted = format!("{config}{}", fsmonitor(&repository.mark("submodule")));
+    let write = (
+        "write_file",
+        json!({"path": ".git/modules/sub/config", "content": planted}),
+    );
+    let record = &call(repository.ws(), &[], std::slice::from_ref(&write))[0];
+    assert_eq!(
+        record["content"]["error"]["message"], "PATH_PROTECTED",
+        "{record}"
+    );
+    assert!(repository.user_status().is_empty());
+    let record = &call(repository.ws(), &["--unprotect-defaults"], &[write])[0];
+    assert_eq!(record["isError"], false, "{record}");
+    assert_eq!(repository.user_status(), ["submodule"]);
+}
+
+/// The sandboxed script's second attack, one line per step: a common directory planted and
+/// named by `.git/commondir`; an executable hook created (`open(O_CREAT, 0755)`, no chmod)
+/// in a hooks directory it makes where there was none; the submodule's configuration
+/// appended to; `.vscode/` made. Then it waits, and says what is still there.
+fn second_script_attack(repository: &Repository, parts: &[&str]) -> String {
+    let mut script = String::new();
+    if parts.contains(&"commondir") {
+        for (path, content) in repository.evil_common_dir(&repository.mark("commondir")) {
+            script.push_str(&format!(
+                "mkdir -p \"$(dirname {path})\" && printf '%s' '{content}' > {path} || echo failed {path}\n"
+            ));
+        }
+        script.push_str("printf evil > .git/commondir; echo commondir=$?\n");
+    }
+    if parts.contains(&"hook") {
+        let body = hook(&repository.mark("hook")).replace('\n', "\\n");
+        script.push_str(&format!(
+            "mkdir -p .git/hooks; perl -e 'use Fcntl; sysopen(F, \".git/hooks/pre-commit\", \
+             O_CREAT|O_WRONLY, 0755) or exit 1; print F \"{body}\"'; echo hook=$?\n"
+        ));
+    }
+    if parts.contains(&"submodule") {
+        let planted = fsmonitor(&repository.mark("submodule"));
+        script.push_str(&format!(
+            "printf '%s' '{planted}' >> .git/modules/sub/config; echo submodule=$?\n"
+        ));
+    }
+    if parts.contains(&"vscode") {
+        // Made, and removed by the watch at once (its outcome depends on who was first).
+        script.push_str("mkdir -p .vscode && echo '{}' > .vscode/tasks.json 2>/dev/null\n");
+    }
+    script.push_str(
+        "sleep 1; for p in .git/commondir .git/hooks/pre-commit .vscode; do \
+         test -e $p && echo present $p; done; true\n",
+    );
+    script
+}
+
+/// git's ordinary work under the sandbox, one line per step.
+fn everyday_git() -> String {
+    format!(
+        "main=$({GIT} symbolic-ref --short HEAD)\n\
+         echo work > c.txt && {GIT} add c.txt && {GIT} commit -qm 'by the agent'; echo commit=$?\n\
+         {GIT} branch topic; echo branch=$?\n\
+         echo more >> c.txt && {GIT} stash -q && {GIT} stash pop -q; echo stash=$?\n\
+         {GIT} commit -qam more; {GIT} checkout -q topic && echo t > t.txt && {GIT} add t.txt \
+         && {GIT} commit -qm topic && {GIT} rebase -q $main; echo rebase=$?\n\
+         {GIT} checkout -q $main\n"
+    )
+}
+
+#[test]
+fn a_sandboxed_script_cannot_plant_commondir_a_missing_hook_a_submodule_config_or_vscode() {
+    const TEST: &str =
+        "a_sandboxed_script_cannot_plant_commondir_a_missing_hook_a_submodule_config_or_vscode";
+    if !have_git(TEST) {
+        return;
+    }
+    let sandboxed = [&["--sandbox", "--allow-commands"][..], &GIT_ENV].concat();
+    let all = ["commondir", "hook", "submodule", "vscode"];
+    let (repository, _upstream) = Repository::with_submodule();
+    std::fs::remove_dir_all(repository.ws().join(".git/hooks")).unwrap();
+    let script = second_script_attack(&repository, &all) + &everyday_git();
+    let records = call(
+        repository.ws(),
+        &sandboxed,
+        &[("run_command", json!({"command": script}))],
+    );
+    let said = ran(&records[0]);
+    // Written, then removed by the watch; the hooks and the submodule read-only; git's own
+    // writes all work.
+    assert_eq!(
+        said,
+        "commondir=0\nhook=1\nsubmodule=2\n\
+         commit=0\nbranch=0\nstash=0\nrebase=0\n",
+        "{}",
+        records[0]
+    );
+    for gone in [".git/commondir", ".git/hooks/pre-commit", ".vscode"] {
+        assert!(!repository.ws().join(gone).exists(), "{gone}");
+    }
+    assert!(repository.user_status().is_empty());
+    assert!(repository.user_commits().is_empty());
+    let log = repository.log();
+    assert_eq!(log[0], "by the user");
+    assert!(log.contains(&"by the agent".to_owned()), "{log:?}");
+
+    // The twins without the list, each attack alone (a planted common directory takes the
+    // hooks and the submodule's place): each lands, and the user's git runs it.
+    let naive = [&sandboxed[..], &["--unprotect-defaults"]].concat();
+    for (part, mark) in [
+        ("commondir", "commondir"),
+        ("hook", "hook"),
+        ("submodule", "submodule"),
+    ] {
+        let (repository, _upstream) = Repository::with_submodule();
+        std::fs::remove_dir_all(repository.ws().join(".git/hooks")).unwrap();
+        let script = second_script_attack(&repository, &[part]);
+        let records = call(
+            repository.ws(),
+            &naive,
+            &[("run_command", json!({"command": script}))],
+        );
+        assert!(
+            ran(&records[0]).starts_with(&format!("{part}=0\n")),
+            "{}",
+            records[0]
+        );
+        let _ = repository.user_status();
+        assert_eq!(repository.user_commits(), [mark], "{part}");
+    }
+}
+
+#[test]
+fn a_protect_path_missing_at_the_start_cannot_be_created_by_a_sandboxed_run_or_job() {
+    let ws = tempfile::tempdir().unwrap();
+    let script = "mkdir -p deploy && echo 'rm -rf /' > deploy/run.sh; echo made=$?; \
+                  sleep 1; test -e deploy/run.sh; echo present=$?; ln -s elsewhere deploy/run.sh; \
+                  sleep 1; test -L deploy/run.sh; echo link=$?";
+    let flags = [
+        "--sandbox",
+        "--allow-commands",
+        "--protect",
+        "deploy/run.sh",
+    ];
+    let records = call(
+        ws.path(),
+        &flags,
+        &[("run_command", json!({"command": script}))],
+    );
+    assert_eq!(
+        ran(&records[0]),
+        "made=0\npresent=1\nlink=1\n",
+        "{}",
+        records[0]
+    );
+    assert!(ws.path().join("deploy").is_dir());
+    assert!(!ws.path().join("deploy/run.sh").exists());
+    // A job: watched for its whole life, swept once more when it ends.
+    let job = "sleep 1; mkdir -p deploy && echo x > deploy/run.sh; sleep 1; \
+               test -e deploy/run.sh; echo present=$?";
+    let records = call(
+        ws.path(),
+        &flags,
+        &[
+            ("run_command", json!({"command": job, "background": true})),
+            ("job_output", json!({"jobId": "job-1", "waitMs": 10_000})),
+        ],
+    );
+    assert_eq!(records[0]["content"]["jobId"], "job-1", "{}", records[0]);
+    assert_eq!(
+        records[1]["content"]["stdout"], "present=1\n",
+        "{}",
+        records[1]
+    );
+    assert!(!ws.path().join("deploy/run.sh").exists());
+    // The twin: without `--protect` the same run leaves the file.
+    let ws = tempfile::tempdir().unwrap();
+    let records = call(
+        ws.path(),
+        &flags[..2],
+        &[("run_command", json!({"command": script}))],
+    );
+    assert_eq!(
+        ran(&records[0]),
+        "made=0\npresent=0\nlink=1\n",
+        "{}",
+        records[0]
+    );
+    assert!(ws.path().join("deploy/run.sh").exists());
+}

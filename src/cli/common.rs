@@ -78,12 +78,15 @@ pub struct ToolArgs {
     pub env: Vec<EnvEntry>,
     /// Also protect paths matching GLOB (gitignore-style, relative to the root; repeatable):
     /// the write tools refuse them with PATH_PROTECTED, and under --sandbox children find
-    /// those that exist read-only. The defaults, `.git/hooks/**` and `.git/config`, are
-    /// files git runs or obeys outside any sandbox.
+    /// those that exist read-only (and cannot create those that do not). The defaults are
+    /// what the user's git runs or obeys outside any sandbox (.git/config, config.worktree,
+    /// commondir, hooks, info, modules' config, hooks and commondir, worktrees, the .git
+    /// entry itself) and what editors run (.vscode, .idea, .claude, .mcp.json,
+    /// .gitmodules, .envrc).
     #[arg(long = "protect", value_name = "GLOB", value_parser = protect_pattern)]
     pub protect: Vec<String>,
-    /// Drop the default protected paths (`.git/hooks/**`, `.git/config`); --protect
-    /// patterns still apply.
+    /// Drop the default protected paths (see --protect); --protect patterns still
+    /// apply.
     #[arg(long)]
     pub unprotect_defaults: bool,
     /// Deny paths matching GLOB (gitignore-style, relative to the root; repeatable, at most

@@ -95,8 +95,7 @@ fn remove_entry_at(
             Err(e) => return Err(e.into()),
         };
         let mut names = Vec::new();
-        let mut entries = rustix::fs::Dir::read_from(&sub)?;
-        while let Some(entry) = entries.next() {
+        for entry in rustix::fs::Dir::read_from(&sub)? {
             let entry = entry?;
             let n = entry.file_name().to_bytes();
             if n != b"." && n != b".." {

@@ -284,9 +284,10 @@ impl ProtectedPaths {
     /// repository the agent makes itself (`git init` where there was none) is its own,
     /// untrusted until the user has looked at it. In the user's repository, with the
     /// defaults, `hooks`, `info`, `worktrees` and `modules` are made (empty) where missing
-    /// and kept read-only with everything beneath them (all of `.git/modules`, not only a
-    /// submodule's configuration and hooks: a child does not update submodules' repositories),
-    /// and a `.git` that is a `gitdir:` file is read-only itself. Every other pattern naming
+    /// and kept read-only with everything beneath them (`.git/modules` whole only where it did
+    /// not exist: where submodules exist, their configuration and hooks are read-only and a
+    /// missing `commondir` of each is watched, so git can still refresh their indexes), and a
+    /// `.git` that is a `gitdir:` file is read-only itself. Every other pattern naming
     /// one path literally that does not exist now (`.git/commondir`,
     /// `.git/config.worktree`, `.mcp.json`, an embedder's `--protect build/deploy.sh`) is
     /// watched for the run's whole life. `Err` as [`existing_beneath`](Self::existing_beneath).
@@ -304,9 +305,15 @@ impl ProtectedPaths {
                     if rustix::fs::FileType::from_raw_mode(st.st_mode)
                         == rustix::fs::FileType::Directory =>
                 {
+                    // Where no submodule exists yet, all of `.git/modules` is read-only;
+                    // where one does, its configuration and hooks (the patterns) are, and its
+                    // missing `commondir` is watched below: its objects, refs and index stay
+                    // git's to write (a rebase refreshes them).
+                    let modules = git.join("modules");
+                    let had_modules = exists_beneath(root, &modules);
                     make_placeholders(root);
-                    if exists_beneath(root, &git.join("modules")) {
-                        extra.push(git.join("modules"));
+                    if !had_modules && exists_beneath(root, &modules) {
+                        extra.push(modules);
                     }
                 }
                 Ok(st)
@@ -341,6 +348,22 @@ impl ProtectedPaths {
                 && !watched.contains(&literal)
             {
                 watched.push(literal);
+            }
+        }
+        // Each submodule repository found (a `config` read-only beneath `.git/modules`): its
+        // `commondir`, where missing, watched like a literal pattern.
+        if repository && self.defaults > 0 {
+            let modules = Path::new(REPOSITORY_ENTRY).join("modules");
+            for found in &read_only {
+                if found.starts_with(&modules)
+                    && found.file_name() == Some(std::ffi::OsStr::new("config"))
+                    && let Some(repo) = found.parent()
+                {
+                    let commondir = repo.join("commondir");
+                    if !exists_beneath(root, &commondir) && !watched.contains(&commondir) {
+                        watched.push(commondir);
+                    }
+                }
             }
         }
         Ok(SandboxPlan { read_only, watched })
@@ -463,9 +486,13 @@ pub const MAX_EXPANDED: usize = 4096;
 /// Whether the entry `rel` exists beneath `root` (its parent reached as the tools reach it,
 /// the entry itself not followed: a symlink exists as itself).
 fn exists_beneath(root: impl AsFd, rel: &Path) -> bool {
-    confine_beneath::open_parent_beneath(&root, rel, Symlinks::FollowInside)
-        .and_then(|(parent, leaf)| confine_beneath::FileId::at(&parent, leaf))
-        .is_ok()
+    match rel.parent().is_some_and(|p| !p.as_os_str().is_empty()) {
+        true => confine_beneath::open_parent_beneath(&root, rel, Symlinks::FollowInside)
+            .and_then(|(parent, leaf)| confine_beneath::FileId::at(&parent, leaf))
+            .is_ok(),
+        // An entry of the root itself.
+        false => confine_beneath::FileId::at(&root, rel).is_ok(),
+    }
 }
 
 /// Every entry beneath `start` (relative to `root`) matching the list, depth first, without
@@ -762,10 +789,11 @@ mod tests {
         std::fs::create_dir_all(root.join("a/b")).unwrap();
         std::fs::write(root.join("a/b/run.sh"), "").unwrap();
         std::fs::write(root.join("a/x.txt"), "").unwrap();
-        let list = ProtectedPaths::new(true, &["*.sh", "missing/file"]).unwrap();
+        std::fs::write(root.join("Makefile"), "").unwrap();
+        let list = ProtectedPaths::new(true, &["*.sh", "missing/file", "Makefile"]).unwrap();
         let dir = std::fs::File::open(root).unwrap();
         let got = list.existing_beneath(&dir).unwrap();
-        let want: Vec<PathBuf> = [".git/config", ".git/hooks", "a/b/run.sh"]
+        let want: Vec<PathBuf> = [".git/config", ".git/hooks", "Makefile", "a/b/run.sh"]
             .iter()
             .map(PathBuf::from)
             .collect();

@@ -63,7 +63,15 @@ impl ProtectWatch {
     /// Watch `targets` (paths relative to the root that do not exist) until dropped. The
     /// watches exist when this returns, so a child started afterwards is watched from its
     /// first instant. `Err` when inotify cannot be had: a caller must not start the child.
-    pub(crate) fn start(root: Arc<WorkspaceRoot>, targets: Vec<PathBuf>) -> io::Result<Self> {
+    pub(crate) fn start(root: Arc<WorkspaceRoot>, mut targets: Vec<PathBuf>) -> io::Result<Self> {
+        // What exists is never this watch's to remove (the plan lists missing paths; one made
+        // meanwhile by someone else is left alone).
+        targets.retain(|t| {
+            matches!(
+                rustix::fs::statat(root.dir(), t.as_path(), AtFlags::SYMLINK_NOFOLLOW),
+                Err(Errno::NOENT | Errno::NOTDIR)
+            )
+        });
         let inotify = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
         let mut state = State {
             root,
