@@ -252,28 +252,28 @@ const INSIDE: &[(&str, &str, &str)] = &[
 /// A name mapped to a documentation address, which is not refused.
 const OUTSIDE: (&str, &str) = ("doc.confine.test", "192.0.2.1");
 
-/// How to make a network and mount namespace here: root directly, else an ordinary user in a
-/// user namespace of its own; `None` where neither works.
+/// How to make a network and mount namespace here: directly (root with CAP_SYS_ADMIN), else
+/// inside a user namespace of the test's own (an ordinary user, or root without the
+/// capability); `None` where neither works.
 fn namespace_prefix() -> Option<Vec<&'static str>> {
-    let root = rustix::process::geteuid().is_root();
-    let prefix = if root {
-        vec!["unshare", "--net", "--mount"]
-    } else {
-        vec!["unshare", "--map-root-user", "--net", "--mount"]
-    };
-    #[allow(clippy::disallowed_methods)] // probes the system, outside any tool
-    let works = Command::new(prefix[0])
-        .args(&prefix[1..])
-        .args([
-            "sh",
-            "-c",
-            "mount --bind /dev/null /dev/null && ip link set lo up",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    works.then_some(prefix)
+    let candidates = [
+        vec!["unshare", "--net", "--mount"],
+        vec!["unshare", "--map-root-user", "--net", "--mount"],
+    ];
+    candidates.into_iter().find(|prefix| {
+        #[allow(clippy::disallowed_methods)] // probes the system, outside any tool
+        Command::new(prefix[0])
+            .args(&prefix[1..])
+            .args([
+                "sh",
+                "-c",
+                "mount --bind /dev/null /dev/null && ip link set lo up",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
 }
 
 /// `confine call` inside a fresh network namespace (its loopback up, nothing else) where
