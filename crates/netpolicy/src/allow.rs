@@ -9,6 +9,9 @@ use crate::presets::{self, ClientEnv};
 pub struct AllowList {
     entries: Vec<Entry>,
     presets: Vec<(String, Vec<String>)>,
+    /// The IP literals the embedder gave itself: only these pass the address classes. An IP
+    /// literal a preset yields is in `entries` (the name-level match) but not here.
+    literals: Vec<Entry>,
 }
 
 impl AllowList {
@@ -48,7 +51,11 @@ impl AllowList {
                     list.push(e);
                 }
             } else {
-                list.push(Entry::parse(text)?);
+                let entry = Entry::parse(text)?;
+                if matches!(entry, Entry::Ip { .. }) && !list.literals.contains(&entry) {
+                    list.literals.push(entry.clone());
+                }
+                list.push(entry);
             }
         }
         Ok(list)
@@ -79,6 +86,15 @@ impl AllowList {
             Err(_) => RequestHost::parse(host),
         };
         host.is_some_and(|h| self.matching(&h, port).is_some())
+    }
+
+    /// Whether the embedder listed `ip` on `port` itself, as an IP literal entry: the one case
+    /// where an address of a refused class (loopback, private, …) may be reached. An IP
+    /// literal a preset yields does not count: a preset is read from a client's configuration,
+    /// which is not the embedder's word for a host inside.
+    pub(crate) fn lists_literal(&self, ip: std::net::IpAddr, port: u16) -> bool {
+        let host = RequestHost::Ip(crate::entry::canonical_ip(ip));
+        self.literals.iter().any(|e| e.matches(&host, port))
     }
 
     /// The first entry that allows `host` on `port`.

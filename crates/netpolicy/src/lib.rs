@@ -51,12 +51,16 @@
 //! included; one byte more is `431`) and parsed by `httparse`; the host and port must match an
 //! entry (else `403 not on the allow list`); a name is resolved by the proxy's own resolver
 //! (else `502 does not resolve`; an answer is kept 30 seconds for at most 256 names, a failure
-//! never, and a kept answer is checked on every use as a fresh one is); every address it resolves to must be reachable: loopback,
-//! private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local (169.254/16, the cloud
-//! metadata addresses among them, fe80::/10), unspecified (0.0.0.0/8, `::`), multicast and
-//! broadcast are refused with the class named (`403 resolves to a loopback address`), an
-//! IPv4-mapped IPv6 address classed as its IPv4 address, and one refused address refuses the
-//! name; an IP literal is exempt from the classes only because its entry is that literal;
+//! never, and a kept answer is checked on every use as a fresh one is); every address it
+//! resolves to must be reachable: the cloud metadata addresses (169.254.169.254,
+//! 169.254.170.2, 100.100.100.200, 168.63.129.16, fd00:ec2::254), loopback, private (10/8,
+//! 172.16/12, 192.168/16, fc00::/7), link-local (169.254/16, fe80::/10), site-local
+//! (fec0::/10), unspecified (0.0.0.0/8, `::`), multicast and broadcast are refused with the
+//! class named (`403 resolves to a loopback address`); an IPv6 address that carries an IPv4
+//! address (mapped, translated, compatible, NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`, 6to4,
+//! Teredo's server and client) is judged by the IPv4 address it carries; one refused address
+//! refuses the name; an IP literal is exempt from the classes only when the embedder listed
+//! that literal itself (one a preset yielded is judged like a name's address);
 //! the proxy's own listening address is always refused (`403 is the proxy's own address`);
 //! more than [`ProxyOptions::max_tunnels`] open tunnels (64 by default) is `503 too many open
 //! tunnels`; then the proxy connects to a checked address, never resolving the name again.
@@ -78,9 +82,21 @@
 //! handled by resolving once, checking every address, and connecting to a checked address:
 //! a name whose answer changes between the check and the connection cannot steer the proxy,
 //! because it never asks again. A child cannot reach the host's loopback or private network
-//! through a name on the list, only through an IP literal the embedder listed. The proxy
-//! does not protect the allowed hosts from what a child sends them, nor keep a child from
-//! passing data out to an allowed host.
+//! through a name on the list, only through an IP literal the embedder listed; nor through a
+//! cloud metadata address or an IPv6 form (NAT64, 6to4, Teredo, compatible, mapped) whose
+//! translator or relay would turn it into such an address. The proxy does not protect the
+//! allowed hosts from what a child sends them, nor keep a child from passing data out to an
+//! allowed host.
+//!
+//! The presets are read before any child runs, as the embedder's user and unsandboxed, often
+//! from a process whose working directory is the workspace the model writes. They therefore
+//! read only the user's and the system's configuration: each client runs with `/` as its
+//! working directory (no `pip/__init__.py`, project `.npmrc` or `.python-version` of the
+//! workspace is seen), Python isolated (`-I`), npm in global mode (no project `.npmrc`,
+//! wherever it looks), cargo's configuration read from `$CARGO_HOME` alone; and a host a
+//! preset yields is no more trusted than a name: an IP literal among them is refused by the
+//! address classes unless the embedder listed it. The clients themselves are found on the
+//! embedder's `PATH`, which is the embedder's to keep free of the workspace.
 //!
 //! The ticket's token (128 random bits, hex) is *attribution*, not authority: a request
 //! carrying `Proxy-Authorization: Basic base64(confine:TOKEN)` of a live ticket has its

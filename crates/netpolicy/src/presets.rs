@@ -5,6 +5,36 @@
 //! [`confine_nodeexec::Command`], bounded to 10 s and 1 MiB of output), cargo's configuration
 //! and registry cache are read (bounded too). Only GitHub's hosts are written down: GitHub is
 //! a forge, not a package registry, and has no client to ask.
+//!
+//! # The user's configuration, never the workspace's
+//!
+//! The server is often started inside the workspace, whose files the model writes. The
+//! presets read only the user's and the system's configuration:
+//!
+//! - A client runs with `/` as its working directory ([`CLIENT_DIR`]), never the server's:
+//!   Python puts its working directory first on the module path (a `pip/__init__.py` there
+//!   would run as the server's user, unsandboxed), npm takes the nearest directory holding a
+//!   `package.json` or `node_modules` at or above it as the project and reads its `.npmrc`,
+//!   and version managers (pyenv's shims) pick an interpreter from a `.python-version` at or
+//!   above it. `/` has no directory above it and only root writes in it; a fresh temporary
+//!   directory would not do, as `/tmp` above it is writable by anyone.
+//! - Python runs isolated (`python3 -I`): no working or script directory on the path, no
+//!   `PYTHON*` variable, no user site directory.
+//! - npm runs with `--global`, under which it never reads a project's `.npmrc`, whatever the
+//!   working directory; its user and global configuration (`~/.npmrc`, `$PREFIX/etc/npmrc`)
+//!   and the embedder's `npm_config_*` variables still count. When the embedder was itself
+//!   started by npm (`npm exec`, `npx`, `npm run`: `npm_config_local_prefix` is set), those
+//!   variables are npm's export of the project's configuration, `.npmrc` included, and none
+//!   of them is passed: npm reads the user's and the global files itself.
+//! - cargo is not run: its configuration is read from `$CARGO_HOME` (else `~/.cargo`) alone,
+//!   never from a `.cargo/config.toml` at or above a working directory. A relative
+//!   `CARGO_HOME` or `HOME` (which would name a directory under the server's working
+//!   directory) is not used.
+//!
+//! The hosts a preset yields are the allow list's like any entry's, but an IP literal among
+//! them is not the embedder's word for an address inside: the proxy still refuses it when it
+//! is loopback, private, link-local or any other refused class, unless the embedder listed
+//! that literal itself.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,6 +47,8 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 const CLIENT_OUTPUT: usize = 1 << 20;
 /// How many registry cache directories are looked at.
 const MAX_CACHE_DIRS: usize = 64;
+/// The working directory of every preset client: outside any workspace, nothing above it.
+pub(crate) const CLIENT_DIR: &str = "/";
 
 /// GitHub's web, API, archive and raw-content hosts.
 const GITHUB_HOSTS: &[&str] = &[
@@ -32,8 +64,9 @@ const GITHUB_HOSTS: &[&str] = &[
 /// `CARGO_HOME`, `HOME`).
 ///
 /// A client gets only the variables it needs to find its configuration: `PATH`, `HOME`,
-/// `USER`, `LANG`, `LC_*`, `TZ`, `XDG_CONFIG_HOME`, `npm_config_*` / `NPM_CONFIG_*`, `PIP_*`,
-/// `PYENV_*`, `VIRTUAL_ENV`.
+/// `USER`, `LANG`, `LC_*`, `TZ`, `XDG_CONFIG_HOME`, `npm_config_*` / `NPM_CONFIG_*` (none of
+/// them when `npm_config_local_prefix` says npm started the embedder and exported a
+/// project's configuration through them), `PIP_*`, `PYENV_*`, `VIRTUAL_ENV`.
 #[derive(Clone, Debug, Default)]
 pub struct ClientEnv {
     vars: Vec<(String, String)>,
@@ -77,14 +110,30 @@ impl ClientEnv {
     }
 
     fn for_client(&self) -> impl Iterator<Item = &(String, String)> {
-        self.vars.iter().filter(|(k, _)| {
+        // npm exports its whole configuration, a project's `.npmrc` included, as
+        // `npm_config_*` to what it starts, with `npm_config_local_prefix` naming the project.
+        let npm_exported = self
+            .vars
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("npm_config_local_prefix"));
+        self.vars.iter().filter(move |(k, _)| {
+            let npm = k
+                .get(..11)
+                .is_some_and(|p| p.eq_ignore_ascii_case("npm_config_"));
             matches!(
                 k.as_str(),
                 "PATH" | "HOME" | "USER" | "LANG" | "TZ" | "XDG_CONFIG_HOME" | "VIRTUAL_ENV"
-            ) || ["LC_", "npm_config_", "NPM_CONFIG_", "PIP_", "PYENV_"]
-                .iter()
-                .any(|p| k.starts_with(p))
+            ) || (npm && !npm_exported)
+                || ["LC_", "PIP_", "PYENV_"].iter().any(|p| k.starts_with(p))
         })
+    }
+
+    /// An absolute path from variable `name`; a relative one would be read from the server's
+    /// working directory, which may be the workspace.
+    fn absolute(&self, name: &str) -> Option<PathBuf> {
+        self.get(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
     }
 
     /// The absolute path of `program` in `PATH`, if it is there as an executable file.
@@ -168,6 +217,7 @@ pub(crate) fn url_entry(url: &str) -> Option<Entry> {
 fn run_client(program: &Path, args: &[&str], env: &ClientEnv) -> Option<String> {
     let mut cmd = confine_nodeexec::Command::new(program);
     cmd.args(args)
+        .current_dir(CLIENT_DIR)
         .inherit_no_env()
         .timeout(CLIENT_TIMEOUT)
         .output_cap(CLIENT_OUTPUT);
@@ -196,7 +246,8 @@ fn npm(env: &ClientEnv) -> Result<Vec<Entry>, EntryError> {
     let npm = env.find("npm").ok_or_else(|| missing("npm", "npm"))?;
     // One start of npm where its list names the registry (it does, npm 7 on): starting npm
     // costs most of a second, paid by every server that asks for the preset.
-    let list = run_client(&npm, &["config", "list", "--json"], env)
+    // `--global`: npm reads no project `.npmrc` then, only the user's and the global one.
+    let list = run_client(&npm, &["config", "list", "--json", "--global"], env)
         .ok_or_else(|| unreadable("npm", "`npm config list --json` failed"))?;
     let list: serde_json::Value = serde_json::from_str(&list)
         .map_err(|_| unreadable("npm", "`npm config list --json` is not JSON"))?;
@@ -204,7 +255,7 @@ fn npm(env: &ClientEnv) -> Result<Vec<Entry>, EntryError> {
     match list.get("registry").and_then(serde_json::Value::as_str) {
         Some(registry) => found.extend(url_entry(registry.trim())),
         None => {
-            let registry = run_client(&npm, &["config", "get", "registry"], env)
+            let registry = run_client(&npm, &["config", "get", "registry", "--global"], env)
                 .ok_or_else(|| unreadable("npm", "`npm config get registry` failed"))?;
             found.extend(url_entry(registry.trim()));
         }
@@ -238,7 +289,7 @@ fn pypi(env: &ClientEnv) -> Result<Vec<Entry>, EntryError> {
     let python = env
         .find("python3")
         .ok_or_else(|| missing("pypi", "python3"))?;
-    let config = run_client(&python, &["-m", "pip", "config", "list"], env)
+    let config = run_client(&python, &["-I", "-m", "pip", "config", "list"], env)
         .ok_or_else(|| missing("pypi", "pip"))?;
     for line in config.lines() {
         let Some((key, value)) = line.split_once('=') else {
@@ -256,6 +307,7 @@ fn pypi(env: &ClientEnv) -> Result<Vec<Entry>, EntryError> {
     let defaults = run_client(
         &python,
         &[
+            "-I",
             "-c",
             "from pip._internal.models.index import PyPI\n\
              print(PyPI.simple_url)\nprint(PyPI.file_storage_domain)",
@@ -284,10 +336,11 @@ fn read_bounded(path: &Path) -> Option<String> {
 }
 
 fn crates(env: &ClientEnv) -> Result<Vec<Entry>, EntryError> {
-    let home = env
-        .get("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| env.get("HOME").map(|h| Path::new(h).join(".cargo")))
+    let home = match env.get("CARGO_HOME") {
+        Some(_) => env.absolute("CARGO_HOME"),
+        None => env.absolute("HOME").map(|h| h.join(".cargo")),
+    };
+    let home = home
         .filter(|p| p.is_dir())
         .ok_or_else(|| missing("crates", "cargo"))?;
     // Configured registries and source replacement.

@@ -318,9 +318,16 @@ async fn decide(host: &RequestHost, port: u16, shared: &Shared) -> Verdict {
         return Verdict::Refuse(403, "not on the allow list");
     };
     let addrs: Vec<SocketAddr> = match host {
-        // Only an entry of that very IP literal matches an IP literal: its class is not
-        // checked, the embedder named it.
-        RequestHost::Ip(ip) => vec![SocketAddr::new(*ip, port)],
+        // Only an entry of that very IP literal matches an IP literal. Its class is not
+        // checked when the embedder named it; one a preset yielded is checked like a name's.
+        RequestHost::Ip(ip) => {
+            if !shared.policy.lists_literal(*ip, port)
+                && let Some(reason) = refusal(*ip)
+            {
+                return Verdict::Refuse(403, reason);
+            }
+            vec![SocketAddr::new(*ip, port)]
+        }
         RequestHost::Name(name) => {
             let lookup = || async {
                 let resolved = tokio::time::timeout(

@@ -128,7 +128,7 @@ fn pypi_preset_reads_pips_configuration() {
     fake_client(
         tmp.path(),
         "python3",
-        r#"[ "$1 $2 $3 $4" = "-m pip config list" ] || exit 5
+        r#"[ "$1 $2 $3 $4 $5" = "-I -m pip config list" ] || exit 5
 echo "global.cert='/etc/ssl/cert.pem'"
 echo "global.index-url='https://pypi.corp.example.test/simple'"
 echo "install.extra-index-url='https://extra.example.test/simple'""#,
@@ -150,7 +150,8 @@ fn pypi_preset_falls_back_to_pips_own_defaults() {
     fake_client(
         tmp.path(),
         "python3",
-        r#"case "$1" in
+        r#"[ "$1" = -I ] || exit 6
+case "$2" in
 -m) echo ":env:.timeout='60'" ;;
 -c) echo "https://index.example.test/simple"; echo "files.example.test" ;;
 *) exit 5 ;;
@@ -428,5 +429,164 @@ echo '{"registry": "https://list.example.test/", "@a:registry": "https://scoped.
             host("list.example.test", None),
             host("scoped.example.test", None)
         ]
+    );
+}
+
+/// An npm whose list names a registry on this machine's loopback, `port` on 127.0.0.1.
+fn loopback_npm(tmp: &Path, port: u16) {
+    fake_client(
+        tmp,
+        "npm",
+        &format!(
+            r#"[ "$2" = list ] || exit 1
+echo '{{"registry": "https://registry.example.test/", "@x:registry": "http://127.0.0.1:{port}/"}}'"#
+        ),
+    );
+}
+
+/// `CONNECT authority` through a proxy on `policy`: the status code, and whether the target
+/// listener saw a connection.
+fn connect_through(
+    policy: AllowList,
+    authority: &str,
+    target: &std::net::TcpListener,
+) -> (u16, String, bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy = confine_netpolicy::Proxy::start(listener, policy, Default::default()).unwrap();
+        let mut s = tokio::net::TcpStream::connect(proxy.local_addr())
+            .await
+            .unwrap();
+        s.write_all(format!("CONNECT {authority} HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut answer = vec![0u8; 4096];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(20), s.read(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer[..n]).into_owned();
+        target.set_nonblocking(true).unwrap();
+        // The proxy connects before it answers `200`, and answers a refusal before any
+        // connection: by now the target has its connection or never will.
+        let reached = target.accept().is_ok();
+        (answer[9..12].parse().unwrap(), answer, reached)
+    })
+}
+
+/// An IP literal a preset yields (a scope's registry on the host's loopback) is on the list
+/// by name, but the address classes still refuse it: only the embedder's own literal lifts
+/// them. The twin lists the same literal itself, and the tunnel opens.
+#[test]
+fn a_loopback_literal_from_a_preset_is_refused_unless_listed_by_the_embedder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = fake_env(tmp.path());
+    let target = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = target.local_addr().unwrap().port();
+    loopback_npm(tmp.path(), port);
+    let authority = format!("127.0.0.1:{port}");
+
+    let policy = AllowList::build_with_env(&["@npm"], &env).unwrap();
+    assert!(policy.allows("127.0.0.1", port), "on the list by name");
+    let (code, answer, reached) = connect_through(policy, &authority, &target);
+    assert_eq!(code, 403, "{answer}");
+    assert!(
+        answer.ends_with(&format!(
+            "confine: {authority} refused: resolves to a loopback address\n"
+        )),
+        "{answer}"
+    );
+    assert!(!reached, "a refused tunnel reached the target");
+
+    // The twin: the embedder lists the literal, before or after the preset.
+    for entries in [[authority.as_str(), "@npm"], ["@npm", authority.as_str()]] {
+        let policy = AllowList::build_with_env(&entries, &env).unwrap();
+        let (code, answer, reached) = connect_through(policy, &authority, &target);
+        assert_eq!(code, 200, "{entries:?}: {answer}");
+        assert!(reached, "{entries:?}");
+    }
+}
+
+/// Every client runs in `/`, whatever the embedder's working directory, with npm in global
+/// mode (no project `.npmrc`) and Python isolated.
+#[test]
+fn clients_run_in_the_root_directory_with_npm_global_and_python_isolated() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = fake_env(tmp.path());
+    let log = tmp.path().join("log");
+    fake_client(
+        tmp.path(),
+        "npm",
+        &format!(
+            r#"echo "npm $(pwd) $*" >> {log}
+echo '{{"registry": "https://registry.example.test/"}}'"#,
+            log = log.display()
+        ),
+    );
+    fake_client(
+        tmp.path(),
+        "python3",
+        &format!(
+            r#"echo "python3 $(pwd) $*" >> {log}
+echo "global.index-url='https://pypi.example.test/simple'""#,
+            log = log.display()
+        ),
+    );
+    AllowList::build_with_env(&["@npm", "@pypi"], &env).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "npm / config list --json --global\npython3 / -I -m pip config list\n"
+    );
+}
+
+/// The embedder's `npm_config_*` variables reach npm, unless npm started the embedder
+/// (`npm_config_local_prefix` set): then they are npm's export of a project's configuration,
+/// `.npmrc` included, and none is passed.
+#[test]
+fn npm_config_variables_exported_by_npm_are_not_passed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut env = fake_env(tmp.path());
+    fake_client(
+        tmp.path(),
+        "npm",
+        r#"[ "$2" = list ] || exit 1
+if [ -n "$npm_config_registry" ]; then r=$npm_config_registry; else r=https://user.example.test/; fi
+echo "{\"registry\": \"$r\"}""#,
+    );
+    env.set("npm_config_registry", "https://mirror.example.test/");
+    let list = AllowList::build_with_env(&["@npm"], &env).unwrap();
+    assert_eq!(list.entries(), [host("mirror.example.test", None)]);
+    env.set("npm_config_local_prefix", "/somewhere/project");
+    let list = AllowList::build_with_env(&["@npm"], &env).unwrap();
+    assert_eq!(list.entries(), [host("user.example.test", None)]);
+}
+
+/// A relative `CARGO_HOME` would be read from the server's working directory: it is not
+/// used (and `HOME` is not tried in its place).
+#[test]
+fn a_relative_cargo_home_is_not_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, mut env) = cargo_home(tmp.path());
+    cache_dir(
+        &home,
+        "index.example.test-0123456789abcdef",
+        r#"{"dl": "https://dl.example.test/crates"}"#,
+    );
+    assert!(AllowList::build_with_env(&["@crates"], &env).is_ok());
+    // The same directory, named relative to this process's working directory.
+    let cwd = std::env::current_dir().unwrap();
+    let up = "../".repeat(cwd.components().count());
+    let relative = format!("{up}{}", home.display().to_string().trim_start_matches('/'));
+    assert!(Path::new(&relative).join("registry/index").is_dir());
+    env.set("CARGO_HOME", relative);
+    let err = AllowList::build_with_env(&["@crates"], &env).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "--allow-net @crates: cargo is not installed"
     );
 }
