@@ -60,6 +60,9 @@ pub struct Command {
     pub(crate) hooks: Vec<Hook>,
     /// The network policy's network, joined by the run's waiter ([`Command::network`]).
     pub(crate) network: Option<crate::Network>,
+    /// Whether [`Command::sandbox`] was called (its rules confine the cgroup file systems
+    /// already; see `contain/cgroupfs.rs`).
+    pub(crate) sandboxed: bool,
 }
 
 impl std::fmt::Debug for Command {
@@ -87,6 +90,7 @@ impl std::fmt::Debug for Command {
                 "network",
                 &self.network.as_ref().map(crate::Network::mechanism),
             )
+            .field("sandboxed", &self.sandboxed)
             .finish()
     }
 }
@@ -121,6 +125,7 @@ impl Command {
             fds: Vec::new(),
             hooks: Vec::new(),
             network: None,
+            sandboxed: false,
         }
     }
 

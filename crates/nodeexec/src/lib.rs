@@ -135,6 +135,24 @@
 //! no process bound ([`ProcessBound::Unbounded`]): a fork bomb then takes what the machine
 //! lets it until the time bound, when the kill ends it with everything it started.
 //!
+//! **A root program cannot lift its bound.** A root embedder's program is uid 0 (without
+//! capabilities), and uid 0 owns the cgroup files: it could write its pid to the root
+//! cgroup's `cgroup.procs` or `max` to its own `pids.max`. So where it runs unsandboxed in a
+//! cgroup of the run's, its process first gets a mount namespace of its own (private, so
+//! nothing reaches the embedder's) in which every writable `cgroup`/`cgroup2` mount is
+//! remounted read-only (`EROFS` for every write, reads unchanged), and last a seccomp filter
+//! refusing a new cgroup namespace, `setns` and `clone3` (`ENOSYS`; the C library falls back
+//! to `clone`), without which it could mount a cgroup file system of its own inside a user
+//! namespace and raise the bound there. Where no mount namespace can be made and a writable
+//! cgroup mount is left, the start fails ([`ErrorKind::StartFailed`]); containers mount it
+//! read-only, and then nothing is needed. Under the [sandbox](#sandbox) Landlock refuses
+//! those writes and its filter every namespace. `/proc/<pid>/root` of a process outside the
+//! run leads to the embedder's mounts only where the program may read-trace it, which needs
+//! the target's capabilities to be none (the program has none): the embedder and the
+//! host's daemons hold theirs, the waiter and init are not dumpable. An ordinary user's
+//! delegated cgroup is the user's to write, and is not covered. The crate's
+//! `contain/cgroupfs.rs` and the repository's `docs/SECURITY.md` say more.
+//!
 //! # Less privilege than the embedder
 //!
 //! Sandbox or not, the program runs in a session of its own (`setsid`: no controlling
@@ -194,6 +212,9 @@
 //!   socket anywhere is reachable), only a connected Unix stream or sequenced-packet pair (`socketpair`, which
 //!   child stdio and Node.js's IPC use); may not `bind` or `connect` TCP (Landlock, ABI 4);
 //!   from ABI 6, may not signal a process outside the sandbox;
+//! * may make no namespace (`unshare`, `clone` with a namespace flag and `setns` fail with
+//!   `EPERM`, `clone3` with `ENOSYS` so that the C library falls back to `clone`): inside a
+//!   user namespace it would hold every capability again; threads and forks work;
 //! * runs with [`DEFAULT_ADDRESS_SPACE`] (4 GiB) of address space and
 //!   [`DEFAULT_OPEN_FILES`] (1024) descriptors, no capabilities and no way to gain any;
 //! * finds the paths beneath the write root that [`Sandbox::read_only`] names (git's hooks

@@ -333,6 +333,17 @@ impl Command {
         } else {
             ProcessBound::Rlimit
         };
+        // A root program without capabilities could still write the cgroup file systems
+        // (uid 0 owns them): where it runs in a cgroup of the run's, unsandboxed, they are
+        // made read-only for it (`contain/cgroupfs.rs`).
+        let cgroup_cover = match rustix::process::geteuid().is_root()
+            && self.privileges.drop
+            && !self.sandboxed
+            && (cgroup.is_some() || pids_v1.is_some())
+        {
+            true => Some(crate::contain::CgroupCover::prepare().map_err(start_failed)?),
+            false => None,
+        };
         let (limits, nproc) = self.rlimits(cgroup_bounds_processes || pids_v1.is_some());
         let (report_r, report_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| start_failed(e.into()))?;
@@ -365,6 +376,7 @@ impl Command {
                 .as_ref()
                 .and_then(RunPids::removal)
                 .map(|(fd, name)| (fd, name.to_owned())),
+            cgroup_cover,
             privileges,
             limits,
             nproc,

@@ -475,3 +475,287 @@ async fn v1_bound_holds_every_thread_of_the_program() {
     assert!(alive(&m).is_empty(), "{:?} left", alive(&m));
     assert!(!dir.join(name).exists(), "{name} left behind");
 }
+
+/// The mount points of this process's writable cgroup hierarchies that may bound processes:
+/// the v1 `pids` hierarchy and the cgroup2 one (each mounted at its root), if any.
+fn hierarchies() -> (Option<PathBuf>, Option<PathBuf>) {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let (mut v1, mut v2) = (None, None);
+    for l in mountinfo.lines() {
+        let fields: Vec<&str> = l.split(' ').collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let writable = fields[5].split(',').any(|o| o == "rw");
+        if fields[3] != "/" || !writable {
+            continue;
+        }
+        let point = PathBuf::from(fields[4]);
+        match fields.get(dash + 1) {
+            Some(&"cgroup") if fields[dash + 3].split(',').any(|o| o == "pids") => {
+                v1.get_or_insert(point);
+            }
+            Some(&"cgroup2") => {
+                v2.get_or_insert(point);
+            }
+            _ => {}
+        }
+    }
+    (v1, v2)
+}
+
+/// A cgroup of the test's own at the root of a hierarchy where a `pids.max` can be had (the
+/// v1 `pids` one, else cgroup2 with `pids` enabled at its root): a destination for the
+/// attacks' twins that is not the host's root cgroup. Removed on drop, once empty (the runs
+/// that entered it are over by then; bounded retries while the kernel lets the last member
+/// go).
+struct TestCgroup(PathBuf);
+
+impl TestCgroup {
+    fn create() -> Option<TestCgroup> {
+        let (v1, v2) = hierarchies();
+        let root = v1.or_else(|| {
+            v2.filter(|v2| {
+                std::fs::read_to_string(v2.join("cgroup.subtree_control"))
+                    .is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"))
+            })
+        })?;
+        let dir = root.join(format!(
+            "confine-redteam-{}-{}",
+            std::process::id(),
+            marker()
+        ));
+        std::fs::create_dir(&dir).ok()?;
+        Some(TestCgroup(dir))
+    }
+
+    fn procs(&self) -> PathBuf {
+        self.0.join("cgroup.procs")
+    }
+
+    fn pids_max(&self) -> String {
+        std::fs::read_to_string(self.0.join("pids.max"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        for _ in 0..200 {
+            if std::fs::remove_dir(&self.0).is_ok() || !self.0.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        eprintln!("!!! {:?} left behind", self.0);
+    }
+}
+
+/// A shell that tries each write `target=value` (printing `wrote TARGET` or `refused
+/// TARGET`), the target `OWN/pids.max` meaning its own cgroup's file under the mount `OWN`
+/// (a v1 `pids` mount, or cgroup2), then starts up to `limit` `sleep`s as
+/// [`counting_shell`] does.
+fn escaping_shell(marker: &str, writes: &[(String, &str)], limit: u32) -> Command {
+    let mut script = String::from(
+        "try() { if echo \"$2\" 2>/dev/null >\"$1\"; then echo \"wrote $1\"; else echo \"refused $1\"; fi; }\n\
+         own() { case \"$1\" in *unified*|*cgroup2*) sed -n 's/^0::\\(.*\\)$/\\1/p' /proc/self/cgroup ;; \
+         *) sed -n 's/^[0-9]*:pids:\\(.*\\)$/\\1/p' /proc/self/cgroup ;; esac; }\n",
+    );
+    for (target, value) in writes {
+        let value = if *value == "$$" { "$$" } else { value };
+        match target.strip_suffix("/OWN/pids.max") {
+            Some(mount) => {
+                script.push_str(&format!("try \"{mount}$(own {mount})/pids.max\" {value}\n"))
+            }
+            None => script.push_str(&format!("try '{target}' {value}\n")),
+        }
+    }
+    script.push_str(&format!(
+        "i=0; while [ $i -lt {limit} ]; do sleep 30 >/dev/null 2>&1 & i=$((i+1)); echo $i; done"
+    ));
+    let mut cmd = command("/bin/sh");
+    cmd.arg("-c")
+        .arg(script)
+        .arg(marker)
+        .current_dir("/")
+        .timeout(Duration::from_secs(30));
+    cmd
+}
+
+/// As root, whom cgroup file permissions do not stop (the files are root's, mode 0644, and
+/// moving a process needs no capability), an unsandboxed program with the default bound
+/// (256) tries to leave its run's cgroup for the root cgroup of each hierarchy (`cgroup.procs`
+/// of the v1 `pids` root and of the cgroup2 root) and for a test cgroup of ours, and to
+/// write `max` into its own cgroup's `pids.max`, then starts 300 `sleep`s: every write is
+/// refused (the cgroup file systems are read-only in a mount namespace of its own) and the
+/// run holds 256 processes, the next fork failing. Twins: the same fork bomb without the
+/// escape stops at the same count (the bound works), and the same write to the test
+/// cgroup's `cgroup.procs` from a program outside any cgroup of a run (the process-group
+/// mode, capabilities dropped as always: a plain root process) succeeds, as root's own
+/// would: it is the cover that refuses it, not permissions.
+#[tokio::test]
+async fn root_program_cannot_leave_its_cgroup_or_lift_its_bound() {
+    const TEST: &str = "root_program_cannot_leave_its_cgroup_or_lift_its_bound";
+    if !rustix::process::getuid().is_root() {
+        testkit::not_run(
+            TEST,
+            "as an ordinary user (the cgroup files are not the program's to write)",
+        );
+        return;
+    }
+    let probe = run(command("/bin/true")).await.unwrap();
+    if !matches!(
+        probe.process_bound,
+        ProcessBound::Cgroup | ProcessBound::CgroupV1
+    ) {
+        testkit::not_run(
+            TEST,
+            &format!(
+                "the process bound here is {}, not a cgroup's",
+                probe.process_bound.name()
+            ),
+        );
+        return;
+    }
+    let Some(test_cgroup) = TestCgroup::create() else {
+        testkit::not_run(TEST, "no writable cgroup hierarchy with `pids` here");
+        return;
+    };
+    let (v1, v2) = hierarchies();
+    let mut writes: Vec<(String, &str)> = Vec::new();
+    for mount in v1.iter().chain(v2.iter()) {
+        writes.push((format!("{}/OWN/pids.max", mount.display()), "max"));
+        writes.push((mount.join("cgroup.procs").display().to_string(), "$$"));
+    }
+    writes.push((test_cgroup.procs().display().to_string(), "$$"));
+    const BOUND: u64 = confine_nodeexec::DEFAULT_MAX_PROCESSES;
+
+    // The attack.
+    let m = marker();
+    let o = run(escaping_shell(&m, &writes, 300)).await.unwrap();
+    let said: Vec<&str> = o.stdout.text.lines().collect();
+    for (target, _) in &writes {
+        let target = target.trim_end_matches("/OWN/pids.max");
+        assert!(
+            said.iter()
+                .any(|l| l.starts_with("refused ") && l.contains(target)),
+            "{target}: {:?}",
+            &said[..said.len().min(8)]
+        );
+    }
+    assert!(
+        !said.iter().any(|l| l.starts_with("wrote ")),
+        "{:?}",
+        &said[..said.len().min(8)]
+    );
+    assert_eq!(last_line(&o), (BOUND - 1).to_string(), "{:?}", o.stderr);
+    assert_eq!(o.exit_code, Some(2), "the shell's fork failed: {o:?}");
+    assert!(alive(&m).is_empty(), "{:?} left", alive(&m));
+
+    // Twin: the naive bomb, no escape tried, meets the same bound.
+    let m = marker();
+    let o = run(escaping_shell(&m, &[], 300)).await.unwrap();
+    assert_eq!(last_line(&o), (BOUND - 1).to_string(), "{:?}", o.stderr);
+    assert_eq!(o.exit_code, Some(2), "{o:?}");
+
+    // Twin: a plain root program (no cgroup of a run, so nothing covered) moves itself into
+    // the test cgroup with the same write.
+    let target = test_cgroup.procs().display().to_string();
+    let m = marker();
+    let mut cmd = escaping_shell(&m, &[(target.clone(), "$$")], 0);
+    cmd.containment(Containment::ProcessGroup);
+    let o = run(cmd).await.unwrap();
+    assert_eq!(o.stdout.text, format!("wrote {target}\n"), "{o:?}");
+}
+
+/// As root, an unsandboxed program cannot mount a cgroup file system of its own to lift its
+/// bound: with no capability, it may still make a user namespace (and holds every capability
+/// inside it), but not the cgroup namespace it would need to mount one (`unshare` with
+/// `CLONE_NEWCGROUP`: `EPERM`); a user namespace alone still works. Twin: the same program
+/// outside any cgroup of a run, after moving into a test cgroup of ours, makes the
+/// namespaces, mounts that hierarchy (rooted at the test cgroup) and raises its `pids.max`.
+#[tokio::test]
+async fn root_program_cannot_mount_a_cgroup_fs_of_its_own() {
+    const TEST: &str = "root_program_cannot_mount_a_cgroup_fs_of_its_own";
+    if !rustix::process::getuid().is_root() {
+        testkit::not_run(TEST, "as an ordinary user");
+        return;
+    }
+    let python = std::path::Path::new("/usr/bin/python3");
+    if !python.exists() {
+        testkit::not_run(TEST, "no /usr/bin/python3 here");
+        return;
+    }
+    let probe = run(command("/bin/true")).await.unwrap();
+    if !matches!(
+        probe.process_bound,
+        ProcessBound::Cgroup | ProcessBound::CgroupV1
+    ) {
+        testkit::not_run(TEST, "the process bound here is not a cgroup's");
+        return;
+    }
+    let Some(test_cgroup) = TestCgroup::create() else {
+        testkit::not_run(TEST, "no writable cgroup hierarchy with `pids` here");
+        return;
+    };
+    // The test cgroup's hierarchy, to mount again: v1 `pids`, or cgroup2.
+    let (v1_pids, _) = hierarchies();
+    let mount = match v1_pids.is_some_and(|v1| test_cgroup.0.starts_with(v1)) {
+        true => r#"b"cgroup", b"pids""#,
+        false => r#"b"cgroup2", None"#,
+    };
+    // unshare(NEWUSER) alone in a child, then NEWUSER|NEWNS|NEWCGROUP, the mount over
+    // /tmp (private to the namespace) and the write of the mounted root's `pids.max`.
+    let script = format!(
+        r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+NEWUSER, NEWNS, NEWCGROUP = 0x10000000, 0x00020000, 0x02000000
+procs = sys.argv[1]
+if procs != "-":
+    open(procs, "w").write(str(os.getpid()))
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if libc.unshare(NEWUSER) == 0 else ctypes.get_errno())
+print("userns", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+if libc.unshare(NEWUSER | NEWNS | NEWCGROUP) != 0:
+    print("unshare", ctypes.get_errno()); sys.exit(0)
+libc.mount(b"none", b"/", None, 0x4000 | (1 << 18), None)
+fs, opts = ({mount})
+if libc.mount(b"none", b"/tmp", fs, 0, opts) != 0:
+    print("mount", ctypes.get_errno()); sys.exit(0)
+open("/tmp/pids.max", "w").write("77")
+print("raised")
+"#
+    );
+    let python_run = |procs: &str| {
+        let mut cmd = command(python);
+        cmd.arg("-c")
+            .arg(&script)
+            .arg(procs)
+            .current_dir("/")
+            .timeout(Duration::from_secs(20));
+        cmd
+    };
+
+    // The attack, in the run's cgroup.
+    let o = run(python_run("-")).await.unwrap();
+    assert_eq!(
+        o.stdout.text,
+        format!("userns 0\nunshare {}\n", libc::EPERM),
+        "{o:?}"
+    );
+
+    // The twin: outside any run's cgroup, in the test cgroup (whose bound is ours to lift).
+    let before = test_cgroup.pids_max();
+    let mut cmd = python_run(&test_cgroup.procs().display().to_string());
+    cmd.containment(Containment::ProcessGroup);
+    let o = run(cmd).await.unwrap();
+    assert_eq!(o.stdout.text, "userns 0\nraised\n", "{o:?}");
+    assert_eq!(
+        (before.as_str(), test_cgroup.pids_max()),
+        ("max", "77".into())
+    );
+}

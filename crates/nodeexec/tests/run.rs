@@ -767,6 +767,12 @@ async fn scenario(mode: Containment, namespace: Option<bool>, end: End) -> bool 
     let mut cmd = reporting(&m, &file, tail);
     // The node pid check needs the marker in the script's own arguments.
     cmd.arg(&m).containment(mode);
+    // A root program that drops its capabilities finds the cgroup file systems read-only
+    // (`process_bound.rs` tests that); one that keeps them can still leave the run's cgroup,
+    // and that is the orphan whose death these scenarios check.
+    if rustix::process::geteuid().is_root() {
+        cmd.drop_privileges(false);
+    }
     if let Some(namespace) = namespace {
         cmd.pid_namespace(namespace);
     }
@@ -865,9 +871,11 @@ async fn run_descendants_dead_after_drop_in_every_mode() {
     every_mode(End::Drop).await;
 }
 
-/// Without the sandbox, a root script may write another cgroup's `cgroup.procs` and leave
-/// the run's cgroup; with it, Landlock refuses that write. Either way nothing outlives the
-/// run (the moved orphan is in the scenarios above).
+/// Without the sandbox, a root script that kept its capabilities (an embedder's opt-out) may
+/// write another cgroup's `cgroup.procs` and leave the run's cgroup (with them dropped, the
+/// default, the cgroup file systems are read-only for it: `EROFS`); with the sandbox,
+/// Landlock refuses that write. Either way nothing outlives the run (the moved orphan is in
+/// the scenarios above).
 #[tokio::test]
 async fn run_cgroup_escape_refused_by_the_sandbox() {
     assert!(
@@ -904,8 +912,12 @@ async fn run_cgroup_escape_refused_by_the_sandbox() {
     assert_eq!(confined.containment, Containment::Cgroup);
     assert_eq!(confined.stdout.text, "EACCES", "{}", confined.stderr.text);
     if rustix::process::geteuid().is_root() {
-        let open = run(attempt(false)).await.unwrap();
+        let mut open = attempt(false);
+        open.drop_privileges(false);
+        let open = run(open).await.unwrap();
         assert_eq!(open.stdout.text, "ok", "{}", open.stderr.text);
+        let covered = run(attempt(false)).await.unwrap();
+        assert_eq!(covered.stdout.text, "EROFS", "{}", covered.stderr.text);
     }
 }
 

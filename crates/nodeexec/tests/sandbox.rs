@@ -803,3 +803,134 @@ fn sandbox_read_only_paths_must_exist_beneath_the_write_root() {
         assert_eq!(err.kind(), ErrorKind::StartFailed, "{path:?}: {err}");
     }
 }
+
+/// Run `program` with `args` in `dirs.ws()`, sandboxed (the default policy) or not (the
+/// unconfined twin, with the embedder's privileges, as [`run`] does).
+fn run_program(dirs: &Dirs, sandboxed: bool, program: &str, args: &[&str]) -> Outcome {
+    let mut cmd = command(program);
+    cmd.args(args)
+        .current_dir(dirs.ws())
+        .timeout(Duration::from_secs(20))
+        .max_memory(None);
+    match sandboxed {
+        true => {
+            let dir = std::fs::File::open(dirs.ws()).unwrap();
+            let rules = Sandbox::new()
+                .build(&dir)
+                .expect("sandbox builds on this kernel");
+            cmd.sandbox(&rules);
+        }
+        false => {
+            cmd.drop_privileges(false);
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(cmd.run(&CancellationToken::new()))
+        .expect("the run completes")
+}
+
+/// Python 3 at a path the sandbox reads (not a shim under the home), if there is one.
+fn system_python() -> Option<&'static str> {
+    ["/usr/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+}
+
+/// `os.unshare(os.CLONE_NEWUSER)` (Python 3.12), or the same call through ctypes before it:
+/// prints `ok` or the error's name.
+const PY_UNSHARE_USER: &str = "import os, ctypes, errno\n\
+try:\n    os.unshare(os.CLONE_NEWUSER); print('ok')\n\
+except AttributeError:\n    libc = ctypes.CDLL(None, use_errno=True)\n    \
+print('ok' if libc.unshare(0x10000000) == 0 else errno.errorcode[ctypes.get_errno()])\n\
+except OSError as e:\n    print(errno.errorcode[e.errno])";
+
+/// Under the sandbox no namespace can be made, a user namespace least of all (inside one a
+/// program would hold every capability again): `unshare -U true` and `unshare -r true` fail
+/// with `EPERM`, and so does Python's `unshare(CLONE_NEWUSER)`. Twin: the same commands
+/// unconfined succeed where this host lets a process make a user namespace (said loudly
+/// where it does not).
+#[test]
+fn sandbox_refuses_user_namespaces() {
+    const TEST: &str = "sandbox_refuses_user_namespaces";
+    let dirs = Dirs::new();
+    let unshare = ["/usr/bin/unshare", "/bin/unshare"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(unshare) = unshare else {
+        testkit::not_run(TEST, "no unshare(1) here");
+        return;
+    };
+    for flags in ["-U", "-r"] {
+        let o = run_program(&dirs, true, unshare, &[flags, "/bin/true"]);
+        assert_eq!(o.exit_code, Some(1), "{flags}: {o:?}");
+        assert!(
+            o.stderr.text.contains("Operation not permitted"),
+            "{flags}: {o:?}"
+        );
+    }
+    let python = system_python();
+    if let Some(python) = python {
+        let o = run_program(&dirs, true, python, &["-c", PY_UNSHARE_USER]);
+        assert_eq!(o.stdout.text, "EPERM\n", "{o:?}");
+    }
+    // The twin.
+    let open = run_program(&dirs, false, unshare, &["-U", "/bin/true"]);
+    if open.exit_code != Some(0) {
+        testkit::not_run(
+            &format!("{TEST} (twin)"),
+            &format!(
+                "this host refuses user namespaces outside the sandbox too: {}",
+                open.stderr.text.trim()
+            ),
+        );
+        return;
+    }
+    let o = run_program(&dirs, false, unshare, &["-r", "/bin/true"]);
+    assert_eq!(o.exit_code, Some(0), "{o:?}");
+    if let Some(python) = python {
+        let o = run_program(&dirs, false, python, &["-c", PY_UNSHARE_USER]);
+        assert_eq!(o.stdout.text, "ok\n", "{o:?}");
+    }
+}
+
+/// What the namespace rule must not break, under the sandbox: threads and forks (no
+/// namespace flag; `clone3`, refused with `ENOSYS`, falls back to `clone`): Node.js worker
+/// threads, a shell's background job and `wait`, Python threads and `fork`. Each also runs
+/// unconfined, with the same answer.
+#[test]
+fn sandbox_keeps_threads_and_forks() {
+    let dirs = Dirs::new();
+    let node_workers = "const { Worker } = require('worker_threads');\
+        let n = 0; for (let i = 0; i < 4; i++) {\
+        const w = new Worker('require(\"worker_threads\").parentPort.postMessage(6 * 7)', { eval: true });\
+        w.on('message', (v) => { n += v; if (n === 4 * 42) say('workers ' + n); }); }";
+    let (confined, open) = twin(&dirs, node_workers, &[]);
+    assert_eq!(confined, r#""workers 168""#);
+    assert_eq!(open, confined);
+    let shell = "sleep 0 & wait $! && echo forked";
+    for sandboxed in [true, false] {
+        let o = run_program(&dirs, sandboxed, "/bin/sh", &["-c", shell]);
+        assert_eq!(o.stdout.text, "forked\n", "{sandboxed}: {o:?}");
+    }
+    let Some(python) = system_python() else {
+        testkit::not_run(
+            "sandbox_keeps_threads_and_forks (python)",
+            "no system Python here",
+        );
+        return;
+    };
+    let threads = "import threading, os\n\
+        out = []\n\
+        ts = [threading.Thread(target=lambda i=i: out.append(i)) for i in range(8)]\n\
+        [t.start() for t in ts]; [t.join() for t in ts]\n\
+        pid = os.fork()\n\
+        if pid == 0: os._exit(7)\n\
+        print(sum(out), os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))";
+    for sandboxed in [true, false] {
+        let o = run_program(&dirs, sandboxed, python, &["-c", threads]);
+        assert_eq!(o.stdout.text, "28 7\n", "{sandboxed}: {o:?}");
+    }
+}

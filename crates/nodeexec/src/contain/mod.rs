@@ -80,10 +80,13 @@
 //! - `signals`: masks, dispositions and `sigwaitinfo`;
 //! - `report`: the report pipe's messages;
 //! - `descriptors`: sealing and closing descriptors;
-//! - `namespace`: the PID (and user) namespace of the run.
+//! - `namespace`: the PID (and user) namespace of the run;
+//! - `cgroupfs`: a root program's cgroup file systems made read-only in a mount namespace of
+//!   its own, and the filter that keeps it from mounting another.
 //!
 //! Each module states at its top the invariants it keeps.
 
+mod cgroupfs;
 mod clone;
 #[cfg(target_arch = "x86_64")]
 mod clone3_x86_64;
@@ -95,6 +98,7 @@ mod signals;
 mod waiter;
 
 // What the rest of the crate uses.
+pub(crate) use self::cgroupfs::CgroupCover;
 #[cfg(any(test, not(target_arch = "x86_64")))]
 pub(crate) use self::clone::clone_into_cgroup;
 pub(crate) use self::clone::spawn_exiting_in;

@@ -51,6 +51,9 @@ pub(crate) struct ChildPlan {
     /// That cgroup's parent directory (close-on-exec) and its name there, for C to remove it
     /// when P died first.
     pub pids_v1_removal: Option<(RawFd, std::ffi::CString)>,
+    /// A root program's cgroup file systems made read-only and the filter that keeps them so
+    /// (`cgroupfs.rs`), applied in N.
+    pub cgroup_cover: Option<CgroupCover>,
     /// What N gives up before `exec`.
     pub privileges: Privileges,
     /// Resource limits set in N: (resource, soft and hard value).
@@ -492,6 +495,11 @@ impl ChildPlan {
             // SAFETY: a descriptor P opened for the run, open in N until `exec`.
             crate::pids_v1::join(unsafe { BorrowedFd::borrow_raw(procs) })?;
         }
+        // Once N is in its cgroups (the join above wrote through a descriptor of the
+        // embedder's mount), and before the embedder's steps.
+        if let Some(cover) = &self.cgroup_cover {
+            cover.mount()?;
+        }
         set_disposition(libc::SIGPIPE, libc::SIG_DFL);
         set_signal_mask(libc::SIG_SETMASK, &signal_set(&[]));
         // Two passes, so a source that happens to sit on another pair's target survives:
@@ -525,7 +533,11 @@ impl ChildPlan {
         self.fds.sort_unstable_by_key(|&(_, target)| target);
         seal_descriptors(&self.fds, self.cloexec_range)?;
         // Last, so the embedder's steps ran with what the embedder has.
-        self.privileges.apply()
+        self.privileges.apply()?;
+        if let Some(cover) = &self.cgroup_cover {
+            cover.filter()?;
+        }
+        Ok(())
     }
 }
 

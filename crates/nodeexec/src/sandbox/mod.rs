@@ -58,7 +58,14 @@
 //! socket that could reach a pathname socket outside the workspace: Landlock has no right
 //! for connecting to one at ABI 7), `socketpair(2)` but `AF_UNIX`/`SOCK_STREAM`, every
 //! system call that changes a file's mode, owner, times or extended attributes, everywhere,
-//! `io_uring_setup`, and system calls of another ABI.
+//! `io_uring_setup`, and system calls of another ABI. Always, whatever those two say, it
+//! refuses every namespace: `unshare` and `clone` with a namespace flag and `setns`
+//! (`EPERM`), and `clone3` (`ENOSYS`, so the C library falls back to `clone`). The program
+//! has no capability, so only a user namespace was left to it, and inside one it would hold
+//! every capability again: mounts of its own (a cgroup file system whose bounds it could
+//! lift), and the kernel's code that only `CAP_SYS_ADMIN` reaches elsewhere. Threads and
+//! forks carry no namespace flag and work as before; programs that make namespaces
+//! (`unshare`, `bwrap`, rootless containers, Chromium's own sandbox) fail.
 //!
 //! # Why metadata is refused everywhere
 //!
@@ -295,9 +302,9 @@ impl Sandbox {
             LandlockSupport::Available { abi } if abi >= self.min_abi => abi,
             _ => return Err(unavailable(None)),
         };
-        let filtered = self.socket_filter || self.metadata_filter;
-        if filtered && !seccomp::SUPPORTED {
-            // No filter for this architecture: the policy cannot be enforced in full.
+        if !seccomp::SUPPORTED {
+            // No filter for this architecture (its namespace rule is always part of the
+            // policy): the policy cannot be enforced in full.
             return Err(unavailable(None));
         }
         let abi = kernel.min(MAX_TESTED_ABI).max(self.min_abi);
@@ -345,7 +352,8 @@ impl Sandbox {
             drop_capabilities: self.drop_capabilities,
             socket_filter: self.socket_filter,
             metadata_filter: self.metadata_filter,
-            program: filtered.then(|| seccomp::Program::new(sockets, self.metadata_filter)),
+            // Always: the namespace rule is not optional.
+            program: Some(seccomp::Program::new(sockets, self.metadata_filter)),
             network: self.network.clone(),
         })))
     }
@@ -574,6 +582,7 @@ impl Command {
             self.network(network);
         }
         let step = rules.step();
+        self.sandboxed = true;
         // SAFETY: `SandboxRules::step` performs only async-signal-safe system calls on data
         // prepared beforehand.
         unsafe { self.pre_exec(step) }

@@ -20,7 +20,24 @@
 //!    `lsetxattr`, `fsetxattr`, `setxattrat`, `removexattr`, `lremovexattr`,
 //!    `fremovexattr`, `removexattrat`, `file_setattr`, and the `FS_IOC_SETFLAGS` and
 //!    `FS_IOC_FSSETXATTR` ioctls), with `EPERM`, everywhere, the workspace included: the
-//!    filter sees numbers, not paths, and an owner needs no capability for these.
+//!    filter sees numbers, not paths, and an owner needs no capability for these;
+//! 5. namespaces (always, under the sandbox): `unshare` and `clone` with any namespace flag
+//!    (`CLONE_NEWUSER`, `CLONE_NEWNS`, `CLONE_NEWPID`, `CLONE_NEWNET`, `CLONE_NEWIPC`,
+//!    `CLONE_NEWUTS`, `CLONE_NEWCGROUP`, and `CLONE_NEWTIME` for `unshare`), and `setns`,
+//!    with `EPERM`; `clone3` with `ENOSYS`, since its flags lie in memory a filter cannot
+//!    read: the C library then falls back to `clone`, whose flags it can (as container
+//!    runtimes' default profiles do). A sandboxed program holds no capability, so every
+//!    namespace but a user namespace is refused to it anyway; a user namespace would give it
+//!    every capability inside one, and with them mounts of its own (a cgroup file system,
+//!    over which its process bound could be lifted) and the kernel's less-trodden paths that
+//!    want `CAP_SYS_ADMIN`. Threads and forks are untouched (no namespace flag). What breaks:
+//!    programs that make namespaces themselves (`unshare`, `bwrap`, rootless containers,
+//!    Chromium's own sandbox, which wants `--no-sandbox` here).
+//!
+//! [`Program::cgroup_namespace_refused`] is the filter of a root server's *unsandboxed*
+//! runs (`contain/cgroupfs.rs`): only `CLONE_NEWCGROUP` (in `unshare` and `clone`), `setns`
+//! and `clone3` (as above) are refused, for the program's native ABI and for the 32-bit one
+//! the kernel also accepts (whose system call numbers differ); nothing else.
 //!
 //! Hand-written (a few dozen instructions) rather than through a seccomp crate: the program
 //! is small, fixed, and each instruction is checked by the tests through its effect.
@@ -83,6 +100,77 @@ fn metadata_calls() -> Vec<u32> {
         SYS_FILE_SETATTR,
     ]);
     calls
+}
+
+/// Every namespace flag of `unshare(2)`.
+const NAMESPACE_FLAGS: u32 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWCGROUP
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET) as u32
+    | CLONE_NEWTIME;
+/// `CLONE_NEWTIME` (Linux 5.6): `unshare` only; in `clone`'s flags this bit belongs to the
+/// exit signal (the low byte).
+const CLONE_NEWTIME: u32 = 0x80;
+/// `clone3` (Linux 5.3), the same number on every architecture.
+const SYS_CLONE3: u32 = 435;
+
+/// The system calls of the namespace rule in one ABI: `unshare`, `clone`, `setns`, `clone3`.
+#[derive(Clone, Copy)]
+struct NamespaceCalls {
+    unshare: u32,
+    clone: u32,
+    setns: u32,
+    clone3: u32,
+}
+
+const NATIVE_NAMESPACE_CALLS: NamespaceCalls = NamespaceCalls {
+    unshare: libc::SYS_unshare as u32,
+    clone: libc::SYS_clone as u32,
+    setns: libc::SYS_setns as u32,
+    clone3: SYS_CLONE3,
+};
+
+/// The 32-bit ABI the kernel also accepts on this architecture: its `AUDIT_ARCH_*` and its
+/// numbers of the namespace calls (i386 on x86-64, 32-bit Arm on aarch64).
+#[cfg(target_arch = "x86_64")]
+const COMPAT: (u32, NamespaceCalls) = (
+    0x4000_0003,
+    NamespaceCalls {
+        unshare: 310,
+        clone: 120,
+        setns: 346,
+        clone3: SYS_CLONE3,
+    },
+);
+#[cfg(target_arch = "aarch64")]
+const COMPAT: (u32, NamespaceCalls) = (
+    0x4000_0028,
+    NamespaceCalls {
+        unshare: 337,
+        clone: 120,
+        setns: 375,
+        clone3: SYS_CLONE3,
+    },
+);
+
+/// The namespace rule, with the system call number in the accumulator: `clone3` `ENOSYS`,
+/// `setns` `EPERM`, `unshare` with a flag of `mask` `EPERM`, `clone` with a flag of `mask`
+/// (less the exit signal's byte) `EPERM`. Ends by returning for `unshare` and `clone`;
+/// another number falls through with the accumulator unchanged. Fourteen instructions.
+fn namespace_rule(b: &mut Builder, calls: NamespaceCalls, mask: u32) {
+    let eperm = error(libc::EPERM);
+    b.equal_returns(calls.clone3, error(libc::ENOSYS))
+        .equal_returns(calls.setns, eperm);
+    for (nr, mask) in [(calls.unshare, mask), (calls.clone, mask & !0xFF)] {
+        b.jump(JEQ, nr, 0, 4)
+            .stmt(LOAD, arg(0))
+            .jump(JSET, mask, 0, 1)
+            .stmt(RETURN, eperm)
+            .stmt(RETURN, ALLOW);
+    }
 }
 
 /// The ioctls that change inode flags or extended file attributes.
@@ -180,9 +268,39 @@ fn inet_sockets(b: &mut Builder, datagram: bool) {
 }
 
 impl Program {
-    /// The program with the socket rule and the metadata rule as asked (the ABI and io_uring
-    /// rules are always there).
+    /// The sandbox's program: the socket rule and the metadata rule as asked; the ABI, the
+    /// io_uring and the namespace rules are always there.
     pub(crate) fn new(sockets: Sockets, metadata: bool) -> Self {
+        Self::build(sockets, metadata, true)
+    }
+
+    /// The program of a root server's unsandboxed run (`contain/cgroupfs.rs`): no new cgroup
+    /// namespace (`unshare` or `clone` with `CLONE_NEWCGROUP`: `EPERM`), no `setns`
+    /// (`EPERM`), no `clone3` (`ENOSYS`), in the native ABI and the 32-bit one (x32 numbers
+    /// are the native ones with a high bit, masked off here); everything else allowed.
+    pub(crate) fn cgroup_namespace_refused() -> Self {
+        let mut b = Builder(Vec::new());
+        let (compat_arch, compat_calls) = COMPAT;
+        let mut compat = Builder(Vec::new());
+        compat.stmt(LOAD, NR);
+        namespace_rule(&mut compat, compat_calls, libc::CLONE_NEWCGROUP as u32);
+        compat.stmt(RETURN, ALLOW);
+        let skip = u8::try_from(compat.0.len()).expect("a short block");
+        b.stmt(LOAD, ARCH).jump(JEQ, compat_arch, 0, skip);
+        b.0.extend(compat.0);
+        // Another ABI than these two: nothing to refuse (none exists on these targets).
+        b.jump(JEQ, NATIVE_ARCH, 1, 0)
+            .stmt(RETURN, ALLOW)
+            .stmt(LOAD, NR)
+            .stmt(AND, !X32_BIT);
+        namespace_rule(&mut b, NATIVE_NAMESPACE_CALLS, libc::CLONE_NEWCGROUP as u32);
+        b.stmt(RETURN, ALLOW);
+        Self(b.0)
+    }
+
+    /// The program with the socket rule and the metadata rule as asked, and the namespace
+    /// rule where `namespaces` (the ABI and io_uring rules are always there).
+    fn build(sockets: Sockets, metadata: bool, namespaces: bool) -> Self {
         let mut b = Builder(Vec::new());
         b.stmt(LOAD, ARCH)
             .jump(JEQ, NATIVE_ARCH, 1, 0)
@@ -191,6 +309,9 @@ impl Program {
             .jump(JGE, X32_BIT, 0, 1)
             .stmt(RETURN, error(libc::EPERM))
             .equal_returns(libc::SYS_io_uring_setup as u32, error(libc::ENOSYS));
+        if namespaces {
+            namespace_rule(&mut b, NATIVE_NAMESPACE_CALLS, NAMESPACE_FLAGS);
+        }
         if sockets == Sockets::Refused {
             b.equal_returns(libc::SYS_socket as u32, error(libc::EACCES));
         }
@@ -243,7 +364,7 @@ impl Program {
 
     /// The network policy's program alone (no metadata rule): see [`Sockets::Inet`].
     pub(crate) fn network(datagram: bool) -> Self {
-        Self::new(Sockets::Inet { datagram }, false)
+        Self::build(Sockets::Inet { datagram }, false, false)
     }
 
     /// The number of instructions.
@@ -287,9 +408,13 @@ mod tests {
     }
 
     fn verdict4(program: &Program, nr: u32, args: [u32; 4]) -> u32 {
+        verdict_arch(program, NATIVE_ARCH, nr, args)
+    }
+
+    fn verdict_arch(program: &Program, arch: u32, nr: u32, args: [u32; 4]) -> u32 {
         let data = |offset: u32| match offset {
             NR => nr,
-            ARCH => NATIVE_ARCH,
+            ARCH => arch,
             16 => args[0],
             24 => args[1],
             32 => args[2],
@@ -361,6 +486,103 @@ mod tests {
         assert_eq!(verdict(&none, libc::SYS_fchmod as u32, [0, 0]), ALLOW);
         assert_eq!(verdict(&none, pair, [unix, libc::SOCK_DGRAM as u32]), ALLOW);
         assert!(full.len() < 100);
+    }
+
+    #[test]
+    fn namespace_verdicts() {
+        let eperm = error(libc::EPERM);
+        let enosys = error(libc::ENOSYS);
+        let (unshare, clone, setns) = (
+            libc::SYS_unshare as u32,
+            libc::SYS_clone as u32,
+            libc::SYS_setns as u32,
+        );
+        // What glibc and musl pass to `clone` for a thread and for `fork`.
+        let thread = (libc::CLONE_VM
+            | libc::CLONE_FS
+            | libc::CLONE_FILES
+            | libc::CLONE_SIGHAND
+            | libc::CLONE_THREAD
+            | libc::CLONE_SYSVSEM
+            | libc::CLONE_SETTLS
+            | libc::CLONE_PARENT_SETTID
+            | libc::CLONE_CHILD_CLEARTID) as u32;
+        let fork = (libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD) as u32;
+        let user = libc::CLONE_NEWUSER as u32;
+        let cgroup = libc::CLONE_NEWCGROUP as u32;
+        // The sandbox: every namespace refused, in every program it builds.
+        for p in [
+            Program::new(Sockets::Refused, true),
+            Program::new(Sockets::Any, false),
+            Program::new(Sockets::Inet { datagram: true }, true),
+        ] {
+            assert_eq!(verdict(&p, SYS_CLONE3, [0, 0]), enosys);
+            assert_eq!(verdict(&p, setns, [3, 0]), eperm);
+            for flag in [
+                user,
+                cgroup,
+                libc::CLONE_NEWNS as u32,
+                libc::CLONE_NEWPID as u32,
+                libc::CLONE_NEWNET as u32,
+                libc::CLONE_NEWIPC as u32,
+                libc::CLONE_NEWUTS as u32,
+            ] {
+                assert_eq!(verdict(&p, unshare, [flag, 0]), eperm, "{flag:#x}");
+                assert_eq!(verdict(&p, clone, [flag | fork, 0]), eperm, "{flag:#x}");
+            }
+            assert_eq!(verdict(&p, unshare, [CLONE_NEWTIME, 0]), eperm);
+            // Threads, forks, and unsharing what is no namespace.
+            assert_eq!(verdict(&p, clone, [thread, 0]), ALLOW);
+            assert_eq!(verdict(&p, clone, [fork, 0]), ALLOW);
+            // The exit signal's byte may hold any signal: 0x80 there is no CLONE_NEWTIME.
+            assert_eq!(verdict(&p, clone, [fork | 0x80, 0]), ALLOW);
+            assert_eq!(verdict(&p, unshare, [libc::CLONE_FILES as u32, 0]), ALLOW);
+            assert_eq!(verdict(&p, unshare, [libc::CLONE_FS as u32, 0]), ALLOW);
+        }
+        // The network policy's program alone has no namespace rule.
+        let net = Program::network(true);
+        assert_eq!(verdict(&net, unshare, [user, 0]), ALLOW);
+        assert_eq!(verdict(&net, SYS_CLONE3, [0, 0]), ALLOW);
+
+        // A root server's unsandboxed runs: only cgroup namespaces, setns and clone3.
+        let root = Program::cgroup_namespace_refused();
+        let (compat, calls) = COMPAT;
+        for (arch, nrs, x32) in [
+            (NATIVE_ARCH, NATIVE_NAMESPACE_CALLS, 0),
+            (NATIVE_ARCH, NATIVE_NAMESPACE_CALLS, X32_BIT),
+            (compat, calls, 0),
+        ] {
+            let v = |nr: u32, a: u32| verdict_arch(&root, arch, nr | x32, [a, 0, 0, 0]);
+            assert_eq!(v(nrs.clone3, 0), enosys);
+            assert_eq!(v(nrs.setns, 3), eperm);
+            assert_eq!(v(nrs.unshare, cgroup), eperm);
+            assert_eq!(
+                v(nrs.unshare, cgroup | user | libc::CLONE_NEWNS as u32),
+                eperm
+            );
+            assert_eq!(v(nrs.clone, cgroup | fork), eperm);
+            assert_eq!(v(nrs.unshare, user), ALLOW);
+            assert_eq!(v(nrs.unshare, user | libc::CLONE_NEWNS as u32), ALLOW);
+            assert_eq!(v(nrs.clone, user | fork), ALLOW);
+            assert_eq!(v(nrs.clone, thread), ALLOW);
+            assert_eq!(v(libc::SYS_read as u32, 0), ALLOW);
+        }
+        // Numbers of one ABI mean nothing in the other: i386's unshare is not refused as
+        // the native call of that number would be, and the reverse.
+        assert_eq!(
+            verdict_arch(&root, NATIVE_ARCH, calls.unshare, [cgroup, 0, 0, 0]),
+            ALLOW
+        );
+        assert_eq!(
+            verdict_arch(
+                &root,
+                compat,
+                NATIVE_NAMESPACE_CALLS.unshare,
+                [cgroup, 0, 0, 0]
+            ),
+            ALLOW
+        );
+        assert!(root.len() < 40);
     }
 
     #[test]
