@@ -11,7 +11,7 @@ use crate::edit_file::EditFileTool;
 use crate::file_info::FileInfoTool;
 use crate::find_files::FindFilesTool;
 use crate::grep::GrepTool;
-use crate::jobs::{DEFAULT_MAX_JOBS, JobListTool, JobOutputTool, JobStopTool, JobTable};
+use crate::jobs::{DEFAULT_MAX_JOBS, JobListTool, JobOutputTool, JobSlots, JobStopTool, JobTable};
 use crate::list_directory::ListDirectoryTool;
 use crate::move_file::MoveFileTool;
 use crate::node_process::{NodeProcessOptions, NodeProcessTool};
@@ -217,13 +217,16 @@ pub fn create_selected_tools<S: AsRef<str>>(
     // embedder gave one (`NodeProcessOptions::slots`) or not.
     let mut options = options;
     options.slots.get_or_insert_with(Default::default);
-    // One job table per registry: run_command starts jobs in it, the job tools read it.
-    let max_jobs = options
-        .commands
-        .as_ref()
-        .and_then(|c| c.max_jobs)
-        .unwrap_or(DEFAULT_MAX_JOBS);
-    let jobs = Arc::new(JobTable::new(max_jobs));
+    // One job table per registry: run_command starts jobs in it, the job tools read it. Its
+    // running jobs count against the embedder's job slots if it gave some, else the set's own.
+    let job_slots = match &options.commands {
+        Some(c) => c
+            .job_slots
+            .clone()
+            .unwrap_or_else(|| Arc::new(JobSlots::new(c.max_jobs.unwrap_or(DEFAULT_MAX_JOBS)))),
+        None => Arc::new(JobSlots::default()),
+    };
+    let jobs = Arc::new(JobTable::new(job_slots));
     // Jobs are started only where their output can be read.
     let with_job_tools = names.iter().any(|n| n.as_ref() == "job_output");
     let mut tools = Vec::new();
