@@ -17,9 +17,13 @@
 //!   [`create_write_tool`] and [`create_node_process_tool`] for one tool;
 //!   [`create_coding_tools`] (those three), [`create_workspace_tools`] (the whole set),
 //!   [`create_read_only_tools`] and [`create_selected_tools`] (any subset by name) for a
-//!   [`ToolRegistry`]. Their options: [`NodeProcessOptions`], [`RunCommandOptions`] (with
-//!   [`JobSlots`] to share one bound on running jobs between sets), [`ProtectedPaths`]
-//!   ([`DEFAULT_PROTECTED`]), [`DeniedPaths`]; their failures:
+//!   [`ToolRegistry`]. Every factory builds its tools through one path, which gives each tool
+//!   the deny and protected lists of the options ([`NodeProcessOptions::denied`],
+//!   [`NodeProcessOptions::protected`]); a factory that takes no options applies their
+//!   defaults (nothing denied, [`DEFAULT_PROTECTED`] protected). Their options:
+//!   [`NodeProcessOptions`], [`RunCommandOptions`] (with [`JobSlots`] to share one bound on
+//!   running jobs between sets), [`ProtectedPaths`] ([`DEFAULT_PROTECTED`]), [`DeniedPaths`];
+//!   their failures:
 //!   [`BuildError`], [`SelectError`], [`ProtectError`], [`DenyError`], [`CoverError`],
 //!   [`DuplicateToolName`].
 //! - **Calling**: [`execute_tool_call`] (and [`execute_tool_call_record`]) with a [`ToolCall`],
