@@ -835,8 +835,26 @@ mod over_http {
                     name.eq_ignore_ascii_case("mcp-session-id")
                         .then(|| value.trim().to_owned())
                 });
-            // SSE `data:` lines (chunk sizes in between are not JSON), or one JSON body.
-            let response = answer
+            let (head, mut rest) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+            let mut body = String::new();
+            if head
+                .to_ascii_lowercase()
+                .contains("transfer-encoding: chunked")
+            {
+                // Each chunk: its size in hex, CRLF, the bytes, CRLF; a size of 0 ends it.
+                while let Some((size, after)) = rest.split_once("\r\n") {
+                    let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+                    if size == 0 || after.len() < size {
+                        break;
+                    }
+                    body.push_str(&after[..size]);
+                    rest = after[size..].strip_prefix("\r\n").unwrap_or(&after[size..]);
+                }
+            } else {
+                body.push_str(rest);
+            }
+            // SSE `data:` lines, or one JSON body.
+            let response = body
                 .lines()
                 .filter_map(|l| {
                     let l = l.trim();
