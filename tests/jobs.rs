@@ -891,12 +891,14 @@ mod over_http {
             response["result"]["structuredContent"].clone()
         }
 
-        /// Start `sleep 30` marked with `m` as a job: its id, or the refusal's token.
+        /// Start `sleep 30` marked with `m` as a job: its id, or the refusal's token. The
+        /// shell execs `sleep` with the mark in its environment: one process per job, never a
+        /// forked copy of the shell holding the mark in its command line for an instant.
         fn start_job(&self, session: Option<&str>, m: &str) -> Result<String, String> {
             let record = self.call(
                 session,
                 "run_command",
-                json!({"command": format!("sleep 30; : {m}"), "background": true}),
+                json!({"command": format!("JOB_MARK={m} exec sleep 30"), "background": true}),
             );
             match record["jobId"].as_str() {
                 Some(id) => Ok(id.to_owned()),
