@@ -680,3 +680,312 @@ fn jobs_end_with_the_servers_sigterm_and_sigint() {
         drop(stdin);
     }
 }
+
+// Multi-threaded: the jobs' tasks run while a test blocks on the process census.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sets_sharing_job_slots_share_the_bound_and_not_the_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = marker();
+    let slots = Arc::new(confine_tools::JobSlots::new(2));
+    let shared = || {
+        let slots = slots.clone();
+        registry(dir.path(), move |c| {
+            // Ignored beside the shared slots: their bound is the one counted.
+            c.max_jobs = Some(8);
+            c.job_slots = Some(slots);
+        })
+    };
+    let (one, two, three) = (shared(), shared(), shared());
+    let sleeper = format!("sleep 60; : {m}");
+    let first = start(&one, &sleeper).await;
+    let second = start(&two, &sleeper).await;
+    assert_ne!(
+        first, second,
+        "ids are unique among the sets sharing the slots"
+    );
+    assert_eq!(slots.running(), 2);
+    // N + 1, from a third set.
+    let (is_error, record) = call(
+        &three,
+        "run_command",
+        json!({"command": sleeper, "background": true}),
+    )
+    .await;
+    assert!(is_error, "{record}");
+    assert_eq!(error_code(&record), "JOB_LIMIT_REACHED", "{record}");
+    // The jobs stay each set's own.
+    let (is_error, record) = call(&three, "job_output", json!({"jobId": first})).await;
+    assert!(is_error, "{record}");
+    assert_eq!(error_code(&record), "JOB_NOT_FOUND", "{record}");
+    assert!(listed(&two, &first).await.is_none());
+    // A set built without them keeps a bound of its own (its max_jobs).
+    let alone = registry(dir.path(), |c| c.max_jobs = Some(1));
+    let own = start(&alone, &sleeper).await;
+    // Twin: the owner's drop kills its job and frees its slot for another set.
+    drop(one);
+    let deadline = Instant::now() + LONG;
+    while slots.running() > 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the dropped set's job kept its slot"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let third = start(&three, &sleeper).await;
+    for (set, id) in [(&two, &second), (&three, &third), (&alone, &own)] {
+        let (_, record) = call(set, "job_stop", json!({"jobId": id})).await;
+        assert_eq!(record["status"], "killed", "{record}");
+    }
+    assert_eq!(slots.running(), 0);
+    assert_dead(&m, "job_stop");
+}
+
+/// `--max-jobs` over HTTP: one bound for the whole server. Each session, and the stateless
+/// requests, have a job table of their own (a session sees, reads and stops only its own
+/// jobs), but every table counts against the server's one bound.
+mod over_http {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    use std::net::TcpStream;
+    use std::path::Path;
+    use std::process::{Child, Stdio};
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+
+    use super::support::{self, census_flags, confine, marker};
+
+    const TOKEN: &str = "jobs-test-token-0b6c2f7e9d4a41c3a8e5f1d2c3b4a596";
+    const PROTOCOL: &str = "2025-06-18";
+
+    /// A running `confine mcp --http 127.0.0.1:0 --allow-commands <flags>`.
+    struct Server {
+        child: Child,
+        port: u16,
+    }
+
+    impl Server {
+        fn spawn(root: &Path, flags: &[&str]) -> Server {
+            let mut child = confine()
+                .args(["mcp", "--root"])
+                .arg(root)
+                .args(["--http", "127.0.0.1:0", "--allow-commands"])
+                .args(census_flags())
+                .args(flags)
+                .env("CONFINE_HTTP_TOKEN", TOKEN)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stderr = BufReader::new(child.stderr.take().unwrap());
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                while stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    if let Some(rest) = line.strip_prefix("listening on http://127.0.0.1:") {
+                        let port: u16 = rest.split('/').next().unwrap().parse().unwrap();
+                        let _ = tx.send(port);
+                    }
+                    line.clear();
+                }
+            });
+            let port = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("a listening line");
+            Server { child, port }
+        }
+
+        /// POST `message` (with the session's id, or in the stateless form): the JSON-RPC
+        /// response with `id`, and the session id the answer named.
+        fn post(&self, session: Option<&str>, message: &Value) -> (Value, Option<String>) {
+            let stateless = message["params"]["_meta"].is_object();
+            let mut head = format!(
+                "POST /mcp HTTP/1.1\r\nConnection: close\r\nHost: 127.0.0.1:{}\r\n\
+                 Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\n",
+                self.port
+            );
+            if stateless {
+                let name = message["params"]["name"].as_str().unwrap();
+                head.push_str(&format!(
+                    "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {name}\r\n"
+                ));
+            } else {
+                head.push_str(&format!("MCP-Protocol-Version: {PROTOCOL}\r\n"));
+            }
+            if let Some(session) = session {
+                head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+            }
+            let body = message.to_string();
+            head.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+            let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(60)))
+                .unwrap();
+            stream.write_all(head.as_bytes()).unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).unwrap();
+            let status = answer.split(' ').nth(1).unwrap_or_default();
+            assert!(status.starts_with('2'), "{answer}");
+            let session = answer
+                .lines()
+                .take_while(|l| !l.is_empty() && *l != "\r")
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("mcp-session-id")
+                        .then(|| value.trim().to_owned())
+                });
+            let (head, mut rest) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+            let mut body = String::new();
+            if head
+                .to_ascii_lowercase()
+                .contains("transfer-encoding: chunked")
+            {
+                // Each chunk: its size in hex, CRLF, the bytes, CRLF; a size of 0 ends it.
+                while let Some((size, after)) = rest.split_once("\r\n") {
+                    let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+                    if size == 0 || after.len() < size {
+                        break;
+                    }
+                    body.push_str(&after[..size]);
+                    rest = after[size..].strip_prefix("\r\n").unwrap_or(&after[size..]);
+                }
+            } else {
+                body.push_str(rest);
+            }
+            // SSE `data:` lines, or one JSON body.
+            let response = body
+                .lines()
+                .filter_map(|l| {
+                    let l = l.trim();
+                    serde_json::from_str::<Value>(l.strip_prefix("data:").unwrap_or(l).trim()).ok()
+                })
+                .find(|m| m["id"] == message["id"] && m.get("method").is_none())
+                .unwrap_or(Value::Null);
+            (response, session)
+        }
+
+        /// Open an initialized session: its id.
+        fn open(&self) -> String {
+            let init = json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+                "protocolVersion": PROTOCOL, "capabilities": {},
+                "clientInfo": {"name": "tests/jobs.rs", "version": "0"}}});
+            let (response, session) = self.post(None, &init);
+            assert!(response["result"].is_object(), "{response}");
+            let session = session.expect("a session id");
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            self.post(Some(&session), &note);
+            session
+        }
+
+        /// Call `name` in `session`, or as a stateless request without one: the record.
+        fn call(&self, session: Option<&str>, name: &str, arguments: Value) -> Value {
+            let mut message = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}});
+            if session.is_none() {
+                message["params"]["_meta"] = json!({
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}});
+            }
+            let (response, _) = self.post(session, &message);
+            response["result"]["structuredContent"].clone()
+        }
+
+        /// Start `sleep 30` marked with `m` as a job: its id, or the refusal's token. The
+        /// shell execs `sleep` with the mark in its environment: one process per job, never a
+        /// forked copy of the shell holding the mark in its command line for an instant.
+        fn start_job(&self, session: Option<&str>, m: &str) -> Result<String, String> {
+            let record = self.call(
+                session,
+                "run_command",
+                json!({"command": format!("JOB_MARK={m} exec sleep 30"), "background": true}),
+            );
+            match record["jobId"].as_str() {
+                Some(id) => Ok(id.to_owned()),
+                None => Err(record["error"]["message"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{record}"))
+                    .to_owned()),
+            }
+        }
+
+        fn stop(&self, session: Option<&str>, id: &str) {
+            let record = self.call(session, "job_stop", json!({"jobId": id}));
+            assert_eq!(record["status"], "killed", "{record}");
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn refused(result: Result<String, String>) {
+        assert_eq!(result, Err("JOB_LIMIT_REACHED".to_owned()));
+    }
+
+    #[test]
+    fn max_jobs_bounds_every_session_of_a_server_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::spawn(dir.path(), &["--max-jobs", "2"]);
+        let m = marker();
+        let [a, b, c] = [server.open(), server.open(), server.open()];
+        // N: two jobs in two sessions.
+        let in_a = server.start_job(Some(&a), &m).unwrap();
+        let in_b = server.start_job(Some(&b), &m).unwrap();
+        support::wait_alive_blocking(&m, 2);
+        // N + 1, from a third session and from one that already has a job.
+        refused(server.start_job(Some(&c), &m));
+        refused(server.start_job(Some(&a), &m));
+        assert_eq!(support::alive(&m).len(), 2, "more than 2 jobs run");
+        // The bound is shared, the jobs are not: c cannot read, stop or list a's job.
+        for tool in ["job_output", "job_stop"] {
+            let record = server.call(Some(&c), tool, json!({"jobId": in_a}));
+            assert_eq!(
+                record["error"]["message"], "JOB_NOT_FOUND",
+                "{tool}: {record}"
+            );
+        }
+        let listed = server.call(Some(&c), "job_list", json!({}));
+        assert_eq!(listed["jobs"], json!([]), "{listed}");
+        assert_ne!(in_a, in_b, "ids are unique in the server");
+        // Twin: once a's job is stopped, c's start is admitted (and is the second running).
+        server.stop(Some(&a), &in_a);
+        let in_c = server.start_job(Some(&c), &m).unwrap();
+        refused(server.start_job(Some(&b), &m));
+        server.stop(Some(&b), &in_b);
+        server.stop(Some(&c), &in_c);
+        drop(server);
+        testkit::census::check(&m, Duration::from_secs(3)).unwrap();
+    }
+
+    #[test]
+    fn max_jobs_bounds_stateless_requests_and_sessions_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::spawn(dir.path(), &["--max-jobs", "2"]);
+        let m = marker();
+        let a = server.open();
+        // N: one job in a session, one stateless.
+        let in_a = server.start_job(Some(&a), &m).unwrap();
+        let stateless = server.start_job(None, &m).unwrap();
+        support::wait_alive_blocking(&m, 2);
+        // N + 1 either way.
+        refused(server.start_job(None, &m));
+        refused(server.start_job(Some(&a), &m));
+        // A session cannot reach the stateless job, nor the stateless requests a session's.
+        let record = server.call(Some(&a), "job_output", json!({"jobId": stateless}));
+        assert_eq!(record["error"]["message"], "JOB_NOT_FOUND", "{record}");
+        let record = server.call(None, "job_output", json!({"jobId": in_a}));
+        assert_eq!(record["error"]["message"], "JOB_NOT_FOUND", "{record}");
+        // Twin: a stopped session job frees a place for a stateless start.
+        server.stop(Some(&a), &in_a);
+        let again = server.start_job(None, &m).unwrap();
+        refused(server.start_job(Some(&a), &m));
+        server.stop(None, &stateless);
+        server.stop(None, &again);
+        drop(server);
+        testkit::census::check(&m, Duration::from_secs(3)).unwrap();
+    }
+}

@@ -200,12 +200,16 @@ fn existing_path(path: &str) -> Result<PathBuf, String> {
     std::fs::canonicalize(path).map_err(|e| format!("{path}: {e}"))
 }
 
-/// What the registries of one server share: the bound on concurrent runs and the network
-/// policy (one proxy and one children's loopback per server).
+/// What the registries of one server share: the bound on concurrent runs, the bound on
+/// running background jobs (`--max-jobs` is per server; each registry keeps its own job
+/// table, so a session sees only its own jobs) and the network policy (one proxy and one
+/// children's loopback per server).
 #[derive(Clone, Debug)]
 pub struct Shared {
     /// The run slots.
     pub slots: std::sync::Arc<confine_nodeexec::RunSlots>,
+    /// The job slots.
+    pub job_slots: std::sync::Arc<confine_tools::JobSlots>,
     /// The network policy, while it is on.
     pub network: Option<std::sync::Arc<confine_tools::NetworkPolicy>>,
 }
@@ -324,13 +328,18 @@ impl ToolArgs {
                 Some(n) => confine_nodeexec::RunSlots::new(n as usize),
                 None => confine_nodeexec::RunSlots::default(),
             }),
+            job_slots: std::sync::Arc::new(confine_tools::JobSlots::new(
+                self.max_jobs
+                    .map_or(confine_tools::jobs::DEFAULT_MAX_JOBS, |n| n as usize),
+            )),
             network: self.network_policy()?,
         })
     }
 
-    /// [`ToolArgs::registry`], whose process tools take their run slots and network policy
-    /// from `shared` when given: the registries of one HTTP server (one per session) share
-    /// one bound on concurrent runs, one proxy and one children's loopback.
+    /// [`ToolArgs::registry`], whose process tools take their run slots, job slots and
+    /// network policy from `shared` when given: the registries of one HTTP server (one per
+    /// session) share one bound on concurrent runs, one bound on running jobs, one proxy and
+    /// one children's loopback.
     pub fn registry_sharing(&self, shared: Option<&Shared>) -> Result<ToolRegistry, ExitCode> {
         let names: Vec<String> = match (&self.tools, self.read_only) {
             (None, false) => {
@@ -379,6 +388,9 @@ impl ToolArgs {
         match shared {
             Some(shared) => {
                 options.slots = Some(shared.slots.clone());
+                if let Some(commands) = options.commands.as_mut() {
+                    commands.job_slots = Some(shared.job_slots.clone());
+                }
                 options.network = shared.network.clone();
             }
             None => options.network = self.network_policy()?,

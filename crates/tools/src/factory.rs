@@ -1,4 +1,10 @@
 //! Tool factories: capture the root once, build the tools over it.
+//!
+//! Every public factory, of one tool or of a set, builds through [`Parts`]: the captured
+//! root, the options with their deny and protected lists, the set's run slots and job table.
+//! A tool is made nowhere else, so no factory can build one without the lists (the coding
+//! tools once were). A factory that takes no options builds with the defaults of
+//! [`NodeProcessOptions`]: nothing denied, [`crate::DEFAULT_PROTECTED`] protected.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,7 +17,7 @@ use crate::edit_file::EditFileTool;
 use crate::file_info::FileInfoTool;
 use crate::find_files::FindFilesTool;
 use crate::grep::GrepTool;
-use crate::jobs::{DEFAULT_MAX_JOBS, JobListTool, JobOutputTool, JobStopTool, JobTable};
+use crate::jobs::{DEFAULT_MAX_JOBS, JobListTool, JobOutputTool, JobSlots, JobStopTool, JobTable};
 use crate::list_directory::ListDirectoryTool;
 use crate::move_file::MoveFileTool;
 use crate::node_process::{NodeProcessOptions, NodeProcessTool};
@@ -50,36 +56,43 @@ pub(crate) fn capture_root(root: impl AsRef<Path>) -> Result<Arc<WorkspaceRoot>,
     Ok(Arc::new(WorkspaceRoot::capture(root)?))
 }
 
-/// The `read_file` tool over `root`.
+/// The `read_file` tool over `root`, with nothing denied (the defaults of
+/// [`NodeProcessOptions`]). For a deny list, build it as a set:
+/// `create_selected_tools(root, options, &["read_file"])`.
 pub fn create_read_tool(root: impl AsRef<Path>) -> Result<ReadFileTool, BuildError> {
-    Ok(ReadFileTool::new(capture_root(root)?))
+    Ok(Parts::new(root, NodeProcessOptions::default())?.read_file())
 }
 
-/// The `write_file` tool over `root`.
+/// The `write_file` tool over `root`, refusing the default protected paths
+/// ([`crate::DEFAULT_PROTECTED`]) as every set built with default options does. For other
+/// lists, build it as a set: `create_selected_tools(root, options, &["write_file"])`.
 pub fn create_write_tool(root: impl AsRef<Path>) -> Result<WriteFileTool, BuildError> {
-    Ok(WriteFileTool::new(capture_root(root)?))
+    Ok(Parts::new(root, NodeProcessOptions::default())?.write_file())
 }
 
-/// The `node_process` tool over `root`.
+/// The `node_process` tool over `root`, with the deny and protected lists of `options` for
+/// its sandboxed children.
 pub fn create_node_process_tool(
     root: impl AsRef<Path>,
     options: NodeProcessOptions,
 ) -> Result<NodeProcessTool, BuildError> {
-    NodeProcessTool::new(capture_root(root)?, options)
+    Parts::new(root, options)?.node_process()
 }
 
-/// The three tools over one captured root, as a registry.
+/// The names of the coding tools, in the order [`create_coding_tools`] serves them.
+const CODING_TOOLS: &[&str] = &["read_file", "write_file", "node_process"];
+
+/// The three coding tools (`read_file`, `write_file`, `node_process`) over one captured root,
+/// as a registry: [`create_selected_tools`] with those names, so the deny and protected lists
+/// of `options` hold for all three, as for every set.
 pub fn create_coding_tools(
     root: impl AsRef<Path>,
     options: NodeProcessOptions,
 ) -> Result<ToolRegistry, BuildError> {
-    let root = capture_root(root)?;
-    let tools: Vec<Arc<dyn Tool>> = vec![
-        Arc::new(ReadFileTool::new(root.clone())),
-        Arc::new(WriteFileTool::new(root.clone())),
-        Arc::new(NodeProcessTool::new(root, options)?),
-    ];
-    Ok(ToolRegistry::new(tools).expect("the three tool names are distinct"))
+    create_selected_tools(root, options, CODING_TOOLS).map_err(|e| match e {
+        SelectError::Build(e) => e,
+        SelectError::Unknown(_) => unreachable!("every coding tool name is known"),
+    })
 }
 
 /// The names of the workspace tool set, in the order they are served: the three coding tools,
@@ -123,80 +136,118 @@ pub enum SelectError {
     Build(#[from] BuildError),
 }
 
-/// One tool of the workspace set over an already captured root; `None` for an unknown name.
-/// `node_process` alone needs `options` (and a Node.js executable).
-fn build_tool(
-    name: &str,
-    root: &Arc<WorkspaceRoot>,
-    options: &NodeProcessOptions,
-    jobs: &Arc<JobTable>,
-    with_job_tools: bool,
-) -> Option<Result<Arc<dyn Tool>, BuildError>> {
-    let protected = &options.protected;
-    let d = options.denied.clone();
-    let tool: Arc<dyn Tool> = match name {
-        "read_file" => Arc::new(ReadFileTool::new(root.clone()).deny(d)),
-        "write_file" => Arc::new(
-            WriteFileTool::new(root.clone())
-                .protect(protected.clone())
-                .deny(d),
-        ),
-        "edit_file" => Arc::new(
-            EditFileTool::new(root.clone())
-                .protect(protected.clone())
-                .deny(d),
-        ),
-        "read_lines" => Arc::new(ReadLinesTool::new(root.clone()).deny(d)),
-        "read_media" => Arc::new(ReadMediaTool::new(root.clone()).deny(d)),
-        "file_info" => Arc::new(FileInfoTool::new(root.clone()).deny(d)),
-        "create_directory" => Arc::new(
-            CreateDirectoryTool::new(root.clone())
-                .protect(protected.clone())
-                .deny(d),
-        ),
-        "move_file" => Arc::new(
-            MoveFileTool::new(root.clone())
-                .protect(protected.clone())
-                .deny(d),
-        ),
-        "delete_file" => Arc::new(
-            DeleteFileTool::new(root.clone())
-                .protect(protected.clone())
-                .deny(d),
-        ),
-        "list_directory" => Arc::new(ListDirectoryTool::new(root.clone()).deny(d)),
-        "find_files" => Arc::new(FindFilesTool::new(root.clone()).deny(d)),
-        "grep" => Arc::new(GrepTool::new(root.clone()).deny(d)),
-        RUN_COMMAND => {
-            let commands = options.commands.as_ref()?;
-            let tool = RunCommandTool::with_jobs(root.clone(), options, commands, jobs.clone());
-            Arc::new(if with_job_tools {
-                tool
-            } else {
-                tool.without_jobs()
-            })
-        }
-        "job_output" => {
-            options.commands.as_ref()?;
-            Arc::new(JobOutputTool::new(jobs.clone()))
-        }
-        "job_stop" => {
-            options.commands.as_ref()?;
-            Arc::new(JobStopTool::new(jobs.clone()))
-        }
-        "job_list" => {
-            options.commands.as_ref()?;
-            Arc::new(JobListTool::new(jobs.clone()))
-        }
-        "node_process" => {
-            return Some(
-                NodeProcessTool::new(root.clone(), options.clone())
-                    .map(|t| Arc::new(t) as Arc<dyn Tool>),
-            );
-        }
-        _ => return None,
-    };
-    Some(Ok(tool))
+/// What every tool of one set is built over: the captured root, the options (with their deny
+/// and protected lists) and the set's job table. Every factory, of one tool or of a set,
+/// builds its tools here and only here, so that no factory can leave a list out.
+struct Parts {
+    root: Arc<WorkspaceRoot>,
+    options: NodeProcessOptions,
+    jobs: Arc<JobTable>,
+}
+
+impl Parts {
+    /// Capture `root`; the process tools of the set share one bound on concurrent runs,
+    /// whether the embedder gave one ([`NodeProcessOptions::slots`]) or not, and one job
+    /// table counted against the embedder's [`JobSlots`] if it gave one, else one of the
+    /// set's own.
+    fn new(root: impl AsRef<Path>, options: NodeProcessOptions) -> Result<Self, BuildError> {
+        let root = capture_root(root)?;
+        let mut options = options;
+        options.slots.get_or_insert_with(Default::default);
+        let job_slots = match &options.commands {
+            Some(c) => c
+                .job_slots
+                .clone()
+                .unwrap_or_else(|| Arc::new(JobSlots::new(c.max_jobs.unwrap_or(DEFAULT_MAX_JOBS)))),
+            None => Arc::new(JobSlots::default()),
+        };
+        Ok(Self {
+            root,
+            options,
+            jobs: Arc::new(JobTable::new(job_slots)),
+        })
+    }
+
+    fn read_file(&self) -> ReadFileTool {
+        ReadFileTool::new(self.root.clone()).deny(self.options.denied.clone())
+    }
+
+    fn write_file(&self) -> WriteFileTool {
+        WriteFileTool::new(self.root.clone())
+            .protect(self.options.protected.clone())
+            .deny(self.options.denied.clone())
+    }
+
+    /// `node_process` alone needs a Node.js executable.
+    fn node_process(&self) -> Result<NodeProcessTool, BuildError> {
+        NodeProcessTool::new(self.root.clone(), self.options.clone())
+    }
+
+    /// One tool of the set by name; `None` for an unknown name, or a command tool where the
+    /// options enable no commands. `run_command` accepts `background` only `with_job_tools`.
+    fn tool(&self, name: &str, with_job_tools: bool) -> Option<Result<Arc<dyn Tool>, BuildError>> {
+        let root = &self.root;
+        let options = &self.options;
+        let jobs = &self.jobs;
+        let protected = &options.protected;
+        let d = options.denied.clone();
+        let tool: Arc<dyn Tool> = match name {
+            "read_file" => Arc::new(self.read_file()),
+            "write_file" => Arc::new(self.write_file()),
+            "node_process" => {
+                return Some(self.node_process().map(|t| Arc::new(t) as Arc<dyn Tool>));
+            }
+            "edit_file" => Arc::new(
+                EditFileTool::new(root.clone())
+                    .protect(protected.clone())
+                    .deny(d),
+            ),
+            "read_lines" => Arc::new(ReadLinesTool::new(root.clone()).deny(d)),
+            "read_media" => Arc::new(ReadMediaTool::new(root.clone()).deny(d)),
+            "file_info" => Arc::new(FileInfoTool::new(root.clone()).deny(d)),
+            "create_directory" => Arc::new(
+                CreateDirectoryTool::new(root.clone())
+                    .protect(protected.clone())
+                    .deny(d),
+            ),
+            "move_file" => Arc::new(
+                MoveFileTool::new(root.clone())
+                    .protect(protected.clone())
+                    .deny(d),
+            ),
+            "delete_file" => Arc::new(
+                DeleteFileTool::new(root.clone())
+                    .protect(protected.clone())
+                    .deny(d),
+            ),
+            "list_directory" => Arc::new(ListDirectoryTool::new(root.clone()).deny(d)),
+            "find_files" => Arc::new(FindFilesTool::new(root.clone()).deny(d)),
+            "grep" => Arc::new(GrepTool::new(root.clone()).deny(d)),
+            RUN_COMMAND => {
+                let commands = options.commands.as_ref()?;
+                let tool = RunCommandTool::with_jobs(root.clone(), options, commands, jobs.clone());
+                Arc::new(if with_job_tools {
+                    tool
+                } else {
+                    tool.without_jobs()
+                })
+            }
+            "job_output" => {
+                options.commands.as_ref()?;
+                Arc::new(JobOutputTool::new(jobs.clone()))
+            }
+            "job_stop" => {
+                options.commands.as_ref()?;
+                Arc::new(JobStopTool::new(jobs.clone()))
+            }
+            "job_list" => {
+                options.commands.as_ref()?;
+                Arc::new(JobListTool::new(jobs.clone()))
+            }
+            _ => return None,
+        };
+        Some(Ok(tool))
+    }
 }
 
 /// The tools named in `names` (in the order of [`WORKSPACE_TOOLS`], a name given twice served
@@ -212,31 +263,22 @@ pub fn create_selected_tools<S: AsRef<str>>(
     {
         return Err(SelectError::Unknown(unknown.as_ref().to_owned()));
     }
-    let root = capture_root(root)?;
-    // The process tools of one registry share one bound on concurrent runs, whether the
-    // embedder gave one (`NodeProcessOptions::slots`) or not.
-    let mut options = options;
-    options.slots.get_or_insert_with(Default::default);
     // One job table per registry: run_command starts jobs in it, the job tools read it.
-    let max_jobs = options
-        .commands
-        .as_ref()
-        .and_then(|c| c.max_jobs)
-        .unwrap_or(DEFAULT_MAX_JOBS);
-    let jobs = Arc::new(JobTable::new(max_jobs));
+    let parts = Parts::new(root, options)?;
     // Jobs are started only where their output can be read.
     let with_job_tools = names.iter().any(|n| n.as_ref() == "job_output");
     let mut tools = Vec::new();
     for name in WORKSPACE_TOOLS {
         if names.iter().any(|n| n.as_ref() == *name) {
-            let tool = build_tool(name, &root, &options, &jobs, with_job_tools)
+            let tool = parts
+                .tool(name, with_job_tools)
                 .expect("every listed name builds")?;
             tools.push(tool);
         }
     }
     for name in COMMAND_TOOLS {
         if names.iter().any(|n| n.as_ref() == *name)
-            && let Some(tool) = build_tool(name, &root, &options, &jobs, with_job_tools)
+            && let Some(tool) = parts.tool(name, with_job_tools)
         {
             tools.push(tool?);
         }

@@ -13,9 +13,23 @@
 //! # Bounds
 //!
 //! * At most [`RunCommandOptions::max_jobs`](crate::RunCommandOptions::max_jobs) jobs running
-//!   at once per table (default [`DEFAULT_MAX_JOBS`]); one more is `JOB_LIMIT_REACHED`, at
-//!   once (a job is not queued). Jobs do not take the run slots that bound `node_process` and
-//!   `run_command` runs: a running dev server never holds a test run back.
+//!   at once (default [`DEFAULT_MAX_JOBS`]) in all the tables that share one [`JobSlots`];
+//!   one more is `JOB_LIMIT_REACHED`, at once (a job is not queued). Jobs do not take the run
+//!   slots that bound `node_process` and `run_command` runs: a running dev server never holds
+//!   a test run back. A job holds its slot until its processes are reaped: the slot is free
+//!   again when `job_stop` answers.
+//!
+//! # One bound per embedder, one table per client
+//!
+//! A table belongs to one tool set (one MCP session, say): only its own tools see its jobs,
+//! and dropping it kills them. The bound on running jobs is a separate, shared piece,
+//! [`JobSlots`]: a counter of running jobs (and the sequence their ids are drawn from) that
+//! every table of an embedder counts against when the embedder hands the same `Arc` to each
+//! set ([`RunCommandOptions::job_slots`](crate::RunCommandOptions::job_slots)). So a server
+//! with many sessions keeps one bound (`--max-jobs` is per server), while a session still
+//! cannot read, list or stop another session's jobs: the ids are unique in the server, and
+//! an id another table started is `JOB_NOT_FOUND`, as an unknown one. Without a shared
+//! `JobSlots` each set gets one of its own, of `max_jobs`.
 //! * A job's time bound is the call's `timeoutMs` (1 to the command maximum), else
 //!   [`RunCommandOptions::job_timeout`](crate::RunCommandOptions::job_timeout) (default one
 //!   hour), lowered to the command maximum (`--command-max-timeout-ms`, 600 s unless raised):
@@ -32,13 +46,14 @@
 //! exits, whatever it left running is killed as for a run.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use confine_nodeexec::ErrorKind as ExecErrorKind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
@@ -132,11 +147,65 @@ impl Job {
     }
 }
 
-/// The jobs of one server (one registry): shared by `run_command` and the three job tools.
-/// Dropping it stops every job it holds.
+/// The bound on background jobs running at once, shared by every [`JobTable`] built with the
+/// same `Arc` ([`RunCommandOptions::job_slots`](crate::RunCommandOptions::job_slots)): one
+/// per embedder (an MCP server and all its sessions), so the bound is the embedder's, not a
+/// client's. It also numbers the jobs, so that no two tables sharing it hand out the same id.
+/// It holds no job: which jobs a client may see stays with its own table (see the
+/// [module docs](self)).
+#[derive(Debug)]
+pub struct JobSlots {
+    max_jobs: usize,
+    running: Arc<Semaphore>,
+    next: AtomicU64,
+}
+
+impl JobSlots {
+    /// A bound of `max_jobs` jobs running at once (at least one).
+    pub fn new(max_jobs: usize) -> Self {
+        let max_jobs = max_jobs.clamp(1, Semaphore::MAX_PERMITS);
+        Self {
+            max_jobs,
+            running: Arc::new(Semaphore::new(max_jobs)),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// The most jobs running at once.
+    pub fn max_jobs(&self) -> usize {
+        self.max_jobs
+    }
+
+    /// How many jobs hold a slot now (running, or ended and not yet reaped).
+    pub fn running(&self) -> usize {
+        self.max_jobs - self.running.available_permits()
+    }
+
+    /// A slot for one more job, or `JOB_LIMIT_REACHED`; and the job's id.
+    fn take(&self) -> Result<(OwnedSemaphorePermit, String), CallError> {
+        let slot = self
+            .running
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| CallError::Failed(ToolError::failed(ErrorKind::JobLimitReached)))?;
+        let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        Ok((slot, format!("job-{n}")))
+    }
+}
+
+impl Default for JobSlots {
+    /// [`DEFAULT_MAX_JOBS`].
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_JOBS)
+    }
+}
+
+/// The jobs of one tool set (one registry; over MCP, one session or the stateless requests):
+/// shared by `run_command` and the three job tools, counted against a [`JobSlots`] that may
+/// be shared with other tables. Dropping it stops every job it holds.
 #[derive(Debug)]
 pub struct JobTable {
-    max_jobs: usize,
+    slots: Arc<JobSlots>,
     state: Mutex<TableState>,
 }
 
@@ -146,39 +215,37 @@ struct TableState {
     jobs: Vec<Arc<Job>>,
     /// Ended jobs' ids, oldest ended first.
     ended: VecDeque<String>,
-    next: u64,
 }
 
 impl JobTable {
-    /// A table allowing `max_jobs` running jobs (at least one).
-    pub(crate) fn new(max_jobs: usize) -> Self {
+    /// A table whose running jobs count against `slots`.
+    pub(crate) fn new(slots: Arc<JobSlots>) -> Self {
         Self {
-            max_jobs: max_jobs.max(1),
+            slots,
             state: Mutex::default(),
         }
     }
 
-    /// The most jobs running at once.
+    /// The most jobs running at once (in every table sharing this one's [`JobSlots`]).
     pub fn max_jobs(&self) -> usize {
-        self.max_jobs
+        self.slots.max_jobs()
+    }
+
+    /// The bound this table counts against.
+    pub fn slots(&self) -> &Arc<JobSlots> {
+        &self.slots
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, TableState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Register a new running job, or `JOB_LIMIT_REACHED`.
-    fn admit(&self, command: &str) -> Result<Arc<Job>, CallError> {
+    /// Register a new running job holding one slot, or `JOB_LIMIT_REACHED`.
+    fn admit(&self, command: &str) -> Result<(Arc<Job>, OwnedSemaphorePermit), CallError> {
+        let (slot, id) = self.slots.take()?;
         let mut state = self.lock();
-        let running = state.jobs.iter().filter(|j| j.ended().is_none()).count();
-        if running >= self.max_jobs {
-            return Err(CallError::Failed(ToolError::failed(
-                ErrorKind::JobLimitReached,
-            )));
-        }
-        state.next += 1;
         let job = Arc::new(Job {
-            id: format!("job-{}", state.next),
+            id,
             command: command.to_owned(),
             started: Instant::now(),
             unread: confine_nodeexec::Unread::new(UNREAD_BYTES),
@@ -187,7 +254,7 @@ impl JobTable {
             network: std::sync::OnceLock::new(),
         });
         state.jobs.push(job.clone());
-        Ok(job)
+        Ok((job, slot))
     }
 
     /// Forget a job that never started.
@@ -234,7 +301,9 @@ impl JobTable {
         start_errors: impl Fn(confine_nodeexec::Error) -> CallError + Send + 'static,
         cancel: &CancellationToken,
     ) -> Result<JobStarted, CallError> {
-        let job = self.admit(command)?;
+        // The slot goes with the job's task and is given back when its processes are reaped
+        // (or with this call, when it never starts).
+        let (job, slot) = self.admit(command)?;
         let (cmd, keep) = match build(&job.unread) {
             Ok((cmd, keep, network)) => {
                 if let Some(network) = network {
@@ -261,8 +330,10 @@ impl JobTable {
             };
             let _ = started_tx.send(Ok(()));
             let result = started.wait(&job.stop).await;
-            // The job's temporaries go once its processes are reaped.
+            // The job's temporaries go once its processes are reaped; its slot is free before
+            // its end is seen, so a start after `job_stop` answered finds it free.
             drop(keep);
+            drop(slot);
             let duration = job.started.elapsed();
             let ended = match result {
                 Ok(outcome) => Ended {

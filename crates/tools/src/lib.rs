@@ -5,7 +5,8 @@
 //! `move_file`, `delete_file` ([`WORKSPACE_TOOLS`]; [`READ_ONLY_TOOLS`] are those that change
 //! nothing), and, where the embedder enables commands ([`NodeProcessOptions::commands`]),
 //! `run_command` and the background-job tools `job_output`, `job_stop` and `job_list`
-//! ([`COMMAND_TOOLS`]), which share one [`JobTable`] per registry (see [`jobs`]). Each tool's
+//! ([`COMMAND_TOOLS`]), which share one [`JobTable`] per registry, counted against a bound
+//! that the registries of one embedder may share ([`JobSlots`], see [`jobs`]). Each tool's
 //! arguments, record and tokens are described in its module and in `docs/TOOLS.md`.
 //!
 //! # Public surface
@@ -16,8 +17,13 @@
 //!   [`create_write_tool`] and [`create_node_process_tool`] for one tool;
 //!   [`create_coding_tools`] (those three), [`create_workspace_tools`] (the whole set),
 //!   [`create_read_only_tools`] and [`create_selected_tools`] (any subset by name) for a
-//!   [`ToolRegistry`]. Their options: [`NodeProcessOptions`], [`RunCommandOptions`],
-//!   [`ProtectedPaths`] ([`DEFAULT_PROTECTED`]), [`DeniedPaths`]; their failures:
+//!   [`ToolRegistry`]. Every factory builds its tools through one path, which gives each tool
+//!   the deny and protected lists of the options ([`NodeProcessOptions::denied`],
+//!   [`NodeProcessOptions::protected`]); a factory that takes no options applies their
+//!   defaults (nothing denied, [`DEFAULT_PROTECTED`] protected). Their options:
+//!   [`NodeProcessOptions`], [`RunCommandOptions`] (with [`JobSlots`] to share one bound on
+//!   running jobs between sets), [`ProtectedPaths`] ([`DEFAULT_PROTECTED`]), [`DeniedPaths`];
+//!   their failures:
 //!   [`BuildError`], [`SelectError`], [`ProtectError`], [`DenyError`], [`CoverError`],
 //!   [`DuplicateToolName`].
 //! - **Calling**: [`execute_tool_call`] (and [`execute_tool_call_record`]) with a [`ToolCall`],
@@ -122,7 +128,7 @@ pub use factory::{
 pub use file_info::FileInfoTool;
 pub use find_files::FindFilesTool;
 pub use grep::GrepTool;
-pub use jobs::{JobListTool, JobOutputTool, JobStopTool, JobTable};
+pub use jobs::{JobListTool, JobOutputTool, JobSlots, JobStopTool, JobTable};
 pub use list_directory::ListDirectoryTool;
 pub use move_file::MoveFileTool;
 pub use network::NetworkPolicy;

@@ -87,8 +87,14 @@ pub struct RunCommandOptions {
     pub timeout: Option<Duration>,
     /// The most a call may ask for; `None` is 600 s. A default above it is lowered to it.
     pub max_timeout: Option<Duration>,
-    /// The most background jobs running at once ([`crate::jobs`]); `None` is 4.
+    /// The most background jobs running at once ([`crate::jobs`]); `None` is 4. Unused when
+    /// [`job_slots`](Self::job_slots) is given (its bound is the one counted).
     pub max_jobs: Option<usize>,
+    /// The bound on running jobs this set counts against: give every set of one embedder
+    /// (each session of a server, say) the same `Arc` so the bound is the embedder's, not
+    /// each set's. `None`: a bound of the set's own, of `max_jobs`. Each set still sees only
+    /// its own jobs ([`crate::jobs`]).
+    pub job_slots: Option<Arc<crate::jobs::JobSlots>>,
     /// A job's time bound when the call names none; `None` is one hour. Lowered to
     /// `max_timeout` where above it.
     pub job_timeout: Option<Duration>,

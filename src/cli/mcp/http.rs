@@ -3,9 +3,10 @@
 //!
 //! Both protocol forms rmcp speaks are served: sessions opened by `initialize` (protocol
 //! versions up to 2025-11-25) and stateless requests (2026-07-28). Each session has a tool
-//! registry of its own, so its jobs end with it; stateless requests share one registry that
-//! lives as long as the server. Every registry takes its run slots from one bound
-//! (`--max-processes`).
+//! registry of its own, so its jobs end with it and no other session sees them; stateless
+//! requests share one registry that lives as long as the server. Every registry takes its
+//! run slots from one bound (`--max-processes`) and its job slots from another
+//! (`--max-jobs`): both bounds are the server's, whatever the number of sessions.
 //!
 //! The front checks every request before rmcp sees it, in this order:
 //!
@@ -530,8 +531,8 @@ pub fn run(tools: &ToolArgs, http: &HttpArgs, addr: SocketAddr, setting: Setting
         Ok(plan) => plan,
         Err(code) => return code,
     };
-    // One bound on concurrent runs, one proxy and one children's loopback for every
-    // registry of this server.
+    // One bound on concurrent runs, one on running jobs, one proxy and one children's
+    // loopback for every registry of this server.
     let shared_parts = match tools.shared() {
         Ok(shared) => shared,
         Err(code) => return code,
