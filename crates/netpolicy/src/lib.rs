@@ -84,7 +84,8 @@
 //!   takes the place of the *oldest* waiting one, which is closed (`503 too many connections
 //!   to the proxy`). A client sends its head as soon as it has connected, so it waits for a
 //!   moment at most and is never the oldest; connections that send nothing, or a byte now
-//!   and then, are the oldest and leave first. Whatever it sends, a connection whose head is
+//!   and then, are the oldest and leave first ([`WaitingRoom`], which `confine mcp --http`
+//!   uses for its unauthenticated connections too). Whatever it sends, a connection whose head is
 //!   not whole within [`ProxyOptions::head_timeout`] (10 s of its accept) is closed with
 //!   `408`.
 //! - **After the head**, a connection counts against its run: at most
@@ -140,9 +141,11 @@ mod names;
 mod presets;
 mod proxy;
 mod ticket;
+mod waiting;
 
 pub use allow::AllowList;
 pub use entry::{Entry, EntryError};
 pub use presets::ClientEnv;
 pub use proxy::{Proxy, ProxyOptions};
 pub use ticket::{Decision, MAX_DECISIONS, Ticket};
+pub use waiting::{WaitingPlace, WaitingRoom};

@@ -8,7 +8,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
 
 use crate::address::refusal;
 use crate::allow::AllowList;
@@ -16,6 +15,7 @@ use crate::entry::{RequestHost, canonical_ip};
 use crate::head::{HeadError, Target, read_head};
 use crate::names::Names;
 use crate::ticket::{Decision, Registry, Ticket, TicketState};
+use crate::waiting::{WaitingPlace, WaitingRoom};
 
 /// How long resolving a name, connecting to a target or writing a refusal may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -77,7 +77,7 @@ struct Shared {
     /// The places of connections whose head named no live ticket.
     unattributed: Arc<Semaphore>,
     /// The connections whose head has not arrived, oldest first.
-    waiting: Arc<Waiting>,
+    waiting: Arc<WaitingRoom>,
     /// The names resolved lately (each use checks their addresses again).
     names: Names,
 }
@@ -123,7 +123,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             tunnels: Arc::new(Semaphore::new(options.max_tunnels)),
             unattributed: Arc::new(Semaphore::new(options.max_unattributed)),
-            waiting: Arc::new(Waiting::default()),
+            waiting: WaitingRoom::new(options.max_waiting),
             policy,
             options,
             own,
@@ -150,63 +150,6 @@ impl Proxy {
     }
 }
 
-/// The connections whose head has not arrived yet, by order of arrival. Each holds a place
-/// ([`WaitingPlace`]) until its head is read or it ends; a connection past
-/// [`ProxyOptions::max_waiting`] takes the place of the oldest, which is told to leave.
-#[derive(Default)]
-struct Waiting {
-    queue: std::sync::Mutex<WaitingQueue>,
-}
-
-#[derive(Default)]
-struct WaitingQueue {
-    next: u64,
-    order: std::collections::BTreeMap<u64, CancellationToken>,
-}
-
-impl Waiting {
-    /// A place for a new connection, and the token cancelled when it must leave.
-    fn enter(self: &Arc<Self>, max: usize) -> (WaitingPlace, CancellationToken) {
-        let leave = CancellationToken::new();
-        let mut queue = self
-            .queue
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // At most one pass in practice: the queue never holds more than `max`.
-        while queue.order.len() >= max.max(1) {
-            match queue.order.pop_first() {
-                Some((_, oldest)) => oldest.cancel(),
-                None => break,
-            }
-        }
-        let id = queue.next;
-        queue.next += 1;
-        queue.order.insert(id, leave.clone());
-        let place = WaitingPlace {
-            waiting: Arc::clone(self),
-            id,
-        };
-        (place, leave)
-    }
-}
-
-/// A connection's place among those whose head has not arrived; dropped when it has.
-struct WaitingPlace {
-    waiting: Arc<Waiting>,
-    id: u64,
-}
-
-impl Drop for WaitingPlace {
-    fn drop(&mut self) {
-        self.waiting
-            .queue
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .order
-            .remove(&self.id);
-    }
-}
-
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut connections = JoinSet::new();
     loop {
@@ -215,14 +158,14 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 Ok((stream, _)) => {
                     // The head's time counts from here, whatever the client sends.
                     let deadline = tokio::time::Instant::now() + shared.options.head_timeout;
-                    let (place, leave) = shared.waiting.enter(shared.options.max_waiting);
+                    let place = shared.waiting.enter();
                     // A tunnel relays each read as one write: Nagle's wait for an ACK before a
                     // small write would add a round trip (or a delayed ACK's 40 ms) to the
                     // exchanges the two ends made without it.
                     let _ = stream.set_nodelay(true);
                     let shared = Arc::clone(&shared);
                     connections.spawn(async move {
-                        serve(stream, &shared, place, leave, deadline).await;
+                        serve(stream, &shared, place, deadline).await;
                     });
                 }
                 Err(error) => {
@@ -305,12 +248,11 @@ async fn serve(
     mut client: TcpStream,
     shared: &Shared,
     place: WaitingPlace,
-    leave: CancellationToken,
     deadline: tokio::time::Instant,
 ) {
     let read = tokio::select! {
         read = read_head(&mut client, shared.options.max_head, deadline) => read,
-        () = leave.cancelled() => {
+        () = place.evicted() => {
             // Newer connections took this one's place: answered by one write into the
             // socket's buffer, without waiting, then closed.
             let _ = client.try_write(&response(503, "confine: too many connections to the proxy"));
