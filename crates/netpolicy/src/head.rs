@@ -1,10 +1,9 @@
 //! The request head: read by hand up to its exact byte bound, parsed by `httparse`.
 
-use std::time::Duration;
-
 use base64::Engine as _;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use crate::entry::{RequestHost, split_authority};
 
@@ -37,22 +36,23 @@ pub(crate) enum HeadError {
     TooLarge,
     /// Not a request the proxy serves: 400, with the reason.
     Bad(&'static str),
-    /// The client closed, failed or went idle before the head was whole: no answer.
+    /// The client closed or failed before the head was whole: no answer.
     Gone,
+    /// The head was not whole by the deadline (a client that sends nothing, or trickles its
+    /// head a byte at a time, holds its connection no longer).
+    Late,
 }
 
-/// Reads one head of at most `max` bytes (the blank line included), the whole head within
-/// `idle` (a client that trickles its head a byte at a time holds its connection no longer).
-/// Never reads past `max` bytes in all, so a head of `max` bytes is accepted and one of
-/// `max + 1` is [`HeadError::TooLarge`].
+/// Reads one head of at most `max` bytes (the blank line included), the whole head by
+/// `deadline`. Never reads past `max` bytes in all, so a head of `max` bytes is accepted and
+/// one of `max + 1` is [`HeadError::TooLarge`].
 pub(crate) async fn read_head(
     stream: &mut TcpStream,
     max: usize,
-    idle: Duration,
+    deadline: Instant,
 ) -> Result<Head, HeadError> {
     let mut buf: Vec<u8> = Vec::with_capacity(max.min(4096));
     let mut chunk = [0u8; 4096];
-    let deadline = tokio::time::Instant::now() + idle;
     // Each pass reads at least one byte or ends, so there are at most `max` passes.
     loop {
         let room = (max - buf.len()).min(chunk.len());
@@ -60,7 +60,8 @@ pub(crate) async fn read_head(
             return Err(HeadError::TooLarge);
         }
         let n = match tokio::time::timeout_at(deadline, stream.read(&mut chunk[..room])).await {
-            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return Err(HeadError::Gone),
+            Ok(Ok(0)) | Ok(Err(_)) => return Err(HeadError::Gone),
+            Err(_) => return Err(HeadError::Late),
             Ok(Ok(n)) => n,
         };
         buf.extend_from_slice(&chunk[..n]);

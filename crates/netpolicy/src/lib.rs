@@ -48,7 +48,10 @@
 //!
 //! In this order, each step answering before any byte reaches a target: the head is read by
 //! hand up to its exact bound ([`ProxyOptions::max_head`], 16 KiB by default, the blank line
-//! included; one byte more is `431`) and parsed by `httparse`; the host and port must match an
+//! included; one byte more is `431`), whole within [`ProxyOptions::head_timeout`] of the
+//! accept (10 s; else `408` and closed), and parsed by `httparse`; the connection takes a
+//! place among its run's (see *One run cannot starve the others*; else `503 too many
+//! connections from this run`); the host and port must match an
 //! entry (else `403 not on the allow list`); a name is resolved by the proxy's own resolver
 //! (else `502 does not resolve`; an answer is kept 30 seconds for at most 256 names, a failure
 //! never, and a kept answer is checked on every use as a fresh one is); every address it
@@ -71,6 +74,39 @@
 //! without Nagle's delay (`TCP_NODELAY`): the proxy relays each read as one write, and a small
 //! write must not wait for the ACK of the one before. Each decision is logged at info
 //! (`tracing`).
+//!
+//! # One run cannot starve the others
+//!
+//! Every run and job of a server reaches the one proxy through one listener, so the proxy
+//! cannot tell runs apart when a connection is accepted: all come from the same loopback. A
+//! run is known by its ticket's token, which its clients present in the head
+//! (`Proxy-Authorization`, from the user information of the proxy URL in their
+//! environment). The bounds follow from that:
+//!
+//! - **Before the head**, no run is known, so no connection is refused for want of a place:
+//!   at most [`ProxyOptions::max_waiting`] (64) connections wait for their head, and one more
+//!   takes the place of the *oldest* waiting one, which is closed (`503 too many connections
+//!   to the proxy`). A client sends its head as soon as it has connected, so it waits for a
+//!   moment at most and is never the oldest; connections that send nothing, or a byte now
+//!   and then, are the oldest and leave first ([`WaitingRoom`], which `confine mcp --http`
+//!   uses for its unauthenticated connections too). Whatever it sends, a connection whose head is
+//!   not whole within [`ProxyOptions::head_timeout`] (10 s of its accept) is closed with
+//!   `408`.
+//! - **After the head**, a connection counts against its run: at most
+//!   [`ProxyOptions::max_per_run`] (32) connections of one ticket at once, whether being
+//!   decided, being refused or tunnelling; the next is `503 too many connections from this
+//!   run`, answered by one write without lingering, and recorded under the ticket. Requests
+//!   without a live ticket's token (a client that drops the proxy's credentials, or a run
+//!   that hides its token) share one bound of [`ProxyOptions::max_unattributed`] (16).
+//!   With 64 tunnels per server, a run at its 32 (and the 16 of no run beside it) leaves
+//!   the other runs 16 at least.
+//!
+//! Per-run listeners were weighed and set aside: in the shared namespace every port is
+//! reachable from every run, so a port would identify a run no better than its token, and
+//! the Landlock mode would need a rule per run. What the bounds do not cover: a run that
+//! reads another run's token (where each run has a PID namespace of its own, another run's
+//! environment is out of its sight) can spend that run's places, and runs acting together can
+//! fill the server's 64 tunnels.
 //!
 //! # Threat model
 //!
@@ -103,7 +139,7 @@
 //! decision recorded under that ticket; a request without one, or with an unknown token, is
 //! decided by the same policy (and logged) but recorded under no ticket. Security never
 //! depends on the token: a child that reads or guesses another run's token can only make its
-//! own requests appear in that run's list.
+//! own requests appear in that run's list, and spend that run's connections.
 //!
 //! # Platform support
 //!
@@ -121,9 +157,11 @@ mod names;
 mod presets;
 mod proxy;
 mod ticket;
+mod waiting;
 
 pub use allow::AllowList;
 pub use entry::{Entry, EntryError};
 pub use presets::ClientEnv;
 pub use proxy::{Proxy, ProxyOptions};
 pub use ticket::{Decision, MAX_DECISIONS, Ticket};
+pub use waiting::{WaitingPlace, WaitingRoom};

@@ -14,7 +14,8 @@ use crate::allow::AllowList;
 use crate::entry::{RequestHost, canonical_ip};
 use crate::head::{HeadError, Target, read_head};
 use crate::names::Names;
-use crate::ticket::{Decision, Registry, Ticket};
+use crate::ticket::{Decision, Registry, Ticket, TicketState};
+use crate::waiting::{WaitingPlace, WaitingRoom};
 
 /// How long resolving a name, connecting to a target or writing a refusal may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,11 +32,25 @@ pub struct ProxyOptions {
     /// Open tunnels at most (a forwarded plain-HTTP request counts as one); one more is `503`.
     /// Default 64.
     pub max_tunnels: usize,
+    /// Connections at most of one run (those whose head carried its ticket's token: being
+    /// decided, being refused, or tunnelling); one more is `503 too many connections from
+    /// this run`. Default 32, half the tunnels, so one run leaves the others room.
+    pub max_per_run: usize,
+    /// Connections at most whose head carried no live ticket's token (all of them together,
+    /// whichever run they come from); one more is `503`. Default 16: the clients of a run
+    /// present its token, so a run that hides it gains little beside its own bound.
+    pub max_unattributed: usize,
+    /// Connections at most whose head has not yet arrived. One more does not wait and is not
+    /// refused: the oldest of them is closed instead (with a `503` line), so connections that
+    /// send nothing cannot keep out one that sends its head at once. Default 64.
+    pub max_waiting: usize,
+    /// A connection's whole head must arrive within this long of its accept, else it is closed
+    /// with a `408` line (sending a byte now and then does not extend it). Default 10 s.
+    pub head_timeout: Duration,
     /// Bytes of a request head at most, its blank line included; one more is `431`.
     /// Default 16 KiB.
     pub max_head: usize,
-    /// A tunnel with no byte in either direction for this long is closed (and a client that
-    /// has not sent its whole head within this long). Default 5 minutes.
+    /// A tunnel with no byte in either direction for this long is closed. Default 5 minutes.
     pub idle: Duration,
 }
 
@@ -43,6 +58,10 @@ impl Default for ProxyOptions {
     fn default() -> Self {
         Self {
             max_tunnels: 64,
+            max_per_run: 32,
+            max_unattributed: 16,
+            max_waiting: 64,
+            head_timeout: Duration::from_secs(10),
             max_head: 16 * 1024,
             idle: Duration::from_secs(300),
         }
@@ -55,7 +74,10 @@ struct Shared {
     own: SocketAddr,
     registry: Arc<Registry>,
     tunnels: Arc<Semaphore>,
-    connections: Arc<Semaphore>,
+    /// The places of connections whose head named no live ticket.
+    unattributed: Arc<Semaphore>,
+    /// The connections whose head has not arrived, oldest first.
+    waiting: Arc<WaitingRoom>,
     /// The names resolved lately (each use checks their addresses again).
     names: Names,
 }
@@ -97,17 +119,15 @@ impl Proxy {
             let _entered = runtime.enter();
             TcpListener::from_std(listener)?
         };
-        let registry = Arc::new(Registry::default());
-        let max_tunnels = options.max_tunnels;
+        let registry = Arc::new(Registry::new(options.max_per_run));
         let shared = Arc::new(Shared {
+            tunnels: Arc::new(Semaphore::new(options.max_tunnels)),
+            unattributed: Arc::new(Semaphore::new(options.max_unattributed)),
+            waiting: WaitingRoom::new(options.max_waiting),
             policy,
             options,
             own,
             registry: Arc::clone(&registry),
-            tunnels: Arc::new(Semaphore::new(max_tunnels)),
-            // Heads being read and tunnels open: twice the tunnels, so a full set of tunnels
-            // still leaves room to answer the next request with a 503.
-            connections: Arc::new(Semaphore::new(max_tunnels.saturating_mul(2).max(1))),
             names: Names::default(),
         });
         let task = runtime.spawn(accept_loop(listener, shared));
@@ -135,27 +155,19 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => match Arc::clone(&shared.connections).try_acquire_owned() {
-                    Ok(permit) => {
-                        // A tunnel relays each read as one write: Nagle's wait for an ACK
-                        // before a small write would add a round trip (or a delayed ACK's
-                        // 40 ms) to the exchanges the two ends made without it.
-                        let _ = stream.set_nodelay(true);
-                        let shared = Arc::clone(&shared);
-                        connections.spawn(async move {
-                            serve(stream, &shared).await;
-                            drop(permit);
-                        });
-                    }
-                    Err(_) => {
-                        // Over the bound of connections: answered without a task, by one
-                        // write into the fresh socket's empty buffer, then closed.
-                        let _ = stream.try_write(&response(
-                            503,
-                            "confine: too many connections to the proxy",
-                        ));
-                    }
-                },
+                Ok((stream, _)) => {
+                    // The head's time counts from here, whatever the client sends.
+                    let deadline = tokio::time::Instant::now() + shared.options.head_timeout;
+                    let place = shared.waiting.enter();
+                    // A tunnel relays each read as one write: Nagle's wait for an ACK before a
+                    // small write would add a round trip (or a delayed ACK's 40 ms) to the
+                    // exchanges the two ends made without it.
+                    let _ = stream.set_nodelay(true);
+                    let shared = Arc::clone(&shared);
+                    connections.spawn(async move {
+                        serve(stream, &shared, place, deadline).await;
+                    });
+                }
                 Err(error) => {
                     // Out of descriptors and the like: wait a little rather than spin.
                     tracing::warn!(%error, "network proxy: accept failed");
@@ -167,11 +179,21 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// A duration as the one-line answers name it: `10 s`, or `300 ms` below a whole second.
+fn spoken(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
 fn status_text(status: u16) -> &'static str {
     match status {
         200 => "Connection established",
         400 => "Bad Request",
         403 => "Forbidden",
+        408 => "Request Timeout",
         431 => "Request Header Fields Too Large",
         502 => "Bad Gateway",
         _ => "Service Unavailable",
@@ -222,8 +244,23 @@ enum Verdict {
     Unreachable,
 }
 
-async fn serve(mut client: TcpStream, shared: &Shared) {
-    let head = match read_head(&mut client, shared.options.max_head, shared.options.idle).await {
+async fn serve(
+    mut client: TcpStream,
+    shared: &Shared,
+    place: WaitingPlace,
+    deadline: tokio::time::Instant,
+) {
+    let read = tokio::select! {
+        read = read_head(&mut client, shared.options.max_head, deadline) => read,
+        () = place.evicted() => {
+            // Newer connections took this one's place: answered by one write into the
+            // socket's buffer, without waiting, then closed.
+            let _ = client.try_write(&response(503, "confine: too many connections to the proxy"));
+            return;
+        }
+    };
+    drop(place);
+    let head = match read {
         Ok(head) => head,
         Err(HeadError::TooLarge) => {
             let body = format!(
@@ -235,31 +272,58 @@ async fn serve(mut client: TcpStream, shared: &Shared) {
         Err(HeadError::Bad(why)) => {
             return answer(&mut client, 400, &format!("confine: bad request: {why}")).await;
         }
+        Err(HeadError::Late) => {
+            let body = format!(
+                "confine: no request head within {}",
+                spoken(shared.options.head_timeout)
+            );
+            let _ = client.try_write(&response(408, &body));
+            return;
+        }
         Err(HeadError::Gone) => return,
+    };
+    let ticket = head.token.as_deref().and_then(|t| shared.registry.find(t));
+    // The connection's place among its run's (or among those of no run), held until it ends.
+    let run_place = match &ticket {
+        Some(ticket) => ticket.connection(),
+        None => Arc::clone(&shared.unattributed).try_acquire_owned().ok(),
+    };
+    let Some(_run_place) = run_place else {
+        let reason = if ticket.is_some() {
+            "too many connections from this run"
+        } else {
+            "too many connections without a run's proxy credentials"
+        };
+        note(
+            &Decision {
+                host: head.host.as_text(),
+                port: head.port,
+                allowed: false,
+                reason: Some(reason.to_owned()),
+            },
+            ticket.as_deref(),
+        );
+        // Answered by one write, without lingering: a run past its bound gets no more of the
+        // proxy's time.
+        let target = head.host.with_port(head.port);
+        let _ = client.try_write(&response(
+            503,
+            &format!("confine: {target} refused: {reason}"),
+        ));
+        return;
     };
     let verdict = decide(&head.host, head.port, shared).await;
     let (allowed, reason) = match &verdict {
         Verdict::Refuse(_, reason) => (false, Some((*reason).to_owned())),
         Verdict::Connect(..) | Verdict::Unreachable => (true, None),
     };
-    let ticket = head.token.as_deref().and_then(|t| shared.registry.find(t));
     let decision = Decision {
         host: head.host.as_text(),
         port: head.port,
         allowed,
         reason,
     };
-    tracing::info!(
-        host = %decision.host,
-        port = decision.port,
-        allowed,
-        reason = decision.reason.as_deref().unwrap_or(""),
-        attributed = ticket.is_some(),
-        "network proxy decision"
-    );
-    if let Some(ticket) = &ticket {
-        ticket.record(&decision);
-    }
+    note(&decision, ticket.as_deref());
     drop(ticket);
     let target = head.host.with_port(head.port);
     let (mut server, permit) = match verdict {
@@ -302,6 +366,21 @@ async fn serve(mut client: TcpStream, shared: &Shared) {
     }
     pipe(client, server, shared.options.idle).await;
     drop(permit);
+}
+
+/// Logs a decision at info and records it under its run's ticket, if any.
+fn note(decision: &Decision, ticket: Option<&TicketState>) {
+    tracing::info!(
+        host = %decision.host,
+        port = decision.port,
+        allowed = decision.allowed,
+        reason = decision.reason.as_deref().unwrap_or(""),
+        attributed = ticket.is_some(),
+        "network proxy decision"
+    );
+    if let Some(ticket) = ticket {
+        ticket.record(decision);
+    }
 }
 
 /// Whether `addr` is the proxy's own listening address (every address on its port, when it

@@ -24,12 +24,21 @@ pub struct Decision {
 }
 
 /// The live tickets of one proxy, by token.
-#[derive(Default)]
 pub(crate) struct Registry {
     live: Mutex<HashMap<String, Weak<TicketState>>>,
+    /// The connections each ticket may have at once (its head read).
+    per_run: usize,
 }
 
 impl Registry {
+    /// A registry whose tickets each hold at most `per_run` connections at once.
+    pub(crate) fn new(per_run: usize) -> Registry {
+        Registry {
+            live: Mutex::new(HashMap::new()),
+            per_run,
+        }
+    }
+
     /// The ticket whose token this is, while some clone of it lives.
     pub(crate) fn find(&self, token: &str) -> Option<Arc<TicketState>> {
         self.live.lock().ok()?.get(token)?.upgrade()
@@ -41,9 +50,17 @@ pub(crate) struct TicketState {
     addr: SocketAddr,
     decisions: Mutex<Vec<Decision>>,
     registry: Weak<Registry>,
+    /// The run's connections: one permit per connection whose head carried this token, held
+    /// until it closes (the permit outlives the ticket if the run ends first).
+    connections: Arc<tokio::sync::Semaphore>,
 }
 
 impl TicketState {
+    /// A place among the run's connections, or `None` when it already has its bound.
+    pub(crate) fn connection(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.connections).try_acquire_owned().ok()
+    }
+
     /// Records a decision: the first one for each (host, port) is kept, at most
     /// [`MAX_DECISIONS`] of them.
     pub(crate) fn record(&self, decision: &Decision) {
@@ -96,6 +113,7 @@ impl Ticket {
             addr,
             decisions: Mutex::new(Vec::new()),
             registry: Arc::downgrade(registry),
+            connections: Arc::new(tokio::sync::Semaphore::new(registry.per_run)),
         });
         if let Ok(mut live) = registry.live.lock() {
             live.insert(token, Arc::downgrade(&state));
@@ -166,7 +184,7 @@ mod tests {
 
     #[test]
     fn dropping_every_clone_forgets_the_token() {
-        let registry = Arc::new(Registry::default());
+        let registry = Arc::new(Registry::new(1));
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let ticket = Ticket::issue(&registry, addr);
         let token = ticket.token().to_owned();
@@ -176,6 +194,25 @@ mod tests {
         drop(clone);
         assert!(registry.find(&token).is_none());
         assert!(registry.live.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_ticket_holds_its_bound_of_connections_and_no_more() {
+        let registry = Arc::new(Registry::new(2));
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let ticket = Ticket::issue(&registry, addr);
+        let other = Ticket::issue(&registry, addr);
+        let first = ticket.state.connection().expect("1 of 2");
+        let second = ticket.state.connection().expect("2 of 2");
+        assert!(ticket.state.connection().is_none(), "3 of 2");
+        // Another run's bound is its own.
+        assert!(other.state.connection().is_some());
+        drop(first);
+        assert!(
+            ticket.state.connection().is_some(),
+            "a closed one gives its place back"
+        );
+        drop(second);
     }
 
     #[test]

@@ -64,6 +64,8 @@ async fn resident_memory_per_open_tunnel() {
     let authority = listener.local_addr().unwrap().to_string();
     let options = ProxyOptions {
         max_tunnels: WARM + COUNT,
+        // The tunnels carry no run's token.
+        max_unattributed: WARM + COUNT,
         ..ProxyOptions::default()
     };
     let proxy = Proxy::start(

@@ -23,6 +23,17 @@
 //!    [`BODY_READ_TIMEOUT`], else `413` (`408` when too slow);
 //! 5. an `initialize` that would open session [`MAX_SESSIONS`] + 1 is `503`.
 //!
+//! Connections that have not authenticated cannot crowd out those that have. Every
+//! connection is accepted; until one of its requests passes the checks above up to the
+//! token, it waits in a [`confine_netpolicy::WaitingRoom`] of [`MAX_UNAUTHENTICATED`] (64)
+//! places, and one more connection takes the place of the oldest waiting one, which is
+//! closed. A client with the token sends its request at once, so connections that send
+//! nothing or a byte at a time are the ones that give way. A request's head must be whole
+//! within [`HEAD_READ_TIMEOUT`] (10 s, hyper's header read timeout: counted from the
+//! connection's start, or from the end of the previous request on it, and not extended by
+//! the bytes that trickle in), else the connection is closed. Authenticated connections are
+//! at most [`MAX_CONNECTIONS`] (256); a request that would authenticate one more is `503`.
+//!
 //! What rmcp 3.11 does not do and this module adds: the cap on live sessions, idle sessions
 //! ended after 30 minutes (rmcp's default is 5), and the cancellation of a session-form call
 //! whose response stream the client drops (a `notifications/cancelled` is handed to the
@@ -64,9 +75,17 @@ pub const MAX_SESSIONS: usize = 64;
 pub const SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
 /// The environment variable that shortens [`SESSION_IDLE`] (milliseconds), for the tests.
 const IDLE_ENV: &str = "CONFINE_HTTP_IDLE_MS";
-/// The most connections served at once; further ones wait in the listen backlog.
-const MAX_CONNECTIONS: usize = 256;
-/// A request's head and body must arrive within this long.
+/// The most authenticated connections at once (a connection is authenticated by its first
+/// request that passes the front's checks); a request that would authenticate one more is
+/// `503`.
+pub const MAX_CONNECTIONS: usize = 256;
+/// The most connections not yet authenticated at once; one more takes the place of the
+/// oldest, which is closed.
+pub const MAX_UNAUTHENTICATED: usize = 64;
+/// A request's head must arrive whole within this long of the connection's start (or of the
+/// end of the previous request on it), whatever it sends meanwhile.
+pub const HEAD_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request's body must arrive within this long.
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the end of the server waits for running calls to end once cancelled.
 const END_WAIT: Duration = Duration::from_millis(900);
@@ -253,6 +272,13 @@ fn local_origin(origin: &[u8]) -> bool {
     false
 }
 
+/// One connection's standing: waiting unauthenticated (a place in the room), or
+/// authenticated (a place among [`MAX_CONNECTIONS`]).
+struct Standing {
+    waiting: std::sync::Mutex<Option<confine_netpolicy::WaitingPlace>>,
+    served: std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+}
+
 /// Everything a request's front needs.
 struct Front {
     token: Option<Vec<u8>>,
@@ -266,6 +292,8 @@ struct Front {
     /// Held while an `initialize` is counted against the cap and handed to rmcp, so that two
     /// at once cannot both take the last place.
     opening: tokio::sync::Mutex<()>,
+    /// The places of authenticated connections.
+    served: Arc<tokio::sync::Semaphore>,
 }
 
 tokio::task_local! {
@@ -285,7 +313,29 @@ fn plain(status: StatusCode, text: &'static str) -> Answer {
 }
 
 impl Front {
-    async fn answer(self: Arc<Self>, request: Request<Incoming>) -> Answer {
+    /// Moves a connection whose request passed the checks from the waiting room to the
+    /// authenticated ones; `false` when those are all taken.
+    fn authenticate(&self, standing: &Standing) -> bool {
+        let mut served = standing
+            .served
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if served.is_some() {
+            return true;
+        }
+        let Ok(place) = self.served.clone().try_acquire_owned() else {
+            return false;
+        };
+        *served = Some(place);
+        standing
+            .waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        true
+    }
+
+    async fn answer(self: Arc<Self>, request: Request<Incoming>, standing: &Standing) -> Answer {
         if request.uri().path() != "/mcp" {
             return plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp\n");
         }
@@ -317,6 +367,12 @@ impl Front {
                 hyper::header::HeaderValue::from_static("Bearer"),
             );
             return answer;
+        }
+        if !self.authenticate(standing) {
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many connections: 256 are open\n",
+            );
         }
         let (parts, body) = request.into_parts();
         let body = match tokio::time::timeout(
@@ -618,6 +674,7 @@ async fn serve(
         rmcp,
         sessions,
         opening: tokio::sync::Mutex::new(()),
+        served: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
     });
     drop(shared);
     eprintln!(
@@ -630,17 +687,11 @@ async fn serve(
     } else {
         eprintln!("listening on http://{bound}/mcp (unauthenticated)");
     }
-    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    // Connections not yet authenticated wait here; see the module docs.
+    let room = confine_netpolicy::WaitingRoom::new(MAX_UNAUTHENTICATED);
     let signal = super::super::common::ending_signal();
     tokio::pin!(signal);
     loop {
-        let permit = tokio::select! {
-            () = &mut signal => break,
-            permit = connections.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-        };
         let (stream, _) = tokio::select! {
             () = &mut signal => break,
             accepted = listener.accept() => match accepted {
@@ -652,24 +703,33 @@ async fn serve(
                 }
             },
         };
+        let place = room.enter();
+        let evicted = place.evicted();
+        let standing = Arc::new(Standing {
+            waiting: std::sync::Mutex::new(Some(place)),
+            served: std::sync::Mutex::new(None),
+        });
         // Answers are small writes (SSE events): without this, Nagle's algorithm holds each
         // behind the client's delayed ACK, about 40 ms a call.
         let _ = stream.set_nodelay(true);
         let front = front.clone();
         let stop = shutdown.clone();
         tokio::spawn(async move {
-            let _permit = permit;
             let service = hyper::service::service_fn(move |request| {
                 let front = front.clone();
-                async move { Ok::<_, Infallible>(front.answer(request).await) }
+                let standing = standing.clone();
+                async move { Ok::<_, Infallible>(front.answer(request, &standing).await) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(BODY_READ_TIMEOUT)
+                .header_read_timeout(HEAD_READ_TIMEOUT)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             tokio::pin!(connection);
+            // Dropping the connection closes its socket: evicted from the waiting room, or
+            // the server ends.
             tokio::select! {
                 _ = &mut connection => {}
+                () = evicted => tracing::debug!("an unauthenticated connection gave way"),
                 () = stop.cancelled() => {}
             }
         });
