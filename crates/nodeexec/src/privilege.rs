@@ -40,13 +40,28 @@ impl Privileges {
     /// Apply in the process about to exec (async-signal-safe).
     pub(crate) fn apply(self) -> io::Result<()> {
         if self.new_session {
-            rustix::process::setsid()?;
+            new_session()?;
         }
         if self.drop {
             rustix::thread::set_no_new_privs(true)?;
             drop_capabilities()?;
         }
         Ok(())
+    }
+}
+
+/// `setsid(2)`, judged by its `-1` alone. gVisor answers the new session's id as 0 in a PID
+/// namespace (Linux answers the caller's pid), which rustix's wrapper asserts against in a
+/// debug build; the id itself is never needed.
+#[expect(
+    unsafe_code,
+    reason = "setsid, which rustix wraps with an assertion gVisor breaks"
+)]
+fn new_session() -> io::Result<()> {
+    // SAFETY: setsid takes no argument and touches no memory of ours; async-signal-safe.
+    match unsafe { libc::setsid() } {
+        -1 => Err(io::Error::last_os_error()),
+        _ => Ok(()),
     }
 }
 

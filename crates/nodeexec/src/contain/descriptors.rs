@@ -11,6 +11,12 @@ use std::os::fd::{BorrowedFd, RawFd};
 
 use rustix::io::Errno;
 
+/// The last descriptor number a range names: `INT_MAX`, above any descriptor the kernel hands
+/// out (its table stops at `nr_open`, at most 2^30). Not `u32::MAX`: Linux takes it, but
+/// gVisor reads the bound as a signed number and answers `EINVAL`, which sent every start
+/// there through a loop of 65,536 `close` calls (a second of the run's start).
+const LAST_FD: u32 = i32::MAX as u32;
+
 /// N, just before `exec`: marks close-on-exec every descriptor from 3 up that is not the
 /// target of a passed descriptor (`targets`, sorted by target), so the program holds its
 /// stdio and what the run handed it, and nothing the embedder (or its launcher: a shell's
@@ -39,7 +45,7 @@ pub(super) fn seal_descriptors(targets: &[(RawFd, RawFd)], range_works: bool) ->
             }
             first = first.max(target + 1);
         }
-        all &= close_range_cloexec(first, u32::MAX);
+        all &= close_range_cloexec(first, LAST_FD);
         if all {
             return Ok(());
         }
@@ -104,7 +110,7 @@ pub(super) const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 /// refused by a seccomp policy), tried in P on a range that holds no descriptor at each spawn
 /// (one system call): a filter may refuse it on one thread and not on another.
 pub(crate) fn cloexec_range_works() -> bool {
-    close_range_cloexec(u32::MAX, u32::MAX)
+    close_range_cloexec(LAST_FD, LAST_FD)
 }
 
 /// A descriptor number spelled in decimal (a `/proc/self/fd` entry), or `None` (`.`, `..`).
@@ -148,15 +154,15 @@ pub(super) unsafe fn close_all_except(keep: &[RawFd], range_works: bool) {
         first = fd + 1;
     }
     // SAFETY: the caller's promise.
-    unsafe { close_range(first, u32::MAX, range_works) };
+    unsafe { close_range(first, LAST_FD, range_works) };
 }
 
 /// Whether `close_range` works here (Linux 5.9 or later, not refused by a seccomp policy),
-/// tried on a range that closes nothing (every descriptor number is below `u32::MAX`).
+/// tried on a range that closes nothing (every descriptor number is below [`LAST_FD`]).
 #[expect(unsafe_code, reason = "close_range(2) on an empty range")]
 pub(super) fn close_range_works() -> bool {
-    // SAFETY: closes nothing: no descriptor has the number `u32::MAX`.
-    unsafe { libc::syscall(libc::SYS_close_range, u32::MAX, u32::MAX, 0) == 0 }
+    // SAFETY: closes nothing: no descriptor has the number `LAST_FD`.
+    unsafe { libc::syscall(libc::SYS_close_range, LAST_FD, LAST_FD, 0) == 0 }
 }
 
 /// `close_range(first, last)` where it works ([`close_range_works`]), else a close loop as
