@@ -4,8 +4,9 @@
 //!
 //! - [`FileId`]: `(st_dev, st_ino)`, from a `stat`, a descriptor or an entry name;
 //! - [`open_beneath`]: `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` (optionally
-//!   `RESOLVE_NO_SYMLINKS`), with a user-space fallback keeping the same rule where the kernel
-//!   lacks `openat2`, and a two-step open for paths longer than one system call takes;
+//!   `RESOLVE_NO_SYMLINKS`), with a user-space fallback where `openat2` is missing or filtered
+//!   (gVisor, a container's seccomp profile) that gives the kernel's answers, and a two-step
+//!   open for paths longer than one system call takes;
 //! - [`climb_to`] / [`is_beneath`] / [`path_beneath`]: from a directory descriptor up through
 //!   `..` to a known identity, to learn where a directory stands now (and under which name);
 //! - [`remove_if_same`]: unlink a name only while it names the object one created, never a
@@ -26,8 +27,10 @@
 //! Everything is hand-written over `rustix`'s safe system-call wrappers (no `unsafe` here).
 //! cap-std holds most of this too, but not as separable primitives: its `Dir` hides the
 //! descriptor walk, it has no identity climb, no remove-if-same and no directory listing that
-//! reports inode numbers; its resolver is used as this crate's fallback for following
-//! symlinks beneath a directory on kernels without `openat2`.
+//! reports inode numbers. Its resolver is not this crate's fallback either: where `openat2` is
+//! missing it answers otherwise than the kernel (a directory opened `O_PATH` cannot be listed,
+//! its own link count, a question gVisor answers differently), and the fallback's contract is
+//! to answer as `openat2` does.
 //!
 //! ```
 //! use confine_beneath::{EntryKind, FileId, Symlinks, WalkDir, open_beneath};
@@ -80,8 +83,11 @@
 //!
 //! # Platform support
 //!
-//! Linux only: `openat2` from 5.6 (older kernels use the fallback), `O_PATH`, `getdents64`.
-//! Tested on Linux; the user-space fallback is tested on every kernel by calling it directly.
+//! Linux only: `openat2` from 5.6 (older kernels, gVisor and seccomp profiles that filter it
+//! use the fallback), `O_PATH`, `getdents64`. Tested on Linux; the user-space fallback is
+//! tested on every kernel by calling it directly, and judged against the kernel's `openat2`
+//! through every tool by the repository's `tests/kernel_judge.rs` (with `openat2` filtered by
+//! a seccomp filter the test installs).
 
 #![deny(missing_docs)]
 

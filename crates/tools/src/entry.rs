@@ -49,9 +49,7 @@ pub(crate) fn open_existing_parent<'p>(
             .try_clone()
             .map_err(|e| failed(other).with_source(e))?
     } else {
-        root.dir()
-            .open_dir(&prefix)
-            .map_err(|e| dir_error(&e, other))?
+        crate::fsmap::open_dir_beneath(root.dir(), &prefix).map_err(|e| dir_error(&e, other))?
     };
     let id = FileIdentity::of_fd(&dir).map_err(|e| failed(other).with_source(e))?;
     Ok((Parent { dir, id, prefix }, name))
@@ -61,8 +59,9 @@ pub(crate) fn open_existing_parent<'p>(
 pub(crate) fn dir_error(e: &io::Error, other: ErrorKind) -> CallError {
     failed(match FsErrorKind::of(e) {
         FsErrorKind::Escape => ErrorKind::PathOutsideWorkspace,
-        // A looping symlink in the way counts as missing.
-        FsErrorKind::NotFound | FsErrorKind::Symlink => ErrorKind::FileNotFound,
+        FsErrorKind::NotFound => ErrorKind::FileNotFound,
+        // A loop, or a chain past the kernel's 40 links, in the way.
+        FsErrorKind::Symlink => ErrorKind::SymlinkLoop,
         FsErrorKind::NotDirectory => ErrorKind::NotADirectory,
         _ => other,
     })

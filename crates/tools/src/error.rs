@@ -185,6 +185,9 @@ kinds! {
     /// The network policy is on (`--sandbox` or `--allow-net`) and no mechanism of this
     /// system can enforce it: nothing runs.
     NetworkPolicyUnavailable => "NETWORK_POLICY_UNAVAILABLE",
+    /// Resolving the path met a symlink loop, or a chain of more than 40 symlinks (the
+    /// kernel's limit), with `openat2` or without it.
+    SymlinkLoop => "SYMLINK_LOOP",
 }
 
 impl fmt::Display for ErrorKind {
@@ -477,6 +480,7 @@ mod tests {
             "FILE_NOT_MEDIA",
             "PATH_DENIED",
             "NETWORK_POLICY_UNAVAILABLE",
+            "SYMLINK_LOOP",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);

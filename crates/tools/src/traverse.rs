@@ -19,7 +19,9 @@
 //!   entries are read;
 //! - what is left out because no tool could be given its path back (a name the grammar
 //!   refuses, a path over 4,096 bytes) is counted in `skipped` (a directory once: its
-//!   contents are not read); the temporaries, `.git` and ignored entries are not counted;
+//!   contents are not read), and so is a directory listed that could not be entered (no
+//!   longer the directory listed when it was opened): a walk never answers fewer paths
+//!   without saying so; the temporaries, `.git` and ignored entries are not counted;
 //! - a denied entry ([`crate::deny`]), judged by its real path beneath the root, is left out
 //!   and counted in `denied` (a directory once: it is not entered);
 //! - memory is bounded whatever a directory holds: a directory's entries are read in
@@ -172,6 +174,7 @@ pub(crate) fn start_error(
     match FsErrorKind::of(e) {
         FsErrorKind::Escape => failed(ErrorKind::PathOutsideWorkspace),
         FsErrorKind::NotFound => failed(ErrorKind::FileNotFound),
+        FsErrorKind::Symlink => failed(ErrorKind::SymlinkLoop),
         FsErrorKind::NotDirectory => {
             // The path itself is something else, or a component above it is.
             let flags = OFlags::PATH;
@@ -179,6 +182,9 @@ pub(crate) fn start_error(
                 Ok(_) => failed(ErrorKind::NotADirectory),
                 Err(e) if FsErrorKind::of(&e) == FsErrorKind::Escape => {
                     failed(ErrorKind::PathOutsideWorkspace)
+                }
+                Err(e) if FsErrorKind::of(&e) == FsErrorKind::Symlink => {
+                    failed(ErrorKind::SymlinkLoop)
                 }
                 Err(_) => failed(ErrorKind::FileNotFound),
             }
@@ -844,7 +850,13 @@ impl<'a, V: Visitor> Walker<'a, V> {
                         .map_err(|_| failed(ErrorKind::ReadFailed))?
                     {
                         Some(child) => (child, alone),
-                        None => continue, // no longer that directory: swapped or removed meanwhile
+                        // No longer that directory (swapped or removed meanwhile, or a
+                        // filesystem whose listing and `stat` disagree): not entered, and
+                        // counted, so a walk that could not enter a directory says so.
+                        None => {
+                            top.skipped += 1;
+                            continue;
+                        }
                     }
                 }
                 Some(slot) => {

@@ -25,7 +25,7 @@ use rustix::io::Errno;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::fsmap::is_escape;
+use crate::fsmap::{is_escape, open_dir_beneath};
 use crate::protect::ProtectedPaths;
 
 /// The opened parent directory of a write target.
@@ -47,9 +47,11 @@ fn failed(kind: ErrorKind) -> CallError {
 fn parent_error(e: &io::Error) -> CallError {
     match FsErrorKind::of(e) {
         FsErrorKind::Escape => failed(ErrorKind::PathOutsideWorkspace),
-        FsErrorKind::NotDirectory | FsErrorKind::NotFound | FsErrorKind::Symlink => {
+        FsErrorKind::NotDirectory | FsErrorKind::NotFound => {
             failed(ErrorKind::WriteParentNotDirectory)
         }
+        // A loop, or a chain past the kernel's 40 links, in the way.
+        FsErrorKind::Symlink => failed(ErrorKind::SymlinkLoop),
         _ => failed(ErrorKind::WriteFailed),
     }
 }
@@ -94,7 +96,7 @@ pub(crate) fn open_dirs(
     for segment in segments {
         prefix.push(segment);
         created = false;
-        dir = match root.dir().open_dir(&prefix) {
+        dir = match open_dir_beneath(root.dir(), &prefix) {
             Ok(next) => next,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if cancel.is_cancelled() {
@@ -116,7 +118,7 @@ pub(crate) fn open_dirs(
                         return Err(failed(ErrorKind::WriteFailed).with_source(io::Error::from(e)));
                     }
                 }
-                root.dir().open_dir(&prefix).map_err(|e| parent_error(&e))?
+                open_dir_beneath(root.dir(), &prefix).map_err(|e| parent_error(&e))?
             }
             Err(e) => return Err(parent_error(&e)),
         };
@@ -131,10 +133,7 @@ impl Parent {
         if self.prefix.as_os_str().is_empty() {
             return Ok(()); // the root itself, verified by `WorkspaceRoot::verify`
         }
-        let now = root
-            .dir()
-            .open_dir(&self.prefix)
-            .map_err(|e| parent_error(&e))?;
+        let now = open_dir_beneath(root.dir(), &self.prefix).map_err(|e| parent_error(&e))?;
         if identity(&now)? != self.id {
             return Err(failed(ErrorKind::WriteFailed)
                 .with_source("the parent's path names another directory now"));
