@@ -232,7 +232,24 @@ impl WalkDir {
         let id = FileId::of_fd(&fd)?;
         // A mount point lists the inode beneath it; only compare on the same device.
         if id.dev == self.id.dev && id.ino != entry.ino {
-            return Ok(None);
+            if entry.kind != EntryKind::Directory {
+                return Ok(None);
+            }
+            // gVisor lists a directory under another inode number than `stat` gives it (its
+            // files, `.` and `..` agree), so for a directory the listing's number cannot be
+            // the only judge: the name's own `lstat` now, equal to what was opened, says it
+            // is the object there. On Linux this is reached only when another directory was
+            // renamed onto the name since the listing; the walk then enters that one, which
+            // stands beneath the directory held all the same.
+            return match rustix::fs::statat(
+                self.fd(),
+                entry.name.as_c_str(),
+                AtFlags::SYMLINK_NOFOLLOW,
+            ) {
+                Ok(st) if FileId::of(&st) == id && entry_kind_matches(entry, &st) => Ok(Some(fd)),
+                Ok(_) | Err(Errno::NOENT) => Ok(None),
+                Err(e) => Err(e.into()),
+            };
         }
         Ok(Some(fd))
     }
@@ -246,6 +263,11 @@ impl WalkDir {
     fn fd(&self) -> BorrowedFd<'_> {
         self.dir.fd().expect("rustix returns the owned descriptor")
     }
+}
+
+/// Whether the object `st` is of the kind the listing gave `entry`.
+fn entry_kind_matches(entry: &Entry, st: &Stat) -> bool {
+    entry.kind() == EntryKind::of(FileType::from_raw_mode(st.st_mode))
 }
 
 impl AsFd for WalkDir {
