@@ -33,9 +33,12 @@ pub fn open_error(e: &io::Error, other: ErrorKind) -> CallError {
 /// Open the directory `rel` beneath the root's handle `dir`, symlinks followed while they stay
 /// inside, through the descriptor layer's one resolution (`openat2`, or its user-space twin
 /// where `openat2` is missing or filtered, which answers as the kernel does), never cap-std's
-/// own fallback, so every tool meets the same answers in every mode.
+/// own fallback, so every tool meets the same answers in every mode. The handle is `O_PATH`
+/// (what cap-std gave before): a parent is only ever a place to open, create, rename or
+/// unlink in, which needs search permission alone, so a write-only drop box (mode 0300) is
+/// written as the kernel allows.
 pub(crate) fn open_dir_beneath(dir: &cap_std::fs::Dir, rel: &Path) -> io::Result<cap_std::fs::Dir> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOCTTY;
+    let flags = OFlags::PATH | OFlags::DIRECTORY;
     let fd = confine_beneath::open_beneath(dir, rel, flags, Symlinks::FollowInside)?;
     Ok(cap_std::fs::Dir::from_std_file(std::fs::File::from(fd)))
 }
