@@ -8,7 +8,7 @@ Usage:
 Checks: GET /healthz answers 200 `ok` without the token; /mcp and POST /healthz are 401
 without it; with it: initialize (the server's name), tools/list (read_file and write_file
 offered), write_file then read_file of the same file, at the root and beneath a subdirectory
-(two checks), and a path outside the workspace refused. Prints a JSON summary on stdout; exits 1
+(two checks), node_process running Node.js, and a path outside the workspace refused. Prints a JSON summary on stdout; exits 1
 if any check failed, 2 on bad usage.
 """
 
@@ -75,6 +75,9 @@ async def main(base: str, token: str):
             read = await session.call_tool("read_file", {"path": "notes/deep.txt"})
             check("read_file beneath a subdirectory",
                   not read.isError and record(read).get("content") == "beneath\n", read)
+            ran = await session.call_tool("node_process", {"source": "console.log(6 * 7)"})
+            check("node_process runs Node.js in the image",
+                  not ran.isError and record(ran).get("stdout") == "42\n", ran)
             outside = await session.call_tool("read_file", {"path": "../etc/passwd"})
             check("a path outside the workspace is refused", outside.isError, outside)
 
