@@ -1,18 +1,25 @@
 //! The container image that `deploy/image/build.sh` makes, run as a cluster runs it: its root
 //! file system unpacked into an OCI bundle (`umoci unpack`), started by gVisor's `runsc run`
-//! with gVisor's own network stack in a network namespace this test makes, the root file
-//! system read-only, a workspace directory of the test's bind-mounted at `/workspace`, the
-//! token in `CONFINE_HTTP_TOKEN`. The official MCP Python SDK client
-//! (`tests/interop/py/image_client.py`), in a second network namespace of the test's joined
-//! to the first by a veth pair, checks `/healthz` without the token, the refusals without it,
-//! and initialize, tools/list, write_file and read_file with it; the file it wrote is then
-//! found in the workspace directory, owned by the image's user. `confine doctor` is run in
-//! the running container and printed.
+//! inside a network namespace this test makes, the root file system read-only, a workspace
+//! directory of the test's bind-mounted at `/workspace`, the manifests' `--timeout-ms 5000`
+//! added. The official MCP Python SDK client (`tests/interop/py/image_client.py`), in a
+//! second network namespace of the test's joined to the first by a veth pair, checks
+//! `/healthz` without the token, the refusals without it, and initialize, tools/list,
+//! write_file, read_file and node_process with it; what it wrote is then found in the
+//! workspace directory, owned by the image's user. Twice: with the token in
+//! `CONFINE_HTTP_TOKEN`, then in the token file the entry point names (a directory mounted
+//! read-only at `/run/secrets`, as a Secret volume would be). `confine doctor` is run in the
+//! image under runsc and printed; SIGTERM ends each run with status 0.
+//!
+//! gVisor runs with `--network=host` inside the test's namespace (its sockets are the
+//! namespace's): Debian's runsc refuses its own network stack on kernels that show
+//! `net.core.rmem_default` in every network namespace, taking any namespace for the host's.
 //!
 //! Ignored by default: it builds the image (minutes, Debian's packages), needs root, `runsc`,
-//! `umoci`, `ip` and the Python client's virtual environment (`cargo xtask test` makes it).
-//! Run it with `cargo test --test image -- --ignored` (`CONFINE_IMAGE_OCI=DIR` uses an OCI
-//! layout already built instead of building one). Traffic stays inside the two namespaces.
+//! `umoci`, `ip`, `nsenter` and the Python client's virtual environment (`cargo xtask test`
+//! makes it). Run it with `cargo test --test image -- --ignored` (`CONFINE_IMAGE_OCI=DIR`
+//! uses an OCI layout already built instead of building one). Traffic stays inside the two
+//! namespaces.
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -29,6 +36,8 @@ fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
 }
 
 const TOKEN: &str = "image-token-5d2a7c9e1f3b4d6a8c0e2f4a6b8d0c1e";
+/// The token of the second run, in the token file.
+const FILE_TOKEN: &str = "image-file-token-8f0e2d4c6b8a0f1e3d5c7b9a1f3e5d7c";
 /// The image's user (deploy/image/build.sh).
 const UID: u32 = 10001;
 const SERVER_ADDR: &str = "10.251.0.1";
@@ -146,8 +155,17 @@ fn image() -> PathBuf {
     out.join("oci")
 }
 
+/// Where the container's token comes from.
+enum Token<'a> {
+    /// `CONFINE_HTTP_TOKEN`.
+    Env(&'a str),
+    /// A directory of the host's, mounted read-only at `/run/secrets`, holding
+    /// `confine-token` (the image's `--http-token-file`).
+    File(&'a Path),
+}
+
 /// Give the bundle's `config.json` the workspace, the token and a read-only root.
-fn configure(bundle: &Path, workspace: &Path) {
+fn configure(bundle: &Path, workspace: &Path, token: &Token<'_>) {
     let path = bundle.join("config.json");
     let mut config: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(config["process"]["user"]["uid"], UID, "the image's user");
@@ -163,14 +181,26 @@ fn configure(bundle: &Path, workspace: &Path) {
     // As the manifests' `args` do: Node.js starts slower under gVisor than the default
     // 500 ms bound of node_process allows.
     let args = config["process"]["args"].as_array_mut().unwrap();
-    args.extend([json!("--timeout-ms"), json!("5000")]);
-    config["process"]["env"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!(format!("CONFINE_HTTP_TOKEN={TOKEN}")));
+    if !args.contains(&json!("--timeout-ms")) {
+        args.extend([json!("--timeout-ms"), json!("5000")]);
+    }
+    let env = config["process"]["env"].as_array_mut().unwrap();
+    env.retain(|e| {
+        !e.as_str()
+            .is_some_and(|e| e.starts_with("CONFINE_HTTP_TOKEN="))
+    });
+    if let Token::Env(token) = token {
+        env.push(json!(format!("CONFINE_HTTP_TOKEN={token}")));
+    }
     config["root"]["readonly"] = json!(true);
     let mounts = config["mounts"].as_array_mut().unwrap();
-    mounts.retain(|m| m["destination"] != "/tmp" && m["destination"] != "/workspace");
+    mounts.retain(|m| {
+        !["/tmp", "/workspace", "/run/secrets"].contains(&m["destination"].as_str().unwrap_or(""))
+    });
+    if let Token::File(dir) = token {
+        mounts.push(json!({"destination": "/run/secrets", "type": "bind",
+            "source": dir, "options": ["rbind", "ro"]}));
+    }
     mounts.push(
         json!({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
         "options": ["nosuid", "nodev", "mode=1777"]}),
@@ -252,19 +282,56 @@ fn the_image_runs_under_gvisor_and_serves_the_python_sdk_client() {
     std::fs::create_dir(&workspace).unwrap();
     std::os::unix::fs::chown(&workspace, Some(UID), Some(UID)).unwrap();
     let namespaces = Namespaces::new();
-    configure(&bundle, &workspace);
-
     let state = scratch.path().join("runsc-state");
     std::fs::create_dir(&state).unwrap();
-    let id = format!("confine-image-{}", std::process::id());
+
+    // The token in the environment, as the manifests give it.
+    configure(&bundle, &workspace, &Token::Env(TOKEN));
+    let container = start(&bundle, &state, &namespaces, "env");
+    drive(&namespaces, &python, TOKEN);
+    // What the client wrote is in the workspace, owned by the image's user.
+    let written = workspace.join("hello.txt");
+    assert_eq!(
+        std::fs::read_to_string(&written).unwrap(),
+        "from the image\n"
+    );
+    use std::os::unix::fs::MetadataExt as _;
+    assert_eq!(std::fs::metadata(&written).unwrap().uid(), UID);
+    let deep = workspace.join("notes/deep.txt");
+    assert_eq!(std::fs::read_to_string(&deep).unwrap(), "beneath\n");
+    doctor(&bundle, &state);
+    stop(container);
+
+    // The token in the file the entry point names, mounted from a Secret's directory.
+    let secrets = scratch.path().join("secrets");
+    std::fs::create_dir(&secrets).unwrap();
+    let file = secrets.join("confine-token");
+    std::fs::write(&file, format!("{FILE_TOKEN}\n")).unwrap();
+    std::os::unix::fs::chown(&file, Some(UID), Some(UID)).unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o400)).unwrap();
+    std::fs::remove_file(&written).unwrap();
+    configure(&bundle, &workspace, &Token::File(&secrets));
+    let container = start(&bundle, &state, &namespaces, "file");
+    drive(&namespaces, &python, FILE_TOKEN);
+    assert_eq!(
+        std::fs::read_to_string(&written).unwrap(),
+        "from the image\n"
+    );
+    stop(container);
+    drop(namespaces);
+}
+
+/// Start the bundle with `runsc run` in the server's namespace; back once it listens.
+fn start(bundle: &Path, state: &Path, namespaces: &Namespaces, name: &str) -> Container {
+    let id = format!("confine-image-{name}-{}", std::process::id());
     // nsenter, not `ip netns exec`, which would mount a sysfs of its own over /sys and hide
     // the cgroup file system runsc sets the sandbox's cgroup up in.
     let netns = format!("--net=/var/run/netns/{}", namespaces.server);
     let mut child = command("nsenter")
         .args([&netns, "runsc", "--root"])
-        .arg(&state)
+        .arg(state)
         .args(["--network=host", "run", "--bundle"])
-        .arg(&bundle)
+        .arg(bundle)
         .arg(&id)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -274,7 +341,7 @@ fn the_image_runs_under_gvisor_and_serves_the_python_sdk_client() {
     let stderr = child.stderr.take().unwrap();
     let container = Container {
         child,
-        state,
+        state: state.to_owned(),
         id,
         netns,
     };
@@ -292,13 +359,18 @@ fn the_image_runs_under_gvisor_and_serves_the_python_sdk_client() {
         .recv_timeout(Duration::from_secs(120))
         .expect("the server's listening line (see the container's lines above)");
     assert_eq!(listening, "listening on http://0.0.0.0:8080/mcp");
+    container
+}
 
+/// The Python SDK client, from the client's namespace, with `token`: every check passes but
+/// the reads that this runsc makes fail (recorded as not run).
+fn drive(namespaces: &Namespaces, python: &Path, token: &str) {
     let base = format!("http://{SERVER_ADDR}:8080");
     let out = command("ip")
         .args(["netns", "exec", &namespaces.client])
-        .arg(&python)
+        .arg(python)
         .arg(repo().join("tests/interop/py/image_client.py"))
-        .args([&base, TOKEN])
+        .args([&base, token])
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -320,7 +392,7 @@ fn the_image_runs_under_gvisor_and_serves_the_python_sdk_client() {
         // Under runsc the tools read through their stand-in for openat2 (which this runsc
         // lacks), and that path fails there today: every read_file is READ_FAILED. Recorded
         // as not run, never passed: the fallback's repair makes these checks pass. What was
-        // written is checked from outside below.
+        // written is checked from outside.
         let detail = check["detail"].as_str().unwrap_or_default();
         let name = check["name"].as_str().unwrap_or_default();
         if name.starts_with("read_file ") && detail.contains("READ_FAILED") {
@@ -333,27 +405,15 @@ fn the_image_runs_under_gvisor_and_serves_the_python_sdk_client() {
         }
         panic!("the Python SDK client's check failed: {check}\n{summary}");
     }
-    let deep = workspace.join("notes/deep.txt");
-    assert_eq!(std::fs::read_to_string(&deep).unwrap(), "beneath\n");
+}
 
-    // What the client wrote is in the workspace, owned by the image's user.
-    let written = workspace.join("hello.txt");
-    assert_eq!(
-        std::fs::read_to_string(&written).unwrap(),
-        "from the image\n"
-    );
-    use std::os::unix::fs::MetadataExt as _;
-    assert_eq!(std::fs::metadata(&written).unwrap().uid(), UID);
-
-    doctor(&bundle, &container.state);
-
-    // SIGTERM ends the server (and the container) with status 0.
+/// SIGTERM ends the server (and the container) with status 0.
+fn stop(mut container: Container) {
     let status = container
         .runsc(&["kill", &container.id, "TERM"])
         .status()
         .unwrap();
     assert!(status.success());
-    let mut container = container;
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let ended = loop {
         if let Some(status) = container.child.try_wait().unwrap() {
@@ -366,6 +426,4 @@ fn the_image_runs_under_gvisor_and_serves_the_python_sdk_client() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(ended.success(), "runsc run: {ended}");
-    drop(container);
-    drop(namespaces);
 }
