@@ -178,8 +178,7 @@ fn configure(bundle: &Path, workspace: &Path, token: &Token<'_>) {
         "{args}"
     );
     config["process"]["terminal"] = json!(false);
-    // As the manifests' `args` do: Node.js starts slower under gVisor than the default
-    // 500 ms bound of node_process allows.
+    // As the manifests' `args` do: room for Node.js, which starts slower under gVisor.
     let args = config["process"]["args"].as_array_mut().unwrap();
     if !args.contains(&json!("--timeout-ms")) {
         args.extend([json!("--timeout-ms"), json!("5000")]);
@@ -362,8 +361,7 @@ fn start(bundle: &Path, state: &Path, namespaces: &Namespaces, name: &str) -> Co
     container
 }
 
-/// The Python SDK client, from the client's namespace, with `token`: every check passes but
-/// the reads that this runsc makes fail (recorded as not run).
+/// The Python SDK client, from the client's namespace, with `token`: every check passes.
 fn drive(namespaces: &Namespaces, python: &Path, token: &str) {
     let base = format!("http://{SERVER_ADDR}:8080");
     let out = command("ip")
@@ -386,24 +384,10 @@ fn drive(namespaces: &Namespaces, python: &Path, token: &str) {
     let checks = summary["checks"].as_array().unwrap();
     assert!(checks.len() >= 11, "{summary}");
     for check in checks {
-        if check["ok"] == true {
-            continue;
-        }
-        // Under runsc the tools read through their stand-in for openat2 (which this runsc
-        // lacks), and that path fails there today: every read_file is READ_FAILED. Recorded
-        // as not run, never passed: the fallback's repair makes these checks pass. What was
-        // written is checked from outside.
-        let detail = check["detail"].as_str().unwrap_or_default();
-        let name = check["name"].as_str().unwrap_or_default();
-        if name.starts_with("read_file ") && detail.contains("READ_FAILED") {
-            testkit::not_run(
-                &format!("the_image_runs_under_gvisor_and_serves_the_python_sdk_client ({name})"),
-                "under runsc the tools' stand-in for openat2 fails (READ_FAILED); the \
-                 fallback's repair makes it pass",
-            );
-            continue;
-        }
-        panic!("the Python SDK client's check failed: {check}\n{summary}");
+        assert_eq!(
+            check["ok"], true,
+            "the Python SDK client's check: {check}\n{summary}"
+        );
     }
 }
 
