@@ -302,12 +302,15 @@ fn a_session_lists_and_calls_the_tools_and_the_startup_line_says_where() {
         listening,
         [format!("listening on http://127.0.0.1:{}/mcp", server.port)]
     );
-    // Another path is not served.
+    // Another path is not served (with the token; without it, nothing but the health probe
+    // is answered: tests/deploy.rs).
     let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
     write!(
         stream,
-        "GET /other HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
-        server.port
+        "GET /other HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: {}\r\n\
+         Connection: close\r\n\r\n",
+        server.port,
+        bearer()
     )
     .unwrap();
     assert_eq!(read_answer(stream).status, 404);

@@ -10,18 +10,20 @@
 //!
 //! The front checks every request before rmcp sees it, in this order:
 //!
-//! 1. the path is `/mcp` (else `404`);
-//! 2. DNS rebinding: a `Host` that is neither the bound address nor `localhost:PORT` (on an
+//! 1. DNS rebinding: a `Host` that is neither the bound address nor `localhost:PORT` (on an
 //!    unspecified address, `0.0.0.0` or `::` with `--http-public`: any host with the bound
 //!    port, since the names the machine is reached by are unknown), or an
 //!    `Origin` that is present and not `http://localhost`, `http://127.0.0.1` or
 //!    `http://[::1]` (any port), is `403`;
+//! 2. `GET /healthz` is `200` with `ok`, without a token (a health probe cannot carry one); it
+//!    says only that the server answers. No other method or path is answered before step 3;
 //! 3. authentication: `Authorization: Bearer TOKEN`, compared in constant time by a
 //!    hand-written fold over the bytes (no early exit; the length is folded in too), else `401`
 //!    with `WWW-Authenticate: Bearer`;
-//! 4. a request body of at most [`MAX_BODY_BYTES`] (4 MiB), read within
+//! 4. the path is `/mcp` (else `404`);
+//! 5. a request body of at most [`MAX_BODY_BYTES`] (4 MiB), read within
 //!    [`BODY_READ_TIMEOUT`], else `413` (`408` when too slow);
-//! 5. an `initialize` that would open session [`MAX_SESSIONS`] + 1 is `503`.
+//! 6. an `initialize` that would open session [`MAX_SESSIONS`] + 1 is `503`.
 //!
 //! Connections that have not authenticated cannot crowd out those that have. Every
 //! connection is accepted; until one of its requests passes the checks above up to the
@@ -336,9 +338,6 @@ impl Front {
     }
 
     async fn answer(self: Arc<Self>, request: Request<Incoming>, standing: &Standing) -> Answer {
-        if request.uri().path() != "/mcp" {
-            return plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp\n");
-        }
         let headers = request.headers();
         let host_ok = headers
             .get(hyper::header::HOST)
@@ -358,6 +357,11 @@ impl Front {
         {
             return plain(StatusCode::FORBIDDEN, "forbidden: Origin not accepted\n");
         }
+        // The health probe: a kubelet cannot carry the token. Only this exact GET; anything
+        // else (another method, `/healthz/x`) meets the token check below.
+        if request.method() == hyper::Method::GET && request.uri().path() == "/healthz" {
+            return plain(StatusCode::OK, "ok\n");
+        }
         if let Some(token) = &self.token
             && !authorized(headers.get(hyper::header::AUTHORIZATION), token)
         {
@@ -367,6 +371,9 @@ impl Front {
                 hyper::header::HeaderValue::from_static("Bearer"),
             );
             return answer;
+        }
+        if request.uri().path() != "/mcp" {
+            return plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp\n");
         }
         if !self.authenticate(standing) {
             return plain(
