@@ -146,6 +146,8 @@ pub struct Sandbox {
     drop_capabilities: bool,
     socket_filter: bool,
     metadata_filter: bool,
+    read_only_outside: bool,
+    covers: Vec<(PathBuf, PathBuf)>,
     network: Option<crate::Network>,
 }
 
@@ -173,6 +175,8 @@ impl Sandbox {
             drop_capabilities: true,
             socket_filter: true,
             metadata_filter: true,
+            read_only_outside: true,
+            covers: Vec::new(),
             network: None,
         }
     }
@@ -272,11 +276,40 @@ impl Sandbox {
         self
     }
 
-    /// Whether the seccomp filter refuses changes of mode, owner, times and extended
-    /// attributes (default `true`; everywhere, the workspace included: see the module docs).
-    /// Without it the program can change them on any file its user owns, wherever it is.
+    /// Whether the seccomp filter's metadata rule is on (default `true`): with the read-only
+    /// view ([`Sandbox::read_only_outside`]) it refuses set-user-ID and set-group-ID modes
+    /// and other owners; where no mount namespace can be made, every change of mode, owner,
+    /// times and extended attributes, the workspace included (see the module docs). Without
+    /// it, and without the view, the program can change them on any file its user owns,
+    /// wherever it is.
     pub fn metadata_filter(&mut self, filter: bool) -> &mut Self {
         self.metadata_filter = filter;
+        self
+    }
+
+    /// Whether the program runs in a mount namespace of its own in which every mount but the
+    /// write root, the [`allow_write`](Sandbox::allow_write) paths and the covers is
+    /// read-only (default `true`): changes of mode, times and owner are then `EROFS` outside
+    /// those places, as root too, and allowed inside them. Where no mount namespace can be
+    /// made (a container that refuses namespaces) the program runs without the view, under
+    /// the metadata rule that refuses those changes everywhere; `false` asks for that
+    /// everywhere.
+    pub fn read_only_outside(&mut self, view: bool) -> &mut Self {
+        self.read_only_outside = view;
+        self
+    }
+
+    /// Show `source` (an existing directory, which the program may write like an
+    /// [`allow_write`](Sandbox::allow_write) path) at `target` (an existing directory
+    /// outside the write root: `/tmp`, `/dev/shm`) in the program's mount namespace. The
+    /// workspace and the readable paths that lie beneath `target` are bound again at their
+    /// own paths inside it (their mount points are made in `source` at
+    /// [`build`](Sandbox::build)). Only with the read-only view, where a mount namespace can
+    /// be made; elsewhere `target` stays as the other rules leave it (unwritable, unless
+    /// allowed).
+    pub fn cover(&mut self, target: impl AsRef<Path>, source: impl AsRef<Path>) -> &mut Self {
+        self.covers
+            .push((source.as_ref().to_owned(), target.as_ref().to_owned()));
         self
     }
 
@@ -326,13 +359,48 @@ impl Sandbox {
             },
         };
         let rules = self.rules(target, write_root.as_fd()).map_err(failed)?;
-        let mounts = match self.read_only.is_empty() && self.hidden.is_empty() {
+        let mut mounts = match self.read_only.is_empty() && self.hidden.is_empty() {
             true => mounts::Mounts::default(),
             // The write root's path, as its rule names it (read from its descriptor).
             false => mounts::Mounts::prepare(&rules[0].path, &self.read_only, &self.hidden)
                 .map_err(failed)?,
         };
+        if self.read_only_outside {
+            let is_cover = |r: &PathRule| self.covers.iter().any(|(s, _)| *s == r.path);
+            let writable: Vec<(PathBuf, (u64, u64))> = rules
+                .iter()
+                .filter(|r| r.write && r.path != Path::new(paths::DEV_NULL) && !is_cover(r))
+                .map(|r| (r.path.clone(), r.identity))
+                .collect();
+            let readable: Vec<PathBuf> = rules
+                .iter()
+                .filter(|r| !r.write && !r.path.starts_with("/proc") && !r.path.starts_with("/dev"))
+                .map(|r| r.path.clone())
+                .collect();
+            let covers: Vec<(PathBuf, (u64, u64), PathBuf)> = self
+                .covers
+                .iter()
+                .filter_map(|(source, target)| {
+                    let rule = rules.iter().find(|r| r.path == *source)?;
+                    Some((source.clone(), rule.identity, target.clone()))
+                })
+                .collect();
+            mounts
+                .isolate(&writable, &readable, &covers)
+                .map_err(failed)?;
+        }
         let own_proc = (AccessFs::ReadFile | AccessFs::ReadDir).bits();
+        let metadata = match (self.metadata_filter, self.read_only_outside) {
+            (false, _) => seccomp::Metadata::Allowed,
+            (true, false) => seccomp::Metadata::Refused,
+            (true, true) => seccomp::Metadata::SetId {
+                uid: rustix::process::geteuid().as_raw(),
+            },
+        };
+        let fallback = match self.metadata_filter {
+            false => seccomp::Metadata::Allowed,
+            true => seccomp::Metadata::Refused,
+        };
         ruleset::check(&attr, &rules, own_proc).map_err(|e| match e {
             ruleset::CheckError::Create(e) => unavailable(Some(e)),
             ruleset::CheckError::Rule(e) => failed(e),
@@ -352,8 +420,11 @@ impl Sandbox {
             drop_capabilities: self.drop_capabilities,
             socket_filter: self.socket_filter,
             metadata_filter: self.metadata_filter,
+            read_only_outside: self.read_only_outside,
+            covers: self.covers.clone(),
             // Always: the namespace rule is not optional.
-            program: Some(seccomp::Program::new(sockets, self.metadata_filter)),
+            program: Some(seccomp::Program::new(sockets, metadata)),
+            fallback: seccomp::Program::new(sockets, fallback),
             network: self.network.clone(),
         })))
     }
@@ -425,6 +496,11 @@ impl Sandbox {
                 .iter()
                 .map(|p| (p.as_path(), true, (tree, file), true)),
         );
+        wanted.extend(
+            self.covers
+                .iter()
+                .map(|(source, _)| (source.as_path(), true, (tree, file), true)),
+        );
 
         for (path, required, (dir_rights, file_rights), write) in wanted {
             let (fd, dir, identity) = match PathRule::open(path) {
@@ -469,7 +545,12 @@ struct Prepared {
     drop_capabilities: bool,
     socket_filter: bool,
     metadata_filter: bool,
+    read_only_outside: bool,
+    covers: Vec<(PathBuf, PathBuf)>,
     program: Option<seccomp::Program>,
+    /// The program where the read-only view could not be made (the metadata rule
+    /// everywhere).
+    fallback: seccomp::Program,
     network: Option<crate::Network>,
 }
 
@@ -516,10 +597,24 @@ impl SandboxRules {
             .then_some("seccomp: socket(2) refused for every family, AF_UNIX included")
     }
 
-    /// Whether changes of mode, owner, times and extended attributes are refused (the
-    /// seccomp filter; everywhere, the workspace included).
+    /// Whether changes of mode, owner, times and extended attributes are refused outside the
+    /// writable places: by the read-only view where a mount namespace can be made, else by
+    /// the seccomp rule, everywhere.
     pub fn refuses_metadata_changes(&self) -> bool {
-        self.0.metadata_filter
+        self.0.metadata_filter || self.0.read_only_outside
+    }
+
+    /// Whether the program gets the read-only view where a mount namespace can be made
+    /// ([`Sandbox::read_only_outside`]): metadata changes allowed in the writable places and
+    /// refused outside them by the kernel (`EROFS`).
+    pub fn read_only_outside(&self) -> bool {
+        self.0.read_only_outside
+    }
+
+    /// The covers ([`Sandbox::cover`]): (target, source), as named.
+    pub fn covers(&self) -> Vec<(&Path, &Path)> {
+        let covers = self.0.covers.iter();
+        covers.map(|(s, t)| (t.as_path(), s.as_path())).collect()
     }
 
     /// The paths the program may read beneath (the write root first), as they were named
@@ -552,7 +647,7 @@ impl SandboxRules {
         move || {
             let p = &*prepared;
             // First, while the capabilities are there and before Landlock forbids mounts.
-            p.mounts.apply()?;
+            let viewed = p.mounts.apply()?;
             rustix::thread::set_no_new_privs(true)?;
             if p.drop_capabilities {
                 crate::privilege::drop_capabilities()?;
@@ -562,7 +657,11 @@ impl SandboxRules {
                 limits::lower(resource, value)?;
             }
             if let Some(program) = &p.program {
-                program.load()?;
+                // Without the read-only view, the metadata rule must hold everywhere.
+                match viewed || !p.read_only_outside {
+                    true => program.load()?,
+                    false => p.fallback.load()?,
+                }
             }
             Ok(())
         }
