@@ -96,10 +96,12 @@
 
 mod mounts;
 mod paths;
+mod private;
 mod ruleset;
 pub(crate) mod seccomp;
 
 pub(crate) use mounts::UNAVAILABLE_ERRNO;
+pub use private::{GIT_IDENTITY, PrivateDirs};
 pub(crate) use ruleset::restrict_tcp_to;
 
 use std::io;
@@ -148,6 +150,7 @@ pub struct Sandbox {
     metadata_filter: bool,
     read_only_outside: bool,
     covers: Vec<(PathBuf, PathBuf)>,
+    private: Option<Arc<PrivateDirs>>,
     network: Option<crate::Network>,
 }
 
@@ -177,6 +180,7 @@ impl Sandbox {
             metadata_filter: true,
             read_only_outside: true,
             covers: Vec::new(),
+            private: None,
             network: None,
         }
     }
@@ -297,6 +301,23 @@ impl Sandbox {
     pub fn read_only_outside(&mut self, view: bool) -> &mut Self {
         self.read_only_outside = view;
         self
+    }
+
+    /// Give the program the server's private directories ([`PrivateDirs`]): its `tmp` and
+    /// `shm` shown at `/tmp` and `/dev/shm` ([`Sandbox::cover`]), its home writable. The
+    /// embedder sets `HOME` to [`PrivateDirs::home`] in the program's environment. The
+    /// directories live as long as any sandbox holding them.
+    pub fn private_dirs(&mut self, dirs: Arc<PrivateDirs>) -> &mut Self {
+        self.cover("/tmp", dirs.tmp())
+            .cover("/dev/shm", dirs.shm())
+            .allow_write(dirs.home());
+        self.private = Some(dirs);
+        self
+    }
+
+    /// The private directories given with [`Sandbox::private_dirs`].
+    pub fn private(&self) -> Option<&Arc<PrivateDirs>> {
+        self.private.as_ref()
     }
 
     /// Show `source` (an existing directory, which the program may write like an

@@ -193,7 +193,15 @@ impl Mounts {
             .iter()
             .map(|(p, point)| Ok((c_path(p)?, c_path(point)?)))
             .collect::<io::Result<_>>()?;
-        for (source, identity, target) in &kept_covers {
+        // A cover whose target holds another's source (`/tmp` holding the private
+        // directories) is bound after it, while that source can still be named.
+        let mut ordered: Vec<&(PathBuf, (u64, u64), PathBuf)> = kept_covers.iter().collect();
+        ordered.sort_by_key(|(_, _, target)| {
+            kept_covers
+                .iter()
+                .any(|(source, _, _)| source.starts_with(target))
+        });
+        for (source, identity, target) in ordered {
             view.covers.push((c_path(source)?, c_path(target)?));
             view.writable.push((c_path(target)?, *identity));
         }
