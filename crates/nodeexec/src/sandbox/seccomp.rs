@@ -130,7 +130,7 @@ pub(crate) enum Metadata {
 }
 
 /// The set-user-ID and set-group-ID bits of a mode.
-const SET_ID: u32 = (libc::S_ISUID | libc::S_ISGID) as u32;
+const SET_ID: u32 = libc::S_ISUID | libc::S_ISGID;
 /// The `open` flags under which the mode argument counts: `O_CREAT` and `O_TMPFILE` (less
 /// the `O_DIRECTORY` bit it carries, which alone creates nothing).
 const CREATES: u32 = (libc::O_CREAT | libc::O_TMPFILE) as u32 & !(libc::O_DIRECTORY as u32);
@@ -615,7 +615,7 @@ mod tests {
         for p in [&narrow, &full] {
             // A set-ID bit: refused in every call that sets a mode.
             for bit in [libc::S_ISUID, libc::S_ISGID] {
-                let mode = 0o755 | bit as u32;
+                let mode = 0o755 | bit;
                 assert_eq!(verdict(p, fchmod, [3, mode]), eperm);
                 assert_eq!(verdict4(p, fchmodat, [3, 0, mode, 0]), eperm);
                 assert_eq!(verdict4(p, SYS_FCHMODAT2, [3, 0, mode, 0]), eperm);
