@@ -8,9 +8,10 @@
 //! async-signal-safe), and [`Command::sandbox`] adds a pre-exec step that makes only raw
 //! system calls in the process that becomes the program, in this order:
 //!
-//! 0. where the embedder named read-only paths beneath the write root
-//!    ([`Sandbox::read_only`]), a mount namespace of the program's own with those paths bound
-//!    read-only (`mounts.rs`);
+//! 0. a mount namespace of the program's own (`mounts.rs`): everything read-only but the
+//!    writable places (see *Metadata* below), the private `/tmp` and `/dev/shm` bound over the
+//!    host's, the read-only paths beneath the write root ([`Sandbox::read_only`]) bound
+//!    read-only and the hidden ones covered;
 //! 1. `prctl(PR_SET_NO_NEW_PRIVS)`: no set-user-id, set-group-id or file-capability gain by
 //!    any later `exec` (and what Landlock and seccomp require of an unprivileged caller);
 //! 2. the capabilities dropped (`privilege.rs`, the same code that drops them for every run
@@ -57,7 +58,8 @@
 //! default) refuses `socket(2)` for every family (no UDP, no other family, and no Unix
 //! socket that could reach a pathname socket outside the workspace: Landlock has no right
 //! for connecting to one at ABI 7), `socketpair(2)` but `AF_UNIX`/`SOCK_STREAM`, every
-//! system call that changes a file's mode, owner, times or extended attributes, everywhere,
+//! set-ID modes and other owners (and, where no mount namespace could be made, every system
+//! call that changes a file's mode, owner, times or extended attributes, everywhere),
 //! `io_uring_setup`, and system calls of another ABI. Always, whatever those two say, it
 //! refuses every namespace: `unshare` and `clone` with a namespace flag and `setns`
 //! (`EPERM`), and `clone3` (`ENOSYS`, so the C library falls back to `clone`). The program
@@ -67,22 +69,32 @@
 //! forks carry no namespace flag and work as before; programs that make namespaces
 //! (`unshare`, `bwrap`, rootless containers, Chromium's own sandbox) fail.
 //!
-//! # Why metadata is refused everywhere
+//! # Metadata: inside the writable places, never outside
 //!
 //! Landlock does not govern `chmod`, `chown`, `utimes` or extended attributes, and the owner
 //! of a file needs no capability for them: a root program could make every system file
-//! world-writable. Two mechanisms could confine them to outside the workspace: a mount
-//! namespace whose view of everything but the workspace is read-only, or a seccomp rule.
-//! The namespace is exact (metadata inside the workspace stays changeable) but needs
-//! `CAP_SYS_ADMIN` or an unprivileged user namespace, which containers and hardened hosts
-//! refuse, and costs a namespace per call (measured at 6 to 26 ms a call on a loaded
-//! machine, mostly its teardown: `docs/PERFORMANCE.md`). The seccomp rule works wherever seccomp does
-//! (every environment `confine` runs in), costs nothing measurable, but sees system-call
-//! numbers, not paths, so it refuses these calls inside the workspace too: `chmod +x` of a
-//! script, `fs.copyFile` (libuv copies the mode with `fchmod` and fails when it is
-//! refused), `git init` (which sets its hooks' modes). One mechanism everywhere, with a
-//! documented loss inside the workspace, was chosen over a precise one that is missing
-//! exactly where agents run as root (containers).
+//! world-writable. So, by default ([`Sandbox::read_only_outside`]), each sandboxed run gets
+//! a mount namespace of its own (`mounts.rs`) in which every mount is made read-only
+//! (`mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY)` on `/`) after the write root, the
+//! [`Sandbox::allow_write`] paths and the covers ([`Sandbox::cover`]: the server's private
+//! `/tmp` and `/dev/shm`, [`PrivateDirs`]) were bound onto themselves; those alone are made
+//! writable again, each checked against the identity the parent opened. Outside them every
+//! change of mode, times, owner or extended attributes, and every write, is `EROFS`, as
+//! root too; inside them `chmod +x`, `touch -d`, `tar x`, `cp -a`, a linker's `chmod`,
+//! `python3 -m venv` and git's lock files work. The seccomp filter keeps refusing what the
+//! mounts cannot tell apart: set-user-ID and set-group-ID modes (by `chmod` and at
+//! creation), an owner other than the program's own uid, `openat2` (`ENOSYS`) and the
+//! inode-flag ioctls. Writes outside also meet `EROFS` before Landlock's `EACCES`; reads are
+//! Landlock's alone.
+//!
+//! Where no mount namespace can be made (a container whose seccomp profile refuses
+//! namespaces, `CAP_SYS_ADMIN` dropped and user namespaces disabled), the run goes on
+//! without the view and the child loads the older filter instead: every metadata change
+//! refused with `EPERM`, the workspace included (one filter is chosen in the child, both
+//! prepared in the parent), and no private `/tmp` or `/dev/shm` (they stay unwritable). A
+//! run with read-only or hidden paths still fails there ([`ErrorKind::SandboxUnavailable`]).
+//! `confine doctor` says which held. The cost is a namespace per run (its teardown waits for
+//! an RCU grace period; see `docs/PERFORMANCE.md`).
 //!
 //! # Which ABI
 //!
