@@ -15,10 +15,11 @@
 //!   file system read-only, `CAP_SYS_ADMIN` dropped) the user namespace nodeexec makes still
 //!   gives the mount namespace: the hooks stay read-only and `git commit` works.
 //!
-//! `git init` is the one git step that cannot run under `--sandbox`: it rewrites
-//! `.git/config` through a lock file whose mode it copies with `chmod`, which the sandbox's
-//! metadata rule refuses everywhere ([`git_init_is_refused_by_the_metadata_rule`]); the
-//! repository here is made by the user, outside, as a user's own repository is.
+//! `git init` runs under `--sandbox` in a root that had no repository
+//! ([`git_init_works_under_the_sandbox_but_no_set_id_bit`]): it rewrites `.git/config`
+//! through a lock file whose mode it copies with `chmod`, which the read-only view allows
+//! inside the workspace; the set-user-ID bit stays refused. The repository here is made by
+//! the user, outside, as a user's own repository is.
 
 mod support;
 
@@ -274,7 +275,7 @@ fn a_sandboxed_script_cannot_plant_a_hook_or_fsmonitor_while_git_commit_works() 
     assert_eq!(repository.log(), ["by the user", "by the agent", "first"]);
 
     // The twin without the list: the same script plants both, and the user's commit runs
-    // them (git config still fails on its chmod; the append is enough).
+    // them (git config replaces the appended fsmonitor with its own).
     let repository = Repository::new();
     let script = script_attack(&repository);
     let naive = [&sandboxed[..], &["--unprotect-defaults"]].concat();
@@ -285,7 +286,7 @@ fn a_sandboxed_script_cannot_plant_a_hook_or_fsmonitor_while_git_commit_works() 
     );
     assert_eq!(
         ran(&records[0]),
-        "sample=0\nrename=0\nappend=0\nconfig=4\naside=0\ncommit=128\n",
+        "sample=0\nrename=0\nappend=0\nconfig=0\naside=0\ncommit=128\n",
         "{}",
         records[0]
     );
@@ -294,30 +295,42 @@ fn a_sandboxed_script_cannot_plant_a_hook_or_fsmonitor_while_git_commit_works() 
         repository.ws().join(".git"),
     )
     .unwrap();
-    assert_eq!(repository.user_commits(), ["fsmonitor-append", "sample"]);
+    assert_eq!(repository.user_commits(), ["fsmonitor-config", "sample"]);
 }
 
-/// `git init` under `--sandbox`: refused by the metadata rule (`chmod` of the lock file of
-/// `.git/config`), the documented loss; the same without `--sandbox` makes the repository.
+/// `git init` under `--sandbox` in a root without a repository: it works (its `chmod` of the
+/// lock file of `.git/config` is inside the workspace); a set-user-ID bit is still refused,
+/// and so is a mode change outside. The same without `--sandbox` does all three.
 #[test]
-fn git_init_is_refused_by_the_metadata_rule() {
-    const TEST: &str = "git_init_is_refused_by_the_metadata_rule";
+fn git_init_works_under_the_sandbox_but_no_set_id_bit() {
+    const TEST: &str = "git_init_works_under_the_sandbox_but_no_set_id_bit";
     if !have_git(TEST) {
         return;
     }
-    let command = json!({"command": format!("{GIT} init -q . 2>&1; echo init=$?")});
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("mode.txt");
+    std::fs::write(&target, "x").unwrap();
+    let command = json!({"command": format!(
+        "{GIT} init -q . 2>&1; echo init=$?; touch f; chmod u+s f 2>/dev/null; echo setuid=$?; \
+         chmod 600 {} 2>/dev/null; echo outside=$?",
+        target.display()
+    )});
     let sandboxed = [&["--sandbox", "--allow-commands"][..], &GIT_ENV].concat();
     let ws = tempfile::tempdir().unwrap();
     let records = call(ws.path(), &sandboxed, &[("run_command", command.clone())]);
-    let said = ran(&records[0]);
-    assert!(
-        said.contains("chmod on") && said.ends_with("init=128\n"),
-        "{said}"
-    );
+    assert_eq!(ran(&records[0]), "init=0\nsetuid=1\noutside=1\n");
+    assert!(ws.path().join(".git/HEAD").is_file());
+    let mode = |p: &Path| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions())
+            & 0o7777
+    };
+    assert_eq!(mode(&ws.path().join("f")) & 0o4000, 0);
+    assert_ne!(mode(&target), 0o600);
     let ws = tempfile::tempdir().unwrap();
     let plain = [&["--allow-commands"][..], &GIT_ENV].concat();
     let records = call(ws.path(), &plain, &[("run_command", command)]);
-    assert_eq!(ran(&records[0]), "init=0\n");
+    assert_eq!(ran(&records[0]), "init=0\nsetuid=0\noutside=0\n");
+    assert_eq!(mode(&target), 0o600);
 }
 
 /// `confine call <flags>` run under `prefix` (a shell that sets up a container-like

@@ -183,19 +183,30 @@ fn sandbox_probes_through_the_tool_and_the_binary() {
         std::fs::write(workspace.path().join("n.txt"), "20").unwrap();
         let (secret_s, mode_s, module_s, socket_s) =
             (s(&secret), s(&mode_file), s(&module), s(&socket));
+        // What lies in the host's /tmp (these tests' scratch directories): read-only to the
+        // tool route's children (the read-only view, no private /tmp given), invisible to the
+        // binary's (its private /tmp covers the host's).
+        let hidden = |tool: &'static str| match route {
+            Route::Tool => tool,
+            Route::Binary => r#""ENOENT""#,
+        };
         let mut probes = vec![
             probe(
                 "write outside the workspace",
                 "say(code(() => fs.writeFileSync(process.argv[1], 'x')))",
                 &[&out_file_s],
-                r#""EACCES""#,
+                hidden(r#""EROFS""#),
                 r#""ok""#,
             ),
             probe(
                 "create in /tmp",
                 "say(code(() => fs.writeFileSync(process.argv[1], 'x')))",
                 &[&tmp_s],
-                r#""EACCES""#,
+                // The binary's children write their private /tmp, never the host's.
+                match route {
+                    Route::Tool => r#""EROFS""#,
+                    Route::Binary => r#""ok""#,
+                },
                 r#""ok""#,
             ),
             probe(
@@ -205,7 +216,10 @@ fn sandbox_probes_through_the_tool_and_the_binary() {
                    catch (e) { console.log(e.code); process.exit(3) }\", '--', process.argv[1]]);\
                  say({ status: r.status, out: String(r.stdout).trim() })",
                 &[&grandchild_s],
-                r#"{"status":3,"out":"EACCES"}"#,
+                match route {
+                    Route::Tool => r#"{"status":3,"out":"EROFS"}"#,
+                    Route::Binary => r#"{"status":3,"out":"ENOENT"}"#,
+                },
                 r#"{"status":0,"out":""}"#,
             ),
             probe(
@@ -259,7 +273,10 @@ fn sandbox_probes_through_the_tool_and_the_binary() {
                 "read a secret outside the workspace",
                 "say(code(() => fs.readFileSync(process.argv[1])))",
                 &[&secret_s],
-                r#""EACCES""#,
+                match route {
+                    Route::Tool => r#""EACCES""#,
+                    Route::Binary => r#""ENOENT""#,
+                },
                 r#""ok""#,
             ),
             probe(
@@ -269,7 +286,10 @@ fn sandbox_probes_through_the_tool_and_the_binary() {
                       code(() => fs.chownSync(p, process.getuid(), process.getgid())),\
                       code(() => fs.utimesSync(p, 0, 0))])",
                 &[&mode_s],
-                r#"["EPERM","EPERM","EPERM"]"#,
+                match route {
+                    Route::Tool => r#"["EROFS","EROFS","EROFS"]"#,
+                    Route::Binary => r#"["ENOENT","ENOENT","ENOENT"]"#,
+                },
                 r#"["ok","ok","ok"]"#,
             ),
             probe(
@@ -285,7 +305,10 @@ fn sandbox_probes_through_the_tool_and_the_binary() {
                 "require a module outside the workspace",
                 "say(code(() => require(process.argv[1])))",
                 &[&module_s],
-                r#""EACCES""#,
+                match route {
+                    Route::Tool => r#""EACCES""#,
+                    Route::Binary => r#""MODULE_NOT_FOUND""#,
+                },
                 r#""ok""#,
             ),
             probe(
@@ -382,9 +405,10 @@ fn sandbox_read_and_write_flags_add_places() {
     let timeout = TIMEOUT_MS.to_string();
     let base = ["--timeout-ms", &timeout, "--sandbox"];
     let refused = call_lines(workspace.path(), &base, &input);
+    // (Both scratch directories lie in the host's /tmp, which the private /tmp covers.)
     assert_eq!(
         said(&refused[0]["content"]),
-        r#"["EACCES","EACCES","EACCES"]"#
+        r#"["ENOENT","ENOENT","ENOENT"]"#
     );
     let (r, w) = (
         readable.path().to_str().unwrap(),
@@ -393,7 +417,8 @@ fn sandbox_read_and_write_flags_add_places() {
     let mut flags = base.to_vec();
     flags.extend(["--sandbox-read", r, "--sandbox-write", w]);
     let added = call_lines(workspace.path(), &flags, &input);
-    assert_eq!(said(&added[0]["content"]), r#"["ok","EACCES","ok"]"#);
+    // The readable directory is bound again inside the private /tmp, read-only.
+    assert_eq!(said(&added[0]["content"]), r#"["ok","EROFS","ok"]"#);
     assert!(writable.path().join("w.txt").exists());
     assert!(!readable.path().join("new.txt").exists());
     // A path that does not exist is a usage error, before anything runs.
@@ -430,7 +455,12 @@ fn sandbox_unavailable_is_the_failure_token() {
         );
         // The twin: the kernel's own ABI is enough, and the script runs, confined.
         let ran = run_all(route, Mode::RequireAbi(abi), workspace.path(), &probe);
-        assert_eq!(said(&ran[0]), r#""EACCES""#, "{route:?}");
+        let tmp = match route {
+            Route::Tool => r#""EROFS""#,
+            // The binary's children write their private /tmp.
+            Route::Binary => r#""ok""#,
+        };
+        assert_eq!(said(&ran[0]), tmp, "{route:?}");
         assert_no_pify(workspace.path());
     }
 }
@@ -469,8 +499,9 @@ fn doctor_reports_landlock_and_the_sandbox_check() {
     );
     assert_eq!(
         report["sandbox"]["check"],
-        json!({"ran": true, "passed": true, "writeInside": "ok", "writeTmp": "EACCES",
-               "readOutside": "EACCES", "chmodOutside": "EPERM"})
+        json!({"ran": true, "passed": true, "writeInside": "ok", "writeTmp": "EROFS",
+               "readOutside": "EACCES", "chmodOutside": "EROFS", "chmodInside": "ok",
+               "metadataHere": "read-only view (mount namespace): metadata changeable inside, EROFS outside"})
     );
     // The effective policy: what may be read and written, metadata, Unix sockets.
     let read = report["sandbox"]["read"].as_array().unwrap();
@@ -608,8 +639,9 @@ fn sandbox_holds_as_a_user_and_in_a_container_like_setup() {
     open_to_all(&secret, 0o600);
     let reset = || open_to_all(&mode, 0o644);
     let args = [secret.as_path(), mode.as_path()];
+    // The files outside lie in the host's /tmp, which the children's private /tmp covers.
     let confined =
-        r#"{"secret":"EACCES","chmod":"EPERM","shadow":"EACCES","inside":"ok","child":"2"}"#;
+        r#"{"secret":"ENOENT","chmod":"ENOENT","shadow":"EACCES","inside":"ok","child":"2"}"#;
 
     // An ordinary user: /etc/shadow is unreadable to it either way.
     let user = ["runuser", "-u", "nobody", "--"];

@@ -42,6 +42,11 @@ pub struct ToolArgs {
     /// exist. Repeatable.
     #[arg(long, value_name = "PATH", requires = "sandbox", value_parser = existing_path)]
     pub sandbox_write: Vec<PathBuf>,
+    /// With --sandbox: the children's HOME, an existing directory kept after the server ends
+    /// (its .gitconfig is written with the user's git identity if it has none). Default: a
+    /// private directory of the server's, removed with it.
+    #[arg(long, value_name = "DIR", requires = "sandbox", value_parser = existing_path)]
+    pub sandbox_home: Option<PathBuf>,
     /// Offer only the tools that change nothing: read_file, read_lines, read_media,
     /// list_directory, find_files, grep and file_info.
     #[arg(long)]
@@ -212,6 +217,8 @@ pub struct Shared {
     pub job_slots: std::sync::Arc<confine_tools::JobSlots>,
     /// The network policy, while it is on.
     pub network: Option<std::sync::Arc<confine_tools::NetworkPolicy>>,
+    /// The sandbox's private directories (`/tmp`, `/dev/shm`, `HOME`), while it is on.
+    pub private: Option<std::sync::Arc<confine_nodeexec::PrivateDirs>>,
 }
 
 /// The variable that makes the network policy use a weaker mechanism than the best this
@@ -333,7 +340,24 @@ impl ToolArgs {
                     .map_or(confine_tools::jobs::DEFAULT_MAX_JOBS, |n| n as usize),
             )),
             network: self.network_policy()?,
+            private: self.private_dirs()?,
         })
+    }
+
+    /// The sandbox's private directories, made now (`None` without `--sandbox`).
+    pub fn private_dirs(
+        &self,
+    ) -> Result<Option<std::sync::Arc<confine_nodeexec::PrivateDirs>>, ExitCode> {
+        if !self.sandbox {
+            return Ok(None);
+        }
+        confine_nodeexec::PrivateDirs::create(self.sandbox_home.as_deref())
+            .map(|dirs| Some(std::sync::Arc::new(dirs)))
+            .map_err(|e| {
+                usage(&format!(
+                    "--sandbox: cannot make the private directories: {e}"
+                ))
+            })
     }
 
     /// [`ToolArgs::registry`], whose process tools take their run slots, job slots and
@@ -394,6 +418,13 @@ impl ToolArgs {
                 options.network = shared.network.clone();
             }
             None => options.network = self.network_policy()?,
+        }
+        let private = match shared {
+            Some(shared) => shared.private.clone(),
+            None => self.private_dirs()?,
+        };
+        if let (Some(sandbox), Some(dirs)) = (options.sandbox.as_mut(), private) {
+            sandbox.private_dirs(dirs);
         }
         options.protected = std::sync::Arc::new(self.protected()?);
         options.denied = std::sync::Arc::new(self.denied()?);

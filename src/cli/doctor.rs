@@ -4,8 +4,11 @@
 //! * the sandbox `--sandbox` would apply: usable or not, the ABI its rules use, its effective
 //!   policy (the paths it may read and write, metadata changes, which mechanism keeps pathname
 //!   Unix sockets out of reach), and an end-to-end check through `node_process` in a scratch
-//!   workspace (a write inside must succeed; a write to `/tmp`, a read of a file outside and a
-//!   `chmod` of it must be refused with `EACCES`, `EACCES` and `EPERM`);
+//!   workspace (a write and a `chmod` inside must succeed; a write to the host's `/tmp`, a
+//!   read of a file outside and a `chmod` of it must be refused: the write with `EROFS` or
+//!   `EACCES`, the read with `EACCES`, the `chmod` with `EROFS` where the run's read-only view
+//!   was made, `EPERM` where no mount namespace could be made and the seccomp rule refuses
+//!   metadata changes everywhere, the workspace included; the check names which held);
 //! * the containment `nodeexec` gets for a run (a cgroup v2 of its own with a PID namespace
 //!   inside where one can be made, else a PID namespace, with a user namespace when
 //!   unprivileged, else the waiter as child subreaper), and what bounds a run's processes;
@@ -80,6 +83,7 @@ const SANDBOX_PROBE: &str = "const fs = require('fs');\
     const code = (f) => { try { f(); return 'ok'; } catch (e) { return e.code || String(e); } };\
     const outside = '/tmp/.confine-doctor-' + process.argv[1];\
     const r = { inside: code(() => fs.writeFileSync('inside.txt', 'x')),\
+                chmodInside: code(() => fs.chmodSync('inside.txt', 0o755)),\
                 outside: code(() => fs.writeFileSync(outside, 'x')),\
                 read: code(() => fs.readFileSync(process.argv[2])),\
                 chmod: code(() => fs.chmodSync(process.argv[2], 0o600)) };\
@@ -305,13 +309,24 @@ async fn sandbox_check(scratch: &Path, options: NodeProcessOptions) -> Value {
         .and_then(|s| serde_json::from_str(s.trim()).ok())
         .unwrap_or(Value::Null);
     drop(outside);
+    // The read-only view (a mount namespace): EROFS outside, metadata changeable inside; the
+    // fallback where none can be made: the seccomp rule, EPERM everywhere.
+    let view = said["chmod"] == "EROFS" && said["chmodInside"] == "ok";
+    let fallback = said["chmod"] == "EPERM" && said["chmodInside"] == "EPERM";
     let passed = said["inside"] == "ok"
-        && said["outside"] == "EACCES"
+        && (said["outside"] == "EACCES" || said["outside"] == "EROFS")
         && said["read"] == "EACCES"
-        && said["chmod"] == "EPERM";
+        && (view || fallback);
+    let metadata = match (view, fallback) {
+        (true, _) => "read-only view (mount namespace): metadata changeable inside, EROFS outside",
+        (_, true) => "no mount namespace: seccomp refuses every metadata change, inside too",
+        _ => "unexpected",
+    };
     json!({
         "ran": true,
         "passed": passed,
+        "metadataHere": metadata,
+        "chmodInside": said["chmodInside"],
         "writeInside": said["inside"],
         "writeTmp": said["outside"],
         "readOutside": said["read"],
@@ -428,7 +443,7 @@ impl Report {
         let sandbox_check_text = if self.check["ran"] == true {
             format!(
                 "{}: a write inside: {}; a write to /tmp: {}; a read outside: {}; \
-                 a chmod outside: {}",
+                 a chmod outside: {}; a chmod inside: {} ({})",
                 if self.check["passed"] == true {
                     "passed"
                 } else {
@@ -437,7 +452,9 @@ impl Report {
                 self.check["writeInside"],
                 self.check["writeTmp"],
                 self.check["readOutside"],
-                self.check["chmodOutside"]
+                self.check["chmodOutside"],
+                self.check["chmodInside"],
+                self.check["metadataHere"].as_str().unwrap_or("")
             )
         } else {
             format!("not run ({})", self.check["reason"])
@@ -625,7 +642,12 @@ fn network_report(
 
 /// The metadata policy, in words.
 fn metadata_policy(rules: &SandboxRules) -> &'static str {
-    if rules.refuses_metadata_changes() {
+    if rules.read_only_outside() {
+        "changeable in the workspace and the private /tmp, /dev/shm and HOME; read-only \
+         (EROFS) everywhere else, in a mount namespace of the run's; set-ID bits and other \
+         owners refused everywhere (seccomp); where no mount namespace can be made, every \
+         change refused, the workspace's included (seccomp)"
+    } else if rules.refuses_metadata_changes() {
         "mode, owner, times and extended attributes unchangeable, the workspace's included \
          (seccomp)"
     } else {

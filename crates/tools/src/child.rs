@@ -181,6 +181,10 @@ impl Children {
             // walks found beneath its descriptor.
             let root = self.root.canonical();
             let mut sandbox = sandbox.clone();
+            if let Some(dirs) = sandbox.private() {
+                // The server's private home, not the user's (unreadable under the sandbox).
+                cmd.env("HOME", dirs.home());
+            }
             if let Some(run) = &network {
                 // The sandbox then adds the network to the command itself.
                 sandbox.network(&run.network);

@@ -8,9 +8,10 @@
 //! async-signal-safe), and [`Command::sandbox`] adds a pre-exec step that makes only raw
 //! system calls in the process that becomes the program, in this order:
 //!
-//! 0. where the embedder named read-only paths beneath the write root
-//!    ([`Sandbox::read_only`]), a mount namespace of the program's own with those paths bound
-//!    read-only (`mounts.rs`);
+//! 0. a mount namespace of the program's own (`mounts.rs`): everything read-only but the
+//!    writable places (see *Metadata* below), the private `/tmp` and `/dev/shm` bound over the
+//!    host's, the read-only paths beneath the write root ([`Sandbox::read_only`]) bound
+//!    read-only and the hidden ones covered;
 //! 1. `prctl(PR_SET_NO_NEW_PRIVS)`: no set-user-id, set-group-id or file-capability gain by
 //!    any later `exec` (and what Landlock and seccomp require of an unprivileged caller);
 //! 2. the capabilities dropped (`privilege.rs`, the same code that drops them for every run
@@ -57,7 +58,8 @@
 //! default) refuses `socket(2)` for every family (no UDP, no other family, and no Unix
 //! socket that could reach a pathname socket outside the workspace: Landlock has no right
 //! for connecting to one at ABI 7), `socketpair(2)` but `AF_UNIX`/`SOCK_STREAM`, every
-//! system call that changes a file's mode, owner, times or extended attributes, everywhere,
+//! set-ID modes and other owners (and, where no mount namespace could be made, every system
+//! call that changes a file's mode, owner, times or extended attributes, everywhere),
 //! `io_uring_setup`, and system calls of another ABI. Always, whatever those two say, it
 //! refuses every namespace: `unshare` and `clone` with a namespace flag and `setns`
 //! (`EPERM`), and `clone3` (`ENOSYS`, so the C library falls back to `clone`). The program
@@ -67,22 +69,32 @@
 //! forks carry no namespace flag and work as before; programs that make namespaces
 //! (`unshare`, `bwrap`, rootless containers, Chromium's own sandbox) fail.
 //!
-//! # Why metadata is refused everywhere
+//! # Metadata: inside the writable places, never outside
 //!
 //! Landlock does not govern `chmod`, `chown`, `utimes` or extended attributes, and the owner
 //! of a file needs no capability for them: a root program could make every system file
-//! world-writable. Two mechanisms could confine them to outside the workspace: a mount
-//! namespace whose view of everything but the workspace is read-only, or a seccomp rule.
-//! The namespace is exact (metadata inside the workspace stays changeable) but needs
-//! `CAP_SYS_ADMIN` or an unprivileged user namespace, which containers and hardened hosts
-//! refuse, and costs a namespace per call (measured at 6 to 26 ms a call on a loaded
-//! machine, mostly its teardown: `docs/PERFORMANCE.md`). The seccomp rule works wherever seccomp does
-//! (every environment `confine` runs in), costs nothing measurable, but sees system-call
-//! numbers, not paths, so it refuses these calls inside the workspace too: `chmod +x` of a
-//! script, `fs.copyFile` (libuv copies the mode with `fchmod` and fails when it is
-//! refused), `git init` (which sets its hooks' modes). One mechanism everywhere, with a
-//! documented loss inside the workspace, was chosen over a precise one that is missing
-//! exactly where agents run as root (containers).
+//! world-writable. So, by default ([`Sandbox::read_only_outside`]), each sandboxed run gets
+//! a mount namespace of its own (`mounts.rs`) in which every mount is made read-only
+//! (`mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY)` on `/`) after the write root, the
+//! [`Sandbox::allow_write`] paths and the covers ([`Sandbox::cover`]: the server's private
+//! `/tmp` and `/dev/shm`, [`PrivateDirs`]) were bound onto themselves; those alone are made
+//! writable again, each checked against the identity the parent opened. Outside them every
+//! change of mode, times, owner or extended attributes, and every write, is `EROFS`, as
+//! root too; inside them `chmod +x`, `touch -d`, `tar x`, `cp -a`, a linker's `chmod`,
+//! `python3 -m venv` and git's lock files work. The seccomp filter keeps refusing what the
+//! mounts cannot tell apart: set-user-ID and set-group-ID modes (by `chmod` and at
+//! creation), an owner other than the program's own uid, `openat2` (`ENOSYS`) and the
+//! inode-flag ioctls. Writes outside also meet `EROFS` before Landlock's `EACCES`; reads are
+//! Landlock's alone.
+//!
+//! Where no mount namespace can be made (a container whose seccomp profile refuses
+//! namespaces, `CAP_SYS_ADMIN` dropped and user namespaces disabled), the run goes on
+//! without the view and the child loads the older filter instead: every metadata change
+//! refused with `EPERM`, the workspace included (one filter is chosen in the child, both
+//! prepared in the parent), and no private `/tmp` or `/dev/shm` (they stay unwritable). A
+//! run with read-only or hidden paths still fails there ([`ErrorKind::SandboxUnavailable`]).
+//! `confine doctor` says which held. The cost is a namespace per run (its teardown waits for
+//! an RCU grace period; see `docs/PERFORMANCE.md`).
 //!
 //! # Which ABI
 //!
@@ -96,10 +108,12 @@
 
 mod mounts;
 mod paths;
+mod private;
 mod ruleset;
 pub(crate) mod seccomp;
 
 pub(crate) use mounts::UNAVAILABLE_ERRNO;
+pub use private::{GIT_IDENTITY, PrivateDirs};
 pub(crate) use ruleset::restrict_tcp_to;
 
 use std::io;
@@ -146,6 +160,9 @@ pub struct Sandbox {
     drop_capabilities: bool,
     socket_filter: bool,
     metadata_filter: bool,
+    read_only_outside: bool,
+    covers: Vec<(PathBuf, PathBuf)>,
+    private: Option<Arc<PrivateDirs>>,
     network: Option<crate::Network>,
 }
 
@@ -173,6 +190,9 @@ impl Sandbox {
             drop_capabilities: true,
             socket_filter: true,
             metadata_filter: true,
+            read_only_outside: true,
+            covers: Vec::new(),
+            private: None,
             network: None,
         }
     }
@@ -272,11 +292,57 @@ impl Sandbox {
         self
     }
 
-    /// Whether the seccomp filter refuses changes of mode, owner, times and extended
-    /// attributes (default `true`; everywhere, the workspace included: see the module docs).
-    /// Without it the program can change them on any file its user owns, wherever it is.
+    /// Whether the seccomp filter's metadata rule is on (default `true`): with the read-only
+    /// view ([`Sandbox::read_only_outside`]) it refuses set-user-ID and set-group-ID modes
+    /// and other owners; where no mount namespace can be made, every change of mode, owner,
+    /// times and extended attributes, the workspace included (see the module docs). Without
+    /// it, and without the view, the program can change them on any file its user owns,
+    /// wherever it is.
     pub fn metadata_filter(&mut self, filter: bool) -> &mut Self {
         self.metadata_filter = filter;
+        self
+    }
+
+    /// Whether the program runs in a mount namespace of its own in which every mount but the
+    /// write root, the [`allow_write`](Sandbox::allow_write) paths and the covers is
+    /// read-only (default `true`): changes of mode, times and owner are then `EROFS` outside
+    /// those places, as root too, and allowed inside them. Where no mount namespace can be
+    /// made (a container that refuses namespaces) the program runs without the view, under
+    /// the metadata rule that refuses those changes everywhere; `false` asks for that
+    /// everywhere.
+    pub fn read_only_outside(&mut self, view: bool) -> &mut Self {
+        self.read_only_outside = view;
+        self
+    }
+
+    /// Give the program the server's private directories ([`PrivateDirs`]): its `tmp` and
+    /// `shm` shown at `/tmp` and `/dev/shm` ([`Sandbox::cover`]), its home writable. The
+    /// embedder sets `HOME` to [`PrivateDirs::home`] in the program's environment. The
+    /// directories live as long as any sandbox holding them.
+    pub fn private_dirs(&mut self, dirs: Arc<PrivateDirs>) -> &mut Self {
+        self.cover("/tmp", dirs.tmp())
+            .cover("/dev/shm", dirs.shm())
+            .allow_write(dirs.home());
+        self.private = Some(dirs);
+        self
+    }
+
+    /// The private directories given with [`Sandbox::private_dirs`].
+    pub fn private(&self) -> Option<&Arc<PrivateDirs>> {
+        self.private.as_ref()
+    }
+
+    /// Show `source` (an existing directory, which the program may write like an
+    /// [`allow_write`](Sandbox::allow_write) path) at `target` (an existing directory
+    /// outside the write root: `/tmp`, `/dev/shm`) in the program's mount namespace. The
+    /// workspace and the readable paths that lie beneath `target` are bound again at their
+    /// own paths inside it (their mount points are made in `source` at
+    /// [`build`](Sandbox::build)). Only with the read-only view, where a mount namespace can
+    /// be made; elsewhere `target` stays as the other rules leave it (unwritable, unless
+    /// allowed).
+    pub fn cover(&mut self, target: impl AsRef<Path>, source: impl AsRef<Path>) -> &mut Self {
+        self.covers
+            .push((source.as_ref().to_owned(), target.as_ref().to_owned()));
         self
     }
 
@@ -326,13 +392,48 @@ impl Sandbox {
             },
         };
         let rules = self.rules(target, write_root.as_fd()).map_err(failed)?;
-        let mounts = match self.read_only.is_empty() && self.hidden.is_empty() {
+        let mut mounts = match self.read_only.is_empty() && self.hidden.is_empty() {
             true => mounts::Mounts::default(),
             // The write root's path, as its rule names it (read from its descriptor).
             false => mounts::Mounts::prepare(&rules[0].path, &self.read_only, &self.hidden)
                 .map_err(failed)?,
         };
+        if self.read_only_outside {
+            let is_cover = |r: &PathRule| self.covers.iter().any(|(s, _)| *s == r.path);
+            let writable: Vec<(PathBuf, (u64, u64))> = rules
+                .iter()
+                .filter(|r| r.write && r.path != Path::new(paths::DEV_NULL) && !is_cover(r))
+                .map(|r| (r.path.clone(), r.identity))
+                .collect();
+            let readable: Vec<PathBuf> = rules
+                .iter()
+                .filter(|r| !r.write && !r.path.starts_with("/proc") && !r.path.starts_with("/dev"))
+                .map(|r| r.path.clone())
+                .collect();
+            let covers: Vec<(PathBuf, (u64, u64), PathBuf)> = self
+                .covers
+                .iter()
+                .filter_map(|(source, target)| {
+                    let rule = rules.iter().find(|r| r.path == *source)?;
+                    Some((source.clone(), rule.identity, target.clone()))
+                })
+                .collect();
+            mounts
+                .isolate(&writable, &readable, &covers)
+                .map_err(failed)?;
+        }
         let own_proc = (AccessFs::ReadFile | AccessFs::ReadDir).bits();
+        let metadata = match (self.metadata_filter, self.read_only_outside) {
+            (false, _) => seccomp::Metadata::Allowed,
+            (true, false) => seccomp::Metadata::Refused,
+            (true, true) => seccomp::Metadata::SetId {
+                uid: rustix::process::geteuid().as_raw(),
+            },
+        };
+        let fallback = match self.metadata_filter {
+            false => seccomp::Metadata::Allowed,
+            true => seccomp::Metadata::Refused,
+        };
         ruleset::check(&attr, &rules, own_proc).map_err(|e| match e {
             ruleset::CheckError::Create(e) => unavailable(Some(e)),
             ruleset::CheckError::Rule(e) => failed(e),
@@ -352,8 +453,11 @@ impl Sandbox {
             drop_capabilities: self.drop_capabilities,
             socket_filter: self.socket_filter,
             metadata_filter: self.metadata_filter,
+            read_only_outside: self.read_only_outside,
+            covers: self.covers.clone(),
             // Always: the namespace rule is not optional.
-            program: Some(seccomp::Program::new(sockets, self.metadata_filter)),
+            program: Some(seccomp::Program::new(sockets, metadata)),
+            fallback: seccomp::Program::new(sockets, fallback),
             network: self.network.clone(),
         })))
     }
@@ -425,6 +529,11 @@ impl Sandbox {
                 .iter()
                 .map(|p| (p.as_path(), true, (tree, file), true)),
         );
+        wanted.extend(
+            self.covers
+                .iter()
+                .map(|(source, _)| (source.as_path(), true, (tree, file), true)),
+        );
 
         for (path, required, (dir_rights, file_rights), write) in wanted {
             let (fd, dir, identity) = match PathRule::open(path) {
@@ -469,7 +578,12 @@ struct Prepared {
     drop_capabilities: bool,
     socket_filter: bool,
     metadata_filter: bool,
+    read_only_outside: bool,
+    covers: Vec<(PathBuf, PathBuf)>,
     program: Option<seccomp::Program>,
+    /// The program where the read-only view could not be made (the metadata rule
+    /// everywhere).
+    fallback: seccomp::Program,
     network: Option<crate::Network>,
 }
 
@@ -516,10 +630,24 @@ impl SandboxRules {
             .then_some("seccomp: socket(2) refused for every family, AF_UNIX included")
     }
 
-    /// Whether changes of mode, owner, times and extended attributes are refused (the
-    /// seccomp filter; everywhere, the workspace included).
+    /// Whether changes of mode, owner, times and extended attributes are refused outside the
+    /// writable places: by the read-only view where a mount namespace can be made, else by
+    /// the seccomp rule, everywhere.
     pub fn refuses_metadata_changes(&self) -> bool {
-        self.0.metadata_filter
+        self.0.metadata_filter || self.0.read_only_outside
+    }
+
+    /// Whether the program gets the read-only view where a mount namespace can be made
+    /// ([`Sandbox::read_only_outside`]): metadata changes allowed in the writable places and
+    /// refused outside them by the kernel (`EROFS`).
+    pub fn read_only_outside(&self) -> bool {
+        self.0.read_only_outside
+    }
+
+    /// The covers ([`Sandbox::cover`]): (target, source), as named.
+    pub fn covers(&self) -> Vec<(&Path, &Path)> {
+        let covers = self.0.covers.iter();
+        covers.map(|(s, t)| (t.as_path(), s.as_path())).collect()
     }
 
     /// The paths the program may read beneath (the write root first), as they were named
@@ -552,7 +680,7 @@ impl SandboxRules {
         move || {
             let p = &*prepared;
             // First, while the capabilities are there and before Landlock forbids mounts.
-            p.mounts.apply()?;
+            let viewed = p.mounts.apply()?;
             rustix::thread::set_no_new_privs(true)?;
             if p.drop_capabilities {
                 crate::privilege::drop_capabilities()?;
@@ -562,7 +690,11 @@ impl SandboxRules {
                 limits::lower(resource, value)?;
             }
             if let Some(program) = &p.program {
-                program.load()?;
+                // Without the read-only view, the metadata rule must hold everywhere.
+                match viewed || !p.read_only_outside {
+                    true => program.load()?,
+                    false => p.fallback.load()?,
+                }
             }
             Ok(())
         }

@@ -57,6 +57,9 @@ pub(crate) const UNAVAILABLE_ERRNO: i32 = libc::ENOTRECOVERABLE;
 /// The prepared mounts: paths as C strings and the remount flags, made in the parent.
 #[derive(Debug, Default)]
 pub(super) struct Mounts {
+    /// Whether the run gets the read-only view of everything outside its writable places
+    /// (see [`Mounts::isolate`]); empty otherwise.
+    view: Option<View>,
     /// Directories bound onto themselves, outermost first.
     pins: Vec<CString>,
     /// Read-only paths with the flags of their remount, outermost first.
@@ -126,6 +129,94 @@ impl Mounts {
         Ok(mounts)
     }
 
+    /// Give the run a mount namespace whose view of everything is read-only but `writable`
+    /// (each with its identity: the write root first, then the embedder's), with each cover
+    /// (source, its identity, target: the server's private `/tmp` and `/dev/shm`) bound over
+    /// its target. `readable` are the other paths the program may read: one beneath a cover's
+    /// target is bound again at its own path inside the cover, as is a writable one, so that
+    /// covering `/tmp` hides no workspace or installation that lives in it. The mount points
+    /// this needs are made now inside the cover's source (which only this server's runs
+    /// write).
+    pub(super) fn isolate(
+        &mut self,
+        writable: &[(PathBuf, (u64, u64))],
+        readable: &[PathBuf],
+        covers: &[(PathBuf, (u64, u64), PathBuf)],
+    ) -> io::Result<()> {
+        let mut view = View::default();
+        // Covers whose target exists, by canonical target.
+        let mut kept_covers = Vec::new();
+        for (source, identity, target) in covers {
+            let Ok(target) = std::fs::canonicalize(target) else {
+                continue;
+            };
+            kept_covers.push((source.clone(), *identity, target));
+        }
+        let sources: Vec<&PathBuf> = kept_covers.iter().map(|(s, _, _)| s).collect();
+        let beneath = |path: &Path| {
+            kept_covers
+                .iter()
+                .find(|(_, _, target)| path != target && path.starts_with(target))
+        };
+        let mut rehomed: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let writable: Vec<(PathBuf, (u64, u64))> = writable
+            .iter()
+            .map(|(path, identity)| Ok((std::fs::canonicalize(path)?, *identity)))
+            .collect::<io::Result<_>>()?;
+        let mut all: Vec<(PathBuf, bool)> =
+            writable.iter().map(|(p, _)| (p.clone(), true)).collect();
+        for path in readable {
+            if let Ok(path) = std::fs::canonicalize(path) {
+                all.push((path, false));
+            }
+        }
+        all.sort_by_key(|(p, _)| p.components().count());
+        for (path, write) in &all {
+            if sources.iter().any(|s| path.starts_with(s)) {
+                // The covers' own sources: shown at their targets.
+                continue;
+            }
+            match beneath(path) {
+                Some((source, _, target)) => {
+                    let rel = path.strip_prefix(target).expect("beneath the target");
+                    let point = source.join(rel);
+                    mount_point(path, &point)?;
+                    if !rehomed.iter().any(|(p, _)| p == path) {
+                        rehomed.push((path.clone(), point));
+                    }
+                }
+                None if *write => view.selves.push(c_path(path)?),
+                None => {}
+            }
+        }
+        view.rehomed = rehomed
+            .iter()
+            .map(|(p, point)| Ok((c_path(p)?, c_path(point)?)))
+            .collect::<io::Result<_>>()?;
+        // A cover whose target holds another's source (`/tmp` holding the private
+        // directories) is bound after it, while that source can still be named.
+        let mut ordered: Vec<&(PathBuf, (u64, u64), PathBuf)> = kept_covers.iter().collect();
+        ordered.sort_by_key(|(_, _, target)| {
+            kept_covers
+                .iter()
+                .any(|(source, _, _)| source.starts_with(target))
+        });
+        for (source, identity, target) in ordered {
+            view.covers.push((c_path(source)?, c_path(target)?));
+            view.writable.push((c_path(target)?, *identity));
+        }
+        for (path, identity) in &writable {
+            view.writable.push((c_path(path)?, *identity));
+        }
+        self.view = Some(view);
+        Ok(())
+    }
+
+    /// Whether the run gets a mount namespace of its own at all.
+    pub(super) fn isolates(&self) -> bool {
+        self.view.is_some() || !self.is_empty()
+    }
+
     /// Whether there is anything to mount.
     pub(super) fn is_empty(&self) -> bool {
         self.read_only.is_empty() && self.hidden.is_empty()
@@ -133,21 +224,34 @@ impl Mounts {
 
     /// In the child, before Landlock: a mount namespace of its own, then the mounts. Only
     /// raw system calls on prepared data (rustix's, which allocate nothing for a `&CStr`).
+    /// Returns whether the read-only view was made: where no namespace can be made and none
+    /// is required (no read-only or hidden path), `false`, and the caller falls back to the
+    /// seccomp rule that refuses metadata changes everywhere.
     #[expect(unsafe_code, reason = "unshare in a forked child")]
-    pub(super) fn apply(&self) -> io::Result<()> {
-        if self.is_empty() {
-            return Ok(());
+    pub(super) fn apply(&self) -> io::Result<bool> {
+        if !self.isolates() {
+            return Ok(false);
         }
         use rustix::thread::UnshareFlags;
         // SAFETY: no `CLONE_FILES` (the call's only hazard, a descriptor table other threads
         // stop sharing); the child is single-threaded.
         if unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNS) }.is_err() {
+            if self.is_empty() {
+                return Ok(false);
+            }
             return Err(io::Error::from_raw_os_error(UNAVAILABLE_ERRNO));
         }
         rustix::mount::mount_change(
             c"/",
             MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
         )?;
+        let viewed = match &self.view {
+            Some(view) => {
+                view.apply()?;
+                true
+            }
+            None => false,
+        };
         for pin in &self.pins {
             rustix::mount::mount_bind(pin.as_c_str(), pin.as_c_str())?;
         }
@@ -170,8 +274,137 @@ impl Mounts {
                 false => rustix::mount::mount_bind(c"/dev/null", path.as_c_str())?,
             }
         }
+        Ok(viewed)
+    }
+}
+
+/// The read-only view of a run (see [`Mounts::isolate`]).
+#[derive(Debug, Default)]
+struct View {
+    /// Paths beneath a cover's target, each bound at its mount point inside the cover's
+    /// source (outermost first), before the cover is bound.
+    rehomed: Vec<(CString, CString)>,
+    /// (source, target): the server's private directories bound over `/tmp`, `/dev/shm`.
+    covers: Vec<(CString, CString)>,
+    /// Writable paths outside every cover, bound onto themselves (so that each is a mount
+    /// of its own, which can be made writable again alone).
+    selves: Vec<CString>,
+    /// The paths made writable again after everything was made read-only, each with the
+    /// identity the mount found there must have.
+    writable: Vec<(CString, (u64, u64))>,
+}
+
+impl View {
+    /// In the child, in its new mount namespace: the binds, everything read-only, the
+    /// writable places writable again, each checked, and the working directory entered again
+    /// through the new mounts (the one inherited names the read-only copy).
+    fn apply(&self) -> io::Result<()> {
+        let mut cwd = [0u8; 4096];
+        let have_cwd = getcwd(&mut cwd);
+        let rbind = |source: &CString, target: &CString| {
+            rustix::mount::mount_bind_recursive(source.as_c_str(), target.as_c_str())
+        };
+        for (path, point) in &self.rehomed {
+            rbind(path, point)?;
+        }
+        for (source, target) in &self.covers {
+            rbind(source, target)?;
+        }
+        for path in &self.selves {
+            rbind(path, path)?;
+        }
+        mount_setattr(c"/", true, MOUNT_ATTR_RDONLY, 0)?;
+        for (path, identity) in &self.writable {
+            mount_setattr(path.as_c_str(), false, 0, MOUNT_ATTR_RDONLY)?;
+            let stat = rustix::fs::stat(path.as_c_str())?;
+            if (stat.st_dev, stat.st_ino) != *identity {
+                // The path named something else in the child than in the parent.
+                return Err(io::Error::from_raw_os_error(libc::EXDEV));
+            }
+        }
+        if let Some(cwd) = have_cwd
+            .then(|| std::ffi::CStr::from_bytes_until_nul(&cwd).ok())
+            .flatten()
+        {
+            rustix::process::chdir(cwd)?;
+        }
         Ok(())
     }
+}
+
+/// The working directory's path into `buf` (NUL-terminated), with the raw system call (no
+/// allocation); `false` where it has none reachable.
+#[expect(unsafe_code, reason = "the getcwd system call on a stack buffer")]
+fn getcwd(buf: &mut [u8; 4096]) -> bool {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into the live buffer.
+    let r = unsafe { libc::syscall(libc::SYS_getcwd, buf.as_mut_ptr(), buf.len()) };
+    r > 0 && buf[0] == b'/'
+}
+
+/// `MOUNT_ATTR_RDONLY` and `AT_RECURSIVE` (`linux/mount.h`, `fcntl.h`).
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+/// `struct mount_attr`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `mount_setattr(2)` (Linux 5.12; every kernel with the Landlock ABI the sandbox requires
+/// has it) on the mount at `path`, and every mount beneath it where `recursive`.
+#[expect(unsafe_code, reason = "the mount_setattr system call")]
+fn mount_setattr(path: &std::ffi::CStr, recursive: bool, set: u64, clear: u64) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: the kernel reads a NUL-terminated path and `size_of::<MountAttr>()` bytes of a
+    // live stack value.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            std::ptr::from_ref(&attr),
+            size_of::<MountAttr>(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Make `point` (beneath a cover's source) a mount point for `path`: a directory for a
+/// directory, an empty file for anything else; refused if `point` resolves elsewhere (a
+/// symbolic link a child left there).
+fn mount_point(path: &Path, point: &Path) -> io::Result<()> {
+    let dir = std::fs::metadata(path)?.is_dir();
+    if dir {
+        std::fs::create_dir_all(point)?;
+    } else {
+        if let Some(parent) = point.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(point)?;
+    }
+    let meta = std::fs::symlink_metadata(point)?;
+    if std::fs::canonicalize(point)? != point || meta.is_dir() != dir {
+        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+    }
+    Ok(())
 }
 
 fn c_path(path: &Path) -> io::Result<CString> {

@@ -14,13 +14,26 @@
 //!    library uses in every `Command::spawn`, so cargo starting rustc); a connected stream or
 //!    sequenced-packet pair cannot be pointed elsewhere, a datagram pair could `sendto` a
 //!    pathname;
-//! 4. with the metadata rule: every system call that changes a file's mode, owner, times or
-//!    extended attributes (`chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `chown`, `fchown`,
-//!    `lchown`, `fchownat`, `utime`, `utimes`, `futimesat`, `utimensat`, `setxattr`,
-//!    `lsetxattr`, `fsetxattr`, `setxattrat`, `removexattr`, `lremovexattr`,
-//!    `fremovexattr`, `removexattrat`, `file_setattr`, and the `FS_IOC_SETFLAGS` and
-//!    `FS_IOC_FSSETXATTR` ioctls), with `EPERM`, everywhere, the workspace included: the
-//!    filter sees numbers, not paths, and an owner needs no capability for these;
+//! 4. the metadata rule, in one of two forms (see the module docs of `sandbox`):
+//!    * **set-ID** (where the run has a mount namespace of its own, whose read-only view of
+//!      everything outside the writable places already refuses mode, owner and time changes
+//!      there with `EROFS`): a mode with the set-user-ID or set-group-ID bit, in `chmod`,
+//!      `fchmod`, `fchmodat`, `fchmodat2`, in `mknod`, `mknodat`, `creat`, and in `open` and
+//!      `openat` when they create (`O_CREAT`, `O_TMPFILE`), is refused with `EPERM`; so is
+//!      `chown`, `fchown`, `lchown` and `fchownat` to an owner other than the program's own
+//!      uid (which the kernel refuses anyway to a program without `CAP_CHOWN`); `openat2`,
+//!      whose mode lies in memory a filter cannot read, is `ENOSYS` (the C library and the
+//!      usual runtimes fall back to `openat`); the `FS_IOC_SETFLAGS` and `FS_IOC_FSSETXATTR`
+//!      ioctls are `EPERM`. Everything else of metadata goes through: `chmod +x`, `touch`,
+//!      `tar x` and `cp -a` work in the workspace;
+//!    * **everywhere** (where no mount namespace can be made: a container that refuses
+//!      namespaces): the set-ID refusals above, and every system call that changes a file's
+//!      mode, owner, times or extended attributes (`chmod`, `fchmod`, `fchmodat`,
+//!      `fchmodat2`, `chown`, `fchown`, `lchown`, `fchownat`, `utime`, `utimes`,
+//!      `futimesat`, `utimensat`, `setxattr`, `lsetxattr`, `fsetxattr`, `setxattrat`,
+//!      `removexattr`, `lremovexattr`, `fremovexattr`, `removexattrat`, `file_setattr`),
+//!      with `EPERM`, the workspace included: the filter sees numbers, not paths, and an
+//!      owner needs no capability for these;
 //! 5. namespaces (always, under the sandbox): `unshare` and `clone` with any namespace flag
 //!    (`CLONE_NEWUSER`, `CLONE_NEWNS`, `CLONE_NEWPID`, `CLONE_NEWNET`, `CLONE_NEWIPC`,
 //!    `CLONE_NEWUTS`, `CLONE_NEWCGROUP`, and `CLONE_NEWTIME` for `unshare`), and `setns`,
@@ -100,6 +113,98 @@ fn metadata_calls() -> Vec<u32> {
         SYS_FILE_SETATTR,
     ]);
     calls
+}
+
+/// Which form of the metadata rule a program holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Metadata {
+    /// No metadata rule.
+    Allowed,
+    /// Set-ID modes and other owners refused; the rest left to the read-only mounts.
+    SetId {
+        /// The program's own uid (a `chown` to it, or to -1, is allowed).
+        uid: u32,
+    },
+    /// Every metadata change refused, and the set-ID rule too.
+    Refused,
+}
+
+/// The set-user-ID and set-group-ID bits of a mode.
+const SET_ID: u32 = libc::S_ISUID | libc::S_ISGID;
+/// The `open` flags under which the mode argument counts: `O_CREAT` and `O_TMPFILE` (less
+/// the `O_DIRECTORY` bit it carries, which alone creates nothing).
+const CREATES: u32 = (libc::O_CREAT | libc::O_TMPFILE) as u32 & !(libc::O_DIRECTORY as u32);
+/// `openat2` (Linux 5.6), the same number on every architecture.
+const SYS_OPENAT2: u32 = 437;
+
+/// System calls with a mode argument: (number, index of the mode).
+fn mode_calls() -> Vec<(u32, u32)> {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+    let mut calls = vec![
+        (libc::SYS_fchmod as u32, 1),
+        (libc::SYS_fchmodat as u32, 2),
+        (SYS_FCHMODAT2, 2),
+        (libc::SYS_mknodat as u32, 2),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        (libc::SYS_chmod as u32, 1),
+        (libc::SYS_creat as u32, 1),
+        (libc::SYS_mknod as u32, 1),
+    ]);
+    calls
+}
+
+/// System calls that create with a mode when their flags say so: (number, index of the
+/// flags, index of the mode).
+fn open_calls() -> Vec<(u32, u32, u32)> {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+    let mut calls = vec![(libc::SYS_openat as u32, 2, 3)];
+    #[cfg(target_arch = "x86_64")]
+    calls.push((libc::SYS_open as u32, 1, 2));
+    calls
+}
+
+/// System calls with an owner argument: (number, index of the uid).
+fn owner_calls() -> Vec<(u32, u32)> {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+    let mut calls = vec![(libc::SYS_fchown as u32, 1), (libc::SYS_fchownat as u32, 2)];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([(libc::SYS_chown as u32, 1), (libc::SYS_lchown as u32, 1)]);
+    calls
+}
+
+/// The set-ID rule (see the module docs), with the system call number in the accumulator:
+/// blocks that load arguments and end in a return, so they come after every block that
+/// tests the number alone.
+fn set_id_rule(b: &mut Builder, owner: Option<u32>) {
+    let eperm = error(libc::EPERM);
+    for (nr, mode) in mode_calls() {
+        b.jump(JEQ, nr, 0, 4)
+            .stmt(LOAD, arg(mode))
+            .jump(JSET, SET_ID, 0, 1)
+            .stmt(RETURN, eperm)
+            .stmt(RETURN, ALLOW);
+    }
+    for (nr, flags, mode) in open_calls() {
+        b.jump(JEQ, nr, 0, 6)
+            .stmt(LOAD, arg(flags))
+            .jump(JSET, CREATES, 0, 3)
+            .stmt(LOAD, arg(mode))
+            .jump(JSET, SET_ID, 0, 1)
+            .stmt(RETURN, eperm)
+            .stmt(RETURN, ALLOW);
+    }
+    if let Some(uid) = owner {
+        for (nr, owner) in owner_calls() {
+            b.jump(JEQ, nr, 0, 5)
+                .stmt(LOAD, arg(owner))
+                .jump(JEQ, u32::MAX, 2, 0)
+                .jump(JEQ, uid, 1, 0)
+                .stmt(RETURN, eperm)
+                .stmt(RETURN, ALLOW);
+        }
+    }
 }
 
 /// Every namespace flag of `unshare(2)`.
@@ -270,7 +375,7 @@ fn inet_sockets(b: &mut Builder, datagram: bool) {
 impl Program {
     /// The sandbox's program: the socket rule and the metadata rule as asked; the ABI, the
     /// io_uring and the namespace rules are always there.
-    pub(crate) fn new(sockets: Sockets, metadata: bool) -> Self {
+    pub(crate) fn new(sockets: Sockets, metadata: Metadata) -> Self {
         Self::build(sockets, metadata, true)
     }
 
@@ -300,7 +405,7 @@ impl Program {
 
     /// The program with the socket rule and the metadata rule as asked, and the namespace
     /// rule where `namespaces` (the ABI and io_uring rules are always there).
-    fn build(sockets: Sockets, metadata: bool, namespaces: bool) -> Self {
+    fn build(sockets: Sockets, metadata: Metadata, namespaces: bool) -> Self {
         let mut b = Builder(Vec::new());
         b.stmt(LOAD, ARCH)
             .jump(JEQ, NATIVE_ARCH, 1, 0)
@@ -315,10 +420,13 @@ impl Program {
         if sockets == Sockets::Refused {
             b.equal_returns(libc::SYS_socket as u32, error(libc::EACCES));
         }
-        if metadata {
+        if metadata == Metadata::Refused {
             for nr in metadata_calls() {
                 b.equal_returns(nr, error(libc::EPERM));
             }
+        }
+        if metadata != Metadata::Allowed {
+            b.equal_returns(SYS_OPENAT2, error(libc::ENOSYS));
         }
         // The blocks below load arguments and end in a return: they come last.
         if let Sockets::Inet { datagram } = sockets {
@@ -350,7 +458,13 @@ impl Program {
                 .stmt(RETURN, error(libc::EACCES))
                 .stmt(RETURN, ALLOW);
         }
-        if metadata {
+        match metadata {
+            Metadata::Allowed => {}
+            // Every chown and chmod already refused above: only the creating calls' modes.
+            Metadata::Refused => set_id_rule(&mut b, None),
+            Metadata::SetId { uid } => set_id_rule(&mut b, Some(uid)),
+        }
+        if metadata != Metadata::Allowed {
             b.jump(JEQ, libc::SYS_ioctl as u32, 0, 5)
                 .stmt(LOAD, arg(1))
                 .jump(JEQ, FS_IOC_SETFLAGS, 2, 0)
@@ -364,7 +478,7 @@ impl Program {
 
     /// The network policy's program alone (no metadata rule): see [`Sockets::Inet`].
     pub(crate) fn network(datagram: bool) -> Self {
-        Self::build(Sockets::Inet { datagram }, false, false)
+        Self::build(Sockets::Inet { datagram }, Metadata::Allowed, false)
     }
 
     /// The number of instructions.
@@ -445,7 +559,7 @@ mod tests {
 
     #[test]
     fn verdicts() {
-        let full = Program::new(Sockets::Refused, true);
+        let full = Program::new(Sockets::Refused, Metadata::Refused);
         let eacces = error(libc::EACCES);
         let eperm = error(libc::EPERM);
         let socket = libc::SYS_socket as u32;
@@ -481,11 +595,75 @@ mod tests {
         assert_eq!(verdict(&full, libc::SYS_read as u32, [0, 0]), ALLOW);
         assert_eq!(verdict(&full, X32_BIT | 1, [0, 0]), eperm);
 
-        let none = Program::new(Sockets::Any, false);
+        let none = Program::new(Sockets::Any, Metadata::Allowed);
         assert_eq!(verdict(&none, socket, [libc::AF_INET as u32, 2]), ALLOW);
         assert_eq!(verdict(&none, libc::SYS_fchmod as u32, [0, 0]), ALLOW);
         assert_eq!(verdict(&none, pair, [unix, libc::SOCK_DGRAM as u32]), ALLOW);
-        assert!(full.len() < 100);
+        assert!(full.len() < 150);
+    }
+
+    #[test]
+    fn set_id_verdicts() {
+        let eperm = error(libc::EPERM);
+        let uid = 1000;
+        let narrow = Program::new(Sockets::Refused, Metadata::SetId { uid });
+        let full = Program::new(Sockets::Refused, Metadata::Refused);
+        let (fchmod, fchmodat) = (libc::SYS_fchmod as u32, libc::SYS_fchmodat as u32);
+        let openat = libc::SYS_openat as u32;
+        let creat = (libc::O_CREAT | libc::O_WRONLY) as u32;
+        let tmpfile = (libc::O_TMPFILE | libc::O_RDWR) as u32;
+        for p in [&narrow, &full] {
+            // A set-ID bit: refused in every call that sets a mode.
+            for bit in [libc::S_ISUID, libc::S_ISGID] {
+                let mode = 0o755 | bit;
+                assert_eq!(verdict(p, fchmod, [3, mode]), eperm);
+                assert_eq!(verdict4(p, fchmodat, [3, 0, mode, 0]), eperm);
+                assert_eq!(verdict4(p, SYS_FCHMODAT2, [3, 0, mode, 0]), eperm);
+                assert_eq!(
+                    verdict4(p, libc::SYS_mknodat as u32, [3, 0, mode, 0]),
+                    eperm
+                );
+                assert_eq!(verdict4(p, openat, [3, 0, creat, mode]), eperm);
+                assert_eq!(verdict4(p, openat, [3, 0, tmpfile, mode]), eperm);
+                // An open that creates nothing: its mode argument means nothing.
+                assert_eq!(verdict4(p, openat, [3, 0, 0, mode]), ALLOW);
+                #[cfg(target_arch = "x86_64")]
+                {
+                    assert_eq!(verdict(p, libc::SYS_chmod as u32, [0, mode]), eperm);
+                    assert_eq!(verdict(p, libc::SYS_creat as u32, [0, mode]), eperm);
+                    assert_eq!(
+                        verdict4(p, libc::SYS_open as u32, [0, creat, mode, 0]),
+                        eperm
+                    );
+                    assert_eq!(verdict4(p, libc::SYS_open as u32, [0, 0, mode, 0]), ALLOW);
+                }
+            }
+            assert_eq!(verdict4(p, openat, [3, 0, creat, 0o755]), ALLOW);
+            assert_eq!(verdict4(p, SYS_OPENAT2, [3, 0, 0, 0]), error(libc::ENOSYS));
+        }
+        // The narrow rule: ordinary modes, times and xattrs go through (the read-only mounts
+        // refuse them outside); an owner other than the program's own does not.
+        assert_eq!(verdict(&narrow, fchmod, [3, 0o755]), ALLOW);
+        assert_eq!(verdict4(&narrow, fchmodat, [3, 0, 0o1777, 0]), ALLOW);
+        assert_eq!(verdict(&narrow, libc::SYS_utimensat as u32, [3, 0]), ALLOW);
+        assert_eq!(verdict(&narrow, libc::SYS_fsetxattr as u32, [3, 0]), ALLOW);
+        let fchown = libc::SYS_fchown as u32;
+        let fchownat = libc::SYS_fchownat as u32;
+        assert_eq!(verdict(&narrow, fchown, [3, uid]), ALLOW);
+        assert_eq!(verdict(&narrow, fchown, [3, u32::MAX]), ALLOW);
+        assert_eq!(verdict(&narrow, fchown, [3, 0]), eperm);
+        assert_eq!(verdict(&narrow, fchown, [3, uid + 1]), eperm);
+        assert_eq!(verdict4(&narrow, fchownat, [3, 0, uid, 0]), ALLOW);
+        assert_eq!(verdict4(&narrow, fchownat, [3, 0, 0, 0]), eperm);
+        // The full rule: every mode, time and owner change refused.
+        assert_eq!(verdict(&full, fchmod, [3, 0o755]), eperm);
+        assert_eq!(verdict(&full, fchown, [3, u32::MAX]), eperm);
+        assert_eq!(verdict(&full, libc::SYS_utimensat as u32, [3, 0]), eperm);
+        // No rule: nothing.
+        let none = Program::new(Sockets::Refused, Metadata::Allowed);
+        assert_eq!(verdict(&none, fchmod, [3, 0o4755]), ALLOW);
+        assert_eq!(verdict4(&none, SYS_OPENAT2, [3, 0, 0, 0]), ALLOW);
+        assert!(full.len() < 150 && narrow.len() < 150);
     }
 
     #[test]
@@ -512,9 +690,9 @@ mod tests {
         let cgroup = libc::CLONE_NEWCGROUP as u32;
         // The sandbox: every namespace refused, in every program it builds.
         for p in [
-            Program::new(Sockets::Refused, true),
-            Program::new(Sockets::Any, false),
-            Program::new(Sockets::Inet { datagram: true }, true),
+            Program::new(Sockets::Refused, Metadata::Refused),
+            Program::new(Sockets::Any, Metadata::Allowed),
+            Program::new(Sockets::Inet { datagram: true }, Metadata::Refused),
         ] {
             assert_eq!(verdict(&p, SYS_CLONE3, [0, 0]), enosys);
             assert_eq!(verdict(&p, setns, [3, 0]), eperm);
@@ -649,7 +827,7 @@ mod tests {
             assert_eq!(verdict(&p, libc::SYS_connect as u32, [0, 0]), ALLOW);
         }
         // The sandbox under the policy: both rules.
-        let both = Program::new(Sockets::Inet { datagram: false }, true);
+        let both = Program::new(Sockets::Inet { datagram: false }, Metadata::Refused);
         assert_eq!(verdict4(&both, socket, [inet, stream, 0, 0]), ALLOW);
         assert_eq!(
             verdict(&both, libc::SYS_fchmod as u32, [0, 0]),

@@ -1,0 +1,223 @@
+//! A sandboxed server's private directories: the `/tmp`, `/dev/shm` and `HOME` its children
+//! see, shared by all of the server's runs and jobs, removed with it.
+//!
+//! [`PrivateDirs::create`] makes one directory of mode 0700 outside any workspace (beneath
+//! `$XDG_RUNTIME_DIR` where it is set and exists, else the system's temporary directory),
+//! `confine-<pid>-<n>/`, holding:
+//!
+//! * `tmp/` and `shm/` (mode 01777, as the real ones): each sandboxed run binds them over
+//!   `/tmp` and `/dev/shm` in its mount namespace ([`Sandbox::cover`](super::Sandbox::cover)),
+//!   so `mktemp`, Python's multiprocessing (POSIX semaphores in `/dev/shm`) and the many
+//!   programs that write `/tmp` work, and nothing a child writes there reaches the host's
+//!   `/tmp`. Not bounded beyond the file system they live on (a tmpfs where
+//!   `$XDG_RUNTIME_DIR` is one, which systemd bounds);
+//! * `home/` (mode 0700), the children's `HOME` unless the embedder names its own
+//!   ([`PrivateDirs::create`]'s `home`), writable, holding a `.gitconfig` with the user's git
+//!   identity and nothing else of the user's configuration: `user.name`, `user.email` and
+//!   `init.defaultBranch` as the user's own `git config --global --get` reports them (no
+//!   credential helper, no `url.*.insteadOf`, no include, no alias). git runs once, at
+//!   creation, through this crate (contained, bounded, an allowlisted environment with the
+//!   server's `HOME`), in `/`.
+//!
+//! Dropping the last handle removes the directory and everything beneath it (but a home the
+//! embedder named). A server killed by SIGKILL leaves it behind (0700, its user's own).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// The git settings copied into the private home's `.gitconfig`.
+pub const GIT_IDENTITY: &[&str] = &["user.name", "user.email", "init.defaultBranch"];
+
+/// A server's private directories (see the module docs); removed on drop.
+#[derive(Debug)]
+pub struct PrivateDirs {
+    root: PathBuf,
+    home: PathBuf,
+    /// Whether `home` is ours (beneath `root`), not the embedder's.
+    own_home: bool,
+}
+
+impl PartialEq for PrivateDirs {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root
+    }
+}
+
+impl Eq for PrivateDirs {}
+
+impl PrivateDirs {
+    /// Make the directories, with `home` as the children's home when given (an existing
+    /// directory, kept on drop; its `.gitconfig` is written only if it has none), else a
+    /// private one. The user's git identity is read now.
+    pub fn create(home: Option<&Path>) -> io::Result<Self> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let base = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute() && p.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        let base = std::fs::canonicalize(base)?;
+        let mut tries = 0;
+        let root = loop {
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let root = base.join(format!("confine-{}-{n}-{nanos:x}", std::process::id()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&root) {
+                Ok(()) => break root,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 16 => tries += 1,
+                Err(e) => return Err(e),
+            }
+        };
+        let mut dirs = Self {
+            home: root.join("home"),
+            root,
+            own_home: home.is_none(),
+        };
+        for (name, mode) in [("tmp", 0o1777), ("shm", 0o1777), ("home", 0o700)] {
+            let path = dirs.root.join(name);
+            std::fs::DirBuilder::new().mode(mode).create(&path)?;
+            // The mode as asked, whatever the umask.
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
+        }
+        if let Some(home) = home {
+            dirs.home = std::fs::canonicalize(home)?;
+        }
+        let config = dirs.home.join(".gitconfig");
+        if dirs.own_home || !config.exists() {
+            std::fs::write(&config, git_identity())?;
+        }
+        Ok(dirs)
+    }
+
+    /// The directory shown at `/tmp`.
+    pub fn tmp(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+
+    /// The directory shown at `/dev/shm`.
+    pub fn shm(&self) -> PathBuf {
+        self.root.join("shm")
+    }
+
+    /// The children's `HOME`.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// The directory that holds them all.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+impl Drop for PrivateDirs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// The `.gitconfig` of the private home: the user's identity settings, each quoted.
+fn git_identity() -> String {
+    let mut text = String::new();
+    let mut section = "";
+    for key in GIT_IDENTITY {
+        let Some(value) = git_global(key) else {
+            continue;
+        };
+        let (name, field) = key.split_once('.').expect("section.key");
+        if name != section {
+            text.push_str(&format!("[{name}]\n"));
+            section = name;
+        }
+        text.push_str(&format!("\t{field} = {}\n", quote(&value)));
+    }
+    text
+}
+
+/// A value as a git configuration file quotes it (one line: a value with a line break is
+/// not copied).
+fn quote(value: &str) -> String {
+    let escaped = value.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("\"{escaped}\"")
+}
+
+/// `git config --global --get KEY` as the server's user has it, or `None`.
+fn git_global(key: &str) -> Option<String> {
+    let git = find_on_path("git")?;
+    let mut cmd = crate::Command::new(&git);
+    cmd.args(["config", "--global", "--get", key])
+        .current_dir("/")
+        .inherit_no_env()
+        .timeout(Duration::from_secs(5))
+        .output_cap(4096);
+    for name in ["HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL"] {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    // Maybe inside the embedder's runtime, maybe outside any: a thread with its own.
+    let outcome = std::thread::scope(|s| {
+        s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(cmd.run(&tokio_util::sync::CancellationToken::new()))
+                .ok()
+        })
+        .join()
+        .ok()
+        .flatten()
+    })?;
+    let value = outcome.stdout.text.trim_end_matches('\n');
+    (outcome.exit_code == Some(0) && !outcome.stdout.truncated && !value.contains('\n'))
+        .then(|| value.to_owned())
+}
+
+/// The first executable `name` on the server's `PATH`.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_keeps_a_value_whole() {
+        assert_eq!(quote("Ada Lovelace"), "\"Ada Lovelace\"");
+        assert_eq!(quote(r#"a"b\c"#), r#""a\"b\\c""#);
+    }
+
+    #[test]
+    fn the_directories_are_private_and_gone_with_the_handle() {
+        use std::os::unix::fs::PermissionsExt;
+        let dirs = PrivateDirs::create(None).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(dirs.root()), 0o700);
+        assert_eq!(mode(&dirs.tmp()), 0o1777);
+        assert_eq!(mode(&dirs.shm()), 0o1777);
+        assert_eq!(mode(dirs.home()), 0o700);
+        assert!(dirs.home().join(".gitconfig").is_file());
+        let root = dirs.root().to_owned();
+        drop(dirs);
+        assert!(!root.exists());
+        // An embedder's home is kept.
+        let mine = tempfile::tempdir().unwrap();
+        let dirs = PrivateDirs::create(Some(mine.path())).unwrap();
+        assert_eq!(dirs.home(), mine.path().canonicalize().unwrap());
+        drop(dirs);
+        assert!(mine.path().join(".gitconfig").is_file());
+    }
+}
