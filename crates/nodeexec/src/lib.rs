@@ -341,6 +341,7 @@ mod cgroup;
 mod command;
 mod contain;
 mod error;
+mod input;
 mod limits;
 mod network;
 mod owner;
@@ -360,6 +361,7 @@ pub use command::{
     Command, DEFAULT_INHERITED_ENV, DEFAULT_MAX_MEMORY, DEFAULT_MAX_PROCESSES, DEFAULT_TIMEOUT,
 };
 pub use error::{Error, ErrorKind};
+pub use input::{Input, Stdin, WindowSize};
 pub use network::{Network, NetworkMechanism};
 pub use owner::Owner;
 pub use run::{Containment, Outcome, ProcessBound, Started};
