@@ -719,6 +719,16 @@ async fn mcp_jobs_come_with_commands_annotated_and_die_when_the_input_ends() {
         (Some(false), Some(true), Some(true))
     );
     assert_eq!(hints("run_command").read_only_hint, Some(false));
+    // Typing into a job and resizing its terminal change no file: neither read-only nor
+    // destructive.
+    for interactive in ["job_input", "job_resize"] {
+        let h = hints(interactive);
+        assert_eq!(
+            (h.read_only_hint, h.destructive_hint),
+            (Some(false), Some(false)),
+            "{interactive}"
+        );
+    }
     // A job over MCP: started, polled, left running when the input ends.
     let started = call(
         &client,

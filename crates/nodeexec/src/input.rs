@@ -194,6 +194,37 @@ impl Input {
         self.0.terminal
     }
 
+    /// How many bytes a terminal would echo on its own for `bytes` typed now, before the
+    /// program reads them: where the line discipline edits lines (`ICANON`) and echoes
+    /// (`ECHO`), about one byte each, two for a line end (`\r\n`) and for a control byte
+    /// shown as `^X`; 0 for a pipe, or a terminal in raw mode (the program echoes, if at all).
+    /// An estimate, for a reader that waits for more than its own echo.
+    pub fn echo_len(&self, bytes: &[u8]) -> usize {
+        use rustix::termios::LocalModes;
+        let master = self.0.master.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(master) = master.as_ref() else {
+            return 0;
+        };
+        let Ok(termios) = rustix::termios::tcgetattr(master.get_ref()) else {
+            return 0;
+        };
+        if !termios
+            .local_modes
+            .contains(LocalModes::ICANON | LocalModes::ECHO)
+        {
+            return 0;
+        }
+        bytes
+            .iter()
+            .map(|&b| match b {
+                b'\n' | b'\r' => 2,
+                b'\t' => 1,
+                0..=0x1f | 0x7f => 2,
+                _ => 1,
+            })
+            .sum()
+    }
+
     /// Whether the input was closed ([`Input::close`], [`Input::shut`]).
     pub fn is_closed(&self) -> bool {
         match self.0.writer.try_lock() {
@@ -256,7 +287,7 @@ impl Input {
     /// typed, twice when the last line written is unfinished (the first only hands that line
     /// over), which a program reading lines takes as the end of input; where the terminal has
     /// no room for them before `deadline` they are not typed. Later writes fail with
-    /// `NotConnected`. Closing a closed input does nothing.
+    /// `NotConnected`, whatever this answers. Closing a closed input does nothing.
     pub async fn close(&self, deadline: tokio::time::Instant) -> io::Result<()> {
         let mut writer = self.0.writer.lock().await;
         if let Some(Writer::Terminal {
@@ -280,9 +311,9 @@ impl Input {
                     Err(_would_block) => Ok(()),
                 }
             };
-            if let Ok(result) = tokio::time::timeout_at(deadline, typed).await {
-                result.map_err(gone)?;
-            }
+            let result = tokio::time::timeout_at(deadline, typed).await;
+            *writer = None;
+            return result.unwrap_or(Ok(())).map_err(gone);
         }
         *writer = None;
         Ok(())

@@ -312,6 +312,22 @@ fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
             ". Jobs share the loopback with later run_command calls and end when this server \
              ends.",
         );
+        if offered("job_input") {
+            text.push_str(
+                " A job can take input: run_command with background: true and stdin: true gives \
+                 it a stdin pipe, with tty: {cols, rows} a terminal of its own (one output \
+                 stream, returned as stdout); job_input {jobId, text, waitMs} types into it and \
+                 answers like job_output once the output settles, so one call is one turn of a \
+                 REPL (bytesBase64 \"Aw==\" is Ctrl-C; closeStdin ends the input).",
+            );
+            if offered("job_resize") {
+                text.push_str(" job_resize {jobId, cols, rows} resizes a job's terminal.");
+            }
+            text.push_str(
+                " For a persistent shell whose cd and variables last, start bash on a terminal \
+                 (command \"bash\", tty) and send it one command per job_input.",
+            );
+        }
     }
     if !runners.is_empty() {
         let which = runners.join(" and ");
