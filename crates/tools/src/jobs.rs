@@ -10,6 +10,31 @@
 //! previous `job_output` of that job with the exact count of bytes that went unread
 //! (`stdoutDropped`, `stderrDropped`, counted since the previous `job_output`).
 //!
+//! # Interactive jobs
+//!
+//! `run_command {…, background: true, stdin: true}` gives the job a pipe as stdin, `{…, tty:
+//! {cols, rows}}` a pseudo-terminal of its own ([`confine_nodeexec::Stdin`]: the job's stdin,
+//! stdout, stderr and controlling terminal; its output is one stream, handed over as
+//! `stdout`). [`JobInputTool`] (`job_input`) writes to it and answers like `job_output`;
+//! [`JobResizeTool`] (`job_resize`) sets a terminal's size. The choices:
+//!
+//! * **A bounded write.** At most [`MAX_INPUT_BYTES`] a call (text then base64 bytes,
+//!   decoded). The write waits for the job to take the bytes at most `waitMs`, and at least
+//!   [`MIN_WRITE_WAIT`]; what it has not taken by then is not written, and the record's
+//!   `written` says how much was: a job that never reads costs a call a second at most, never
+//!   the server. Writes to one job are serialized ([`confine_nodeexec::Input`]).
+//! * **One call, one turn.** With `waitMs`, `job_input` answers once the output has been quiet
+//!   for [`SETTLE`] after some came (a REPL printed its answer and its next prompt), once the
+//!   job ends, or at `waitMs`. On a terminal that echoes and edits lines itself, the echo of the
+//!   typed bytes comes at once and is not the answer: the quiet period counts only once stdout
+//!   has grown past the echo's expected length ([`confine_nodeexec::Input::echo_len`]).
+//! * **Closing.** `closeStdin` acts after the text is written. A pipe is closed; a terminal
+//!   cannot be (the master's close hangs the session up and loses its output), so its
+//!   end-of-file key is typed (twice after an unfinished line). Either way later input is
+//!   `JOB_INPUT_CLOSED`, as is input to a job that has ended (its output stays readable).
+//! * **`TERM`.** A terminal job gets `TERM=dumb` unless the embedder passes one (`--env`): the
+//!   model reads raw bytes, and colours and cursor movements are noise to it.
+//!
 //! # Bounds
 //!
 //! * At most [`RunCommandOptions::max_jobs`](crate::RunCommandOptions::max_jobs) jobs running

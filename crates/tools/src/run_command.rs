@@ -1,7 +1,9 @@
 //! `run_command`: a shell command run in the workspace, bounded, so that an agent can run a
 //! project's tests and builds (`npm test`, `cargo test`, `make`).
 //!
-//! Arguments are exactly `{ "command": string, "timeoutMs"?: integer }`. Checked before any
+//! Arguments are exactly `{ "command": string, "timeoutMs"?: integer, "background"?: bool,
+//! "stdin"?: bool, "tty"?: {cols, rows} }` (the last three start a job, see [`crate::jobs`];
+//! `stdin` and `tty` only with `background`, sizes 1 to 1000). Checked before any
 //! effect: the command is not empty, holds no NUL (`INVALID_RUN_COMMAND_INPUT`) and is at most
 //! [`MAX_COMMAND_BYTES`] UTF-8 bytes (`RUN_COMMAND_TOO_LARGE`); `timeoutMs` is from 1 to the
 //! embedder's maximum (`RUN_COMMAND_TIMEOUT_OUT_OF_RANGE`). The command limit is 32,768 bytes,
