@@ -561,3 +561,20 @@ fn nothing_of_a_terminal_job_outlives_job_stop_or_the_server() {
     let _ = s.child.wait();
     census_clear(&m);
 }
+
+#[test]
+fn the_answer_is_not_the_terminals_own_echo() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Session::start(dir.path(), &[]);
+    // A program slow to read: the terminal echoes the line at once, the answer comes a second
+    // later. One job_input with a wait answers with both.
+    let id = s.start_job("sleep 1; read x; echo got $x", TTY());
+    let record = s.ok(
+        "job_input",
+        json!({"jobId": id, "text": "hi\n", "waitMs": 20000}),
+    );
+    let out = record["stdout"].as_str().unwrap();
+    assert!(out.starts_with("hi\r\n"), "{record}");
+    assert!(out.contains("got hi\r\n"), "{record}");
+    s.end();
+}
