@@ -151,7 +151,7 @@ fn crate_descriptions_name_what_the_crates_hold() {
         "grep" => "grep",
         "read_media" => "images",
         "run_command" => "commands",
-        "job_output" | "job_stop" | "job_list" => "background jobs",
+        "job_output" | "job_stop" | "job_list" | "job_input" | "job_resize" => "background jobs",
         "node_process" => "JavaScript",
         other => panic!("{other}: a tool the description test does not place in a family"),
     };

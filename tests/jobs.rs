@@ -988,4 +988,73 @@ mod over_http {
         drop(server);
         testkit::census::check(&m, Duration::from_secs(3)).unwrap();
     }
+
+    /// Interactive jobs over HTTP: a terminal job's REPL answered turn by turn in a session,
+    /// a pipe job's prompt answered, and both gone with `job_stop` and with the server.
+    #[test]
+    fn input_reaches_interactive_jobs_over_http() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::spawn(dir.path(), &[]);
+        let m = marker();
+        let session = server.open();
+        let s = Some(session.as_str());
+        // Read the job's stdout until it holds `needle` (bounded): all of it.
+        let read_until = |id: &str, mut seen: String, needle: &str| {
+            for _ in 0..60 {
+                if seen.contains(needle) {
+                    return seen;
+                }
+                let record = server.call(s, "job_output", json!({"jobId": id, "waitMs": 1000}));
+                seen.push_str(
+                    record["stdout"]
+                        .as_str()
+                        .unwrap_or_else(|| panic!("{record}")),
+                );
+            }
+            panic!("{needle:?} never came: {seen:?}");
+        };
+        let turn = |id: &str, text: &str, needle: &str| {
+            let record = server.call(
+                s,
+                "job_input",
+                json!({"jobId": id, "text": text, "waitMs": 5000}),
+            );
+            assert_eq!(record["written"], text.len(), "{record}");
+            read_until(id, record["stdout"].as_str().unwrap().to_owned(), needle)
+        };
+        let started = server.call(
+            s,
+            "run_command",
+            json!({"command": format!("JOB_MARK={m} python3 -u -i -q"), "background": true,
+                   "tty": {"cols": 80, "rows": 24}}),
+        );
+        let repl = started["jobId"].as_str().expect("a job id").to_owned();
+        turn(&repl, "x = 41\n", ">>> ");
+        turn(&repl, "print(x + 1)\n", "42\r\n");
+        let record = server.call(
+            s,
+            "job_resize",
+            json!({"jobId": repl, "cols": 90, "rows": 20}),
+        );
+        assert_eq!(record["cols"], 90, "{record}");
+        turn(
+            &repl,
+            "import os; print(os.get_terminal_size())\n",
+            "columns=90, lines=20",
+        );
+        let started = server.call(
+            s,
+            "run_command",
+            json!({"command": format!("JOB_MARK={m} sh -c 'read x; echo got $x; exec sleep 60'"),
+                   "background": true, "stdin": true}),
+        );
+        let prompt = started["jobId"].as_str().expect("a job id").to_owned();
+        let seen = turn(&prompt, "hello\n", "got hello\n");
+        assert_eq!(seen, "got hello\n");
+        support::wait_alive_blocking(&m, 3);
+        server.stop(s, &repl);
+        // The prompt's job is left for the server's end.
+        drop(server);
+        testkit::census::check(&m, Duration::from_secs(3)).unwrap();
+    }
 }

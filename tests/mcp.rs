@@ -719,6 +719,16 @@ async fn mcp_jobs_come_with_commands_annotated_and_die_when_the_input_ends() {
         (Some(false), Some(true), Some(true))
     );
     assert_eq!(hints("run_command").read_only_hint, Some(false));
+    // Typing into a job and resizing its terminal change no file: neither read-only nor
+    // destructive.
+    for interactive in ["job_input", "job_resize"] {
+        let h = hints(interactive);
+        assert_eq!(
+            (h.read_only_hint, h.destructive_hint),
+            (Some(false), Some(false)),
+            "{interactive}"
+        );
+    }
     // A job over MCP: started, polled, left running when the input ends.
     let started = call(
         &client,
@@ -748,6 +758,41 @@ async fn mcp_jobs_come_with_commands_annotated_and_die_when_the_input_ends() {
         "the job runs: {:?}",
         processes_in(root.path())
     );
+    // An interactive job over stdio: a prompt on a terminal answered by job_input.
+    let started = call(
+        &client,
+        "run_command",
+        json!({"command": "read x; echo got $x; exec sleep 60", "background": true,
+               "tty": {"cols": 80, "rows": 24}}),
+    )
+    .await
+    .expect("run_command");
+    let prompt = record(&started)["jobId"].as_str().unwrap().to_owned();
+    let mut seen = String::new();
+    let answered = call(
+        &client,
+        "job_input",
+        json!({"jobId": prompt, "text": "hello\n", "waitMs": 10000}),
+    )
+    .await
+    .expect("job_input");
+    let answered = record(&answered);
+    assert_eq!(answered["written"], 6, "{answered}");
+    seen.push_str(answered["stdout"].as_str().unwrap());
+    for _ in 0..30 {
+        if seen.contains("got hello") {
+            break;
+        }
+        let more = call(
+            &client,
+            "job_output",
+            json!({"jobId": prompt, "waitMs": 1000}),
+        )
+        .await
+        .expect("job_output");
+        seen.push_str(record(&more)["stdout"].as_str().unwrap());
+    }
+    assert!(seen.contains("got hello\r\n"), "{seen:?}");
     client.cancel().await.expect("close");
     let gone = wait_until(Duration::from_secs(5), || {
         processes_in(root.path()).is_empty()

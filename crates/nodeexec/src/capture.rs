@@ -489,6 +489,8 @@ struct UnreadRing {
     bytes: VecDeque<u8>,
     /// Bytes that went out unread since the last [`Unread::take`].
     dropped: u64,
+    /// Bytes taken in since the start.
+    total: u64,
 }
 
 /// What [`Unread::take`] hands over: the text written since the previous take, and how many
@@ -527,6 +529,13 @@ impl Unread {
         self.0.pushed.subscribe()
     }
 
+    /// How many bytes of stream `stream` (0 stdout, 1 stderr) were taken in since the start,
+    /// read or not.
+    pub fn total(&self, stream: usize) -> u64 {
+        let streams = self.0.streams.lock().unwrap_or_else(|e| e.into_inner());
+        streams.get(stream).map_or(0, |r| r.total)
+    }
+
     /// Whether either stream holds bytes a [`take`](Unread::take) would hand over (or
     /// unread bytes were dropped since the last).
     pub fn has_news(&self) -> bool {
@@ -562,6 +571,7 @@ impl Unread {
         {
             let mut streams = self.0.streams.lock().unwrap_or_else(|e| e.into_inner());
             let ring = &mut streams[stream];
+            ring.total += chunk.len() as u64;
             let cap = self.0.cap;
             let chunk = if chunk.len() > cap {
                 // Only the last `cap` bytes can survive: the rest goes at once.
@@ -641,6 +651,8 @@ mod unread_tests {
         assert_eq!(got.stderr, "q".repeat(8));
         assert_eq!(got.stderr_dropped, 30 + 92);
         assert_eq!(u.take(false), super::UnreadOutput::default());
+        // Every byte taken in is counted, read, dropped or not.
+        assert_eq!((u.total(0), u.total(1)), (17 + 2, 30 + 100));
     }
 
     #[test]

@@ -35,7 +35,7 @@ const NEVER_INHERITED: &[&str] = &["NODE_OPTIONS"];
 /// One bounded child process, not yet started: build it, then [`Command::run`] it.
 ///
 /// The child runs with no shell (the program is executed directly), in `current_dir`, with
-/// stdin on the null device, stdout and stderr piped and capped, in its own process group and
+/// stdin on the null device (or a pipe or a terminal: [`Command::stdin`]), stdout and stderr piped and capped, in its own process group and
 /// (where the kernel allows) a cgroup of its own, else a PID namespace of its own (see
 /// [`Containment`]), with an environment built from an allowlist rather than inherited.
 pub struct Command {
@@ -63,6 +63,8 @@ pub struct Command {
     /// Whether [`Command::sandbox`] was called (its rules confine the cgroup file systems
     /// already; see `contain/cgroupfs.rs`).
     pub(crate) sandboxed: bool,
+    /// What the program's stdin is ([`Command::stdin`]).
+    pub(crate) stdin: crate::input::Stdin,
 }
 
 impl std::fmt::Debug for Command {
@@ -91,6 +93,7 @@ impl std::fmt::Debug for Command {
                 &self.network.as_ref().map(crate::Network::mechanism),
             )
             .field("sandboxed", &self.sandboxed)
+            .field("stdin", &self.stdin)
             .finish()
     }
 }
@@ -118,6 +121,7 @@ impl Command {
             privileges: Privileges {
                 new_session: true,
                 drop: true,
+                terminal: false,
             },
             slots: None,
             max_processes: Some(DEFAULT_MAX_PROCESSES),
@@ -126,6 +130,7 @@ impl Command {
             hooks: Vec::new(),
             network: None,
             sandboxed: false,
+            stdin: crate::input::Stdin::Null,
         }
     }
 
@@ -205,6 +210,19 @@ impl Command {
     /// streams are kept as usual.
     pub fn unread(&mut self, unread: &crate::capture::Unread) -> &mut Self {
         self.unread = Some(unread.clone());
+        self
+    }
+
+    /// What the program's stdin is (default [`Stdin::Null`](crate::Stdin::Null), the null
+    /// device). [`Stdin::Pipe`](crate::Stdin::Pipe): a pipe the embedder writes through
+    /// [`Started::input`](crate::Started::input). [`Stdin::Terminal`](crate::Stdin::Terminal):
+    /// a pseudo-terminal of the run's own as stdin, stdout and stderr and as the controlling
+    /// terminal of the program's session (so the program always gets a session of its own,
+    /// whatever [`Command::new_session`] says, except in the process-group mode, where it
+    /// keeps the waiter's group and has no controlling terminal); its output is one stream,
+    /// captured as stdout (stderr stays empty). See the crate docs, *Interactive runs*.
+    pub fn stdin(&mut self, stdin: crate::input::Stdin) -> &mut Self {
+        self.stdin = stdin;
         self
     }
 

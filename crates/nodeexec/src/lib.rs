@@ -2,7 +2,7 @@
 //!
 //! [`Command`] describes one run (program, arguments, directory, environment, bounds) and
 //! [`Command::run`] performs it: the child is spawned through process-wrap (the waiter in a
-//! new process group, the program in a session of its own) with no shell, a fixed working directory, stdin on the null device and an environment
+//! new process group, the program in a session of its own) with no shell, a fixed working directory, stdin on the null device (or a pipe or a terminal: *Interactive runs*) and an environment
 //! built from an allowlist (PATH, LANG, LC_* and TZ by default; never the host's
 //! `NODE_OPTIONS`; the embedder may add). stdout and stderr are read concurrently, each capped
 //! independently ([`Captured`]: at most 32,768 bytes of text by default, cut on a character
@@ -156,7 +156,8 @@
 //! # Less privilege than the embedder
 //!
 //! Sandbox or not, the program runs in a session of its own (`setsid`: no controlling
-//! terminal, so no `TIOCSTI` into the embedder's terminal), with `PR_SET_NO_NEW_PRIVS`, an
+//! terminal, so no `TIOCSTI` into the embedder's terminal; a terminal run's only controlling
+//! terminal is the one made for it, see *Interactive runs*), with `PR_SET_NO_NEW_PRIVS`, an
 //! empty capability bounding set where the embedder may empty it, and no capabilities (a
 //! root embedder's child keeps none through `exec`: with no new privileges the kernel clamps
 //! what `exec` would grant to the empty permitted set). [`Command::new_session`] and
@@ -166,7 +167,8 @@
 //! in its copy of the memory with zeros; the namespace's init runs on that same memory, so
 //! the program can read nothing of the embedder's environment through its parent.
 //!
-//! **Nothing inherited.** The program holds its stdin (the null device), stdout, stderr and
+//! **Nothing inherited.** The program holds its stdin (the null device, or the pipe or
+//! terminal made for the run), stdout, stderr and
 //! the descriptors passed with [`Command::pass_fd`], nothing else: not what the embedder's
 //! launcher left open without close-on-exec (a shell's `exec 7>>file`), not the embedder's own
 //! handles, whatever their flags. Just before `exec`, after the pre-exec steps, the program's
@@ -176,6 +178,31 @@
 //! with and without the sandbox: a Landlock sandbox confines paths, and an inherited
 //! descriptor needs none (`tests/run.rs`, `run_inherits_no_descriptor_*`, beside a plain
 //! child that writes and reads through the same descriptors).
+//!
+//! # Interactive runs
+//!
+//! [`Command::stdin`] gives the program something to read: [`Stdin::Pipe`], a pipe made for
+//! the run whose write end the embedder holds, or [`Stdin::Terminal`], a pseudo-terminal made
+//! for the run (opened by the embedder's process with `O_NOCTTY`, so it never becomes the
+//! embedder's own, close-on-exec, the slave taken from the master with `TIOCGPTPEER` where the
+//! kernel has it). The program gets the slave as stdin, stdout and stderr; it leads a session
+//! of its own and takes the slave as that session's controlling terminal (`setsid`, then
+//! `TIOCSCTTY`, the last steps before `exec`, after the sandbox's: the filter allows both, and
+//! Landlock checks a device's rights when it is opened, which the slave was before). The
+//! master stays with the embedder: its output is read as the run's stdout (one stream: the
+//! terminal merges stdout and stderr; stderr stays empty), and [`Started::input`] gives an
+//! [`Input`] that writes (non-blocking, bounded by a deadline, serialized), closes (the pipe's
+//! end; on a terminal the end-of-file key, since closing the master would hang the session
+//! up) and resizes (`TIOCSWINSZ`). Control bytes written to a terminal act as keys: the line
+//! discipline turns `^C` into SIGINT for the terminal's foreground process group, which is the
+//! program's session's, never the waiter's or the embedder's.
+//!
+//! Containment is unchanged: the waiter and the namespace's init close their copies of the
+//! program's stdio once it is started, so only the run's own processes hold the pipe's read end
+//! or the slave, and the end of a run (cgroup kill, namespace, sweep) ends every one of them;
+//! the master then reads end of file (`EIO`, taken as the end). The embedder's end is shut when
+//! the run ends, however it ends. Ordinary runs keep the null device and no controlling
+//! terminal.
 //!
 //! # Pre-exec steps
 //!
@@ -341,6 +368,7 @@ mod cgroup;
 mod command;
 mod contain;
 mod error;
+mod input;
 mod limits;
 mod network;
 mod owner;
@@ -360,6 +388,7 @@ pub use command::{
     Command, DEFAULT_INHERITED_ENV, DEFAULT_MAX_MEMORY, DEFAULT_MAX_PROCESSES, DEFAULT_TIMEOUT,
 };
 pub use error::{Error, ErrorKind};
+pub use input::{Input, Stdin, WindowSize};
 pub use network::{Network, NetworkMechanism};
 pub use owner::Owner;
 pub use run::{Containment, Outcome, ProcessBound, Started};

@@ -34,6 +34,9 @@ pub(crate) struct Privileges {
     pub new_session: bool,
     /// No new privileges, no capabilities.
     pub drop: bool,
+    /// Make stdin (a terminal of the run's own) the new session's controlling terminal
+    /// (`TIOCSCTTY`, right after `setsid`; only with `new_session`).
+    pub terminal: bool,
 }
 
 impl Privileges {
@@ -41,6 +44,11 @@ impl Privileges {
     pub(crate) fn apply(self) -> io::Result<()> {
         if self.new_session {
             new_session()?;
+            if self.terminal {
+                // The slave of a pseudo-terminal made for this run: no other session has it,
+                // so no privilege is needed to take it.
+                rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+            }
         }
         if self.drop {
             rustix::thread::set_no_new_privs(true)?;

@@ -158,7 +158,8 @@ impl Command {
         };
         let start = Instant::now();
         let unread = self.unread.clone();
-        let running = self.spawn()?;
+        let mut running = self.spawn()?;
+        let input = running.input.take();
         // The program's time starts once it exists: the setup before its `exec` (the
         // containment, joining a v1 `pids` cgroup, which waits for the kernel under load) is
         // ours, not the program's.
@@ -169,6 +170,7 @@ impl Command {
             start,
             deadline,
             unread,
+            input,
         })
     }
 }
@@ -182,6 +184,7 @@ pub struct Started {
     start: Instant,
     deadline: tokio::time::Instant,
     unread: Option<crate::capture::Unread>,
+    input: Option<crate::input::Input>,
 }
 
 impl std::fmt::Debug for Started {
@@ -199,6 +202,13 @@ impl Started {
         self.running.containment
     }
 
+    /// The embedder's end of the program's input, where [`Command::stdin`] asked for a pipe or
+    /// a terminal (`None` for the null device). It stays usable while [`Started::wait`] runs,
+    /// and is shut ([`Input::shut`](crate::Input::shut)) when the run ends.
+    pub fn input(&self) -> Option<crate::input::Input> {
+        self.input.clone()
+    }
+
     /// Wait until the program has exited (or, where its status cannot be known, until both
     /// output pipes have closed), within the time bound; as [`Command::run`] does once the
     /// program started.
@@ -209,9 +219,21 @@ impl Started {
             start,
             deadline,
             unread,
+            input,
         } = self;
+        // Whatever way the run ends, the embedder's end of its input goes with it.
+        let _shut = input.map(ShutOnDrop);
         let running = &mut running;
-        let stdout = running.child.stdout().take();
+        // A terminal's output is its master, one stream captured as stdout.
+        let stdout: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>> =
+            match running.terminal.take() {
+                Some(master) => Some(Box::new(master)),
+                None => running
+                    .child
+                    .stdout()
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+            };
         let stderr = running.child.stderr().take();
         let progress = running.progress.take();
         let mut out = Capture::new(
@@ -345,6 +367,8 @@ impl Command {
             false => None,
         };
         let (limits, nproc) = self.rlimits(cgroup_bounds_processes || pids_v1.is_some());
+        // The pipe or the terminal of the program's input, made before the fork.
+        let prepared = self.stdin.prepare().map_err(start_failed)?;
         let (report_r, report_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| start_failed(e.into()))?;
         // At least 3, so std's stdio setup in the child cannot clobber it.
@@ -354,7 +378,11 @@ impl Command {
         // The process-group twin keeps the program in the waiter's group, which the end
         // kills whole: a session of its own would take the program out of it.
         let mut privileges = self.privileges;
+        let terminal = matches!(self.stdin, crate::input::Stdin::Terminal(_));
+        // A terminal is the controlling terminal of the program's own session.
+        privileges.new_session |= terminal;
         privileges.new_session &= self.containment != Containment::ProcessGroup;
+        privileges.terminal = terminal && privileges.new_session;
         let plan = ChildPlan {
             parent: std::process::id() as libc::pid_t,
             report: report_w.as_raw_fd(),
@@ -392,11 +420,17 @@ impl Command {
         };
         // std's part: fork C with the program's directory and standard streams set up;
         // C never returns to std (it ends in `_exit`), so std executes nothing.
+        let (child_stdio, input, terminal) = match prepared {
+            Some(p) => (p.child, Some(p.input), p.output),
+            None => ([None, None, None], None, None),
+        };
+        let [stdin_fd, stdout_fd, stderr_fd] = child_stdio;
+        let stdio = |fd: Option<OwnedFd>, or: fn() -> Stdio| fd.map_or_else(or, Stdio::from);
         let mut wrap = CommandWrap::with_new(&path, |c| {
             c.env_clear()
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
+                .stdin(stdio(stdin_fd, Stdio::null))
+                .stdout(stdio(stdout_fd, Stdio::piped))
+                .stderr(stdio(stderr_fd, Stdio::piped));
             if let Some(dir) = &self.cwd {
                 c.current_dir(dir);
             }
@@ -416,6 +450,8 @@ impl Command {
         // On failure the cgroup (empty: nothing joined it, or what did is dead) is removed
         // as it drops.
         let child = wrap.spawn().map_err(start_failed)?;
+        // Our copies of the child's ends of the pipe or terminal: the program holds its own.
+        drop(wrap);
         // Our copies: the child has its own; the passed descriptors were duplicated into it.
         drop(report_w);
         drop(self.fds);
@@ -438,6 +474,8 @@ impl Command {
             progress: self.progress,
             timeout: self.timeout,
             reaped: false,
+            input,
+            terminal,
         };
         // std's spawn returned only once every holder of its error pipe closed it: the waiter
         // had written which containment it made before that, so the first bytes are there.
@@ -530,6 +568,19 @@ struct Running {
     progress: Option<Progress>,
     timeout: Duration,
     reaped: bool,
+    /// The embedder's end of the program's input (a pipe or a terminal), until `start` takes it.
+    input: Option<crate::input::Input>,
+    /// A terminal's master, read for the output, until `wait` takes it.
+    terminal: Option<crate::input::MasterReader>,
+}
+
+/// Shuts the input when the run ends, however it ends.
+struct ShutOnDrop(crate::input::Input);
+
+impl Drop for ShutOnDrop {
+    fn drop(&mut self) {
+        self.0.shut();
+    }
 }
 
 impl Running {

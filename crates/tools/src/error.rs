@@ -169,9 +169,15 @@ kinds! {
     JobLimitReached => "JOB_LIMIT_REACHED",
     /// No job has that id (never given, or an ended job forgotten since).
     JobNotFound => "JOB_NOT_FOUND",
-    /// job_output, job_stop or job_list arguments are not `{jobId, waitMs?}`, `{jobId}` or
-    /// `{}`, or `waitMs` is over 30,000.
+    /// job_output, job_stop, job_list, job_input or job_resize arguments are not what the tool
+    /// takes, `waitMs` is over 30,000, job_input's bytes are over 64 KiB or not base64, or a
+    /// terminal size is out of range.
     InvalidJobInput => "INVALID_JOB_INPUT",
+    /// job_input to a job started without `stdin` or `tty`, or job_resize to a job without a
+    /// terminal.
+    JobNotInteractive => "JOB_NOT_INTERACTIVE",
+    /// job_input to a job whose input was closed (`closeStdin`) or that has ended.
+    JobInputClosed => "JOB_INPUT_CLOSED",
     /// The path is protected (a file programs on the host run or obey, such as a git hook or
     /// `.git/config`): no tool changes it, moves it, or creates beneath it.
     PathProtected => "PATH_PROTECTED",
@@ -475,6 +481,8 @@ mod tests {
             "JOB_LIMIT_REACHED",
             "JOB_NOT_FOUND",
             "INVALID_JOB_INPUT",
+            "JOB_NOT_INTERACTIVE",
+            "JOB_INPUT_CLOSED",
             "PATH_PROTECTED",
             "INVALID_READ_MEDIA_INPUT",
             "FILE_NOT_MEDIA",

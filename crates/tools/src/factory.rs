@@ -17,7 +17,10 @@ use crate::edit_file::EditFileTool;
 use crate::file_info::FileInfoTool;
 use crate::find_files::FindFilesTool;
 use crate::grep::GrepTool;
-use crate::jobs::{DEFAULT_MAX_JOBS, JobListTool, JobOutputTool, JobSlots, JobStopTool, JobTable};
+use crate::jobs::{
+    DEFAULT_MAX_JOBS, JobInputTool, JobListTool, JobOutputTool, JobResizeTool, JobSlots,
+    JobStopTool, JobTable,
+};
 use crate::list_directory::ListDirectoryTool;
 use crate::move_file::MoveFileTool;
 use crate::node_process::{NodeProcessOptions, NodeProcessTool};
@@ -244,6 +247,14 @@ impl Parts {
                 options.commands.as_ref()?;
                 Arc::new(JobListTool::new(jobs.clone()))
             }
+            "job_input" => {
+                options.commands.as_ref()?;
+                Arc::new(JobInputTool::new(jobs.clone()))
+            }
+            "job_resize" => {
+                options.commands.as_ref()?;
+                Arc::new(JobResizeTool::new(jobs.clone()))
+            }
             _ => return None,
         };
         Some(Ok(tool))
@@ -317,7 +328,14 @@ pub const RUN_COMMAND: &str = "run_command";
 
 /// The command tool and the background-job tools that come with it, in the order served
 /// (after the workspace tools), only where the embedder enabled commands.
-pub const COMMAND_TOOLS: &[&str] = &[RUN_COMMAND, "job_output", "job_stop", "job_list"];
+pub const COMMAND_TOOLS: &[&str] = &[
+    RUN_COMMAND,
+    "job_output",
+    "job_stop",
+    "job_list",
+    "job_input",
+    "job_resize",
+];
 
 /// Whether `name` is a command tool and `options` enable them.
 fn offers_commands(options: &NodeProcessOptions, name: &str) -> bool {

@@ -10,6 +10,31 @@
 //! previous `job_output` of that job with the exact count of bytes that went unread
 //! (`stdoutDropped`, `stderrDropped`, counted since the previous `job_output`).
 //!
+//! # Interactive jobs
+//!
+//! `run_command {…, background: true, stdin: true}` gives the job a pipe as stdin, `{…, tty:
+//! {cols, rows}}` a pseudo-terminal of its own ([`confine_nodeexec::Stdin`]: the job's stdin,
+//! stdout, stderr and controlling terminal; its output is one stream, handed over as
+//! `stdout`). [`JobInputTool`] (`job_input`) writes to it and answers like `job_output`;
+//! [`JobResizeTool`] (`job_resize`) sets a terminal's size. The choices:
+//!
+//! * **A bounded write.** At most [`MAX_INPUT_BYTES`] a call (text then base64 bytes,
+//!   decoded). The write waits for the job to take the bytes at most `waitMs`, and at least
+//!   [`MIN_WRITE_WAIT`]; what it has not taken by then is not written, and the record's
+//!   `written` says how much was: a job that never reads costs a call a second at most, never
+//!   the server. Writes to one job are serialized ([`confine_nodeexec::Input`]).
+//! * **One call, one turn.** With `waitMs`, `job_input` answers once the output has been quiet
+//!   for [`SETTLE`] after some came (a REPL printed its answer and its next prompt), once the
+//!   job ends, or at `waitMs`. On a terminal that echoes and edits lines itself, the echo of the
+//!   typed bytes comes at once and is not the answer: the quiet period counts only once stdout
+//!   has grown past the echo's expected length ([`confine_nodeexec::Input::echo_len`]).
+//! * **Closing.** `closeStdin` acts after the text is written. A pipe is closed; a terminal
+//!   cannot be (the master's close hangs the session up and loses its output), so its
+//!   end-of-file key is typed (twice after an unfinished line). Either way later input is
+//!   `JOB_INPUT_CLOSED`, as is input to a job that has ended (its output stays readable).
+//! * **`TERM`.** A terminal job gets `TERM=dumb` unless the embedder passes one (`--env`): the
+//!   model reads raw bytes, and colours and cursor movements are noise to it.
+//!
 //! # Bounds
 //!
 //! * At most [`RunCommandOptions::max_jobs`](crate::RunCommandOptions::max_jobs) jobs running
@@ -67,8 +92,28 @@ pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(3600);
 pub const KEPT_ENDED_JOBS: usize = 16;
 /// The most unread bytes kept per stream of a job.
 pub const UNREAD_BYTES: usize = 64 * 1024;
-/// The longest `waitMs` of `job_output`.
+/// The longest `waitMs` of `job_output` and `job_input`.
 pub const MAX_WAIT_MS: u64 = 30_000;
+/// The most bytes one `job_input` writes (after decoding).
+pub const MAX_INPUT_BYTES: usize = 64 * 1024;
+/// The least time a `job_input` write waits for the job to take its bytes, whatever `waitMs`.
+pub const MIN_WRITE_WAIT: Duration = Duration::from_secs(1);
+/// How long output must have been quiet, once some came, for `job_input` to answer before
+/// `waitMs` is up (the program wrote its answer and waits again).
+pub const SETTLE: Duration = Duration::from_millis(300);
+/// The terminal sizes accepted, in columns and in rows alike.
+pub const TERMINAL_CELLS: std::ops::RangeInclusive<u16> = 1..=1000;
+
+/// What a job's stdin is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum JobInputKind {
+    /// The null device: `job_input` is `JOB_NOT_INTERACTIVE`.
+    None,
+    /// A pipe (`stdin: true`).
+    Pipe,
+    /// A terminal (`tty: {cols, rows}`).
+    Terminal,
+}
 
 /// Where a job is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -106,6 +151,10 @@ struct Job {
     end: watch::Sender<Option<Ended>>,
     /// Its share of the network policy, while the policy is on (set once, at its start).
     network: std::sync::OnceLock<crate::network::RunNetwork>,
+    /// What its stdin is.
+    input_kind: JobInputKind,
+    /// Its input, once started (a pipe or a terminal only).
+    input: std::sync::OnceLock<confine_nodeexec::Input>,
 }
 
 impl Job {
@@ -241,7 +290,11 @@ impl JobTable {
     }
 
     /// Register a new running job holding one slot, or `JOB_LIMIT_REACHED`.
-    fn admit(&self, command: &str) -> Result<(Arc<Job>, OwnedSemaphorePermit), CallError> {
+    fn admit(
+        &self,
+        command: &str,
+        input_kind: JobInputKind,
+    ) -> Result<(Arc<Job>, OwnedSemaphorePermit), CallError> {
         let (slot, id) = self.slots.take()?;
         let mut state = self.lock();
         let job = Arc::new(Job {
@@ -252,6 +305,8 @@ impl JobTable {
             stop: CancellationToken::new(),
             end: watch::Sender::new(None),
             network: std::sync::OnceLock::new(),
+            input_kind,
+            input: std::sync::OnceLock::new(),
         });
         state.jobs.push(job.clone());
         Ok((job, slot))
@@ -288,6 +343,7 @@ impl JobTable {
     pub(crate) async fn start<T: Send + 'static>(
         self: &Arc<Self>,
         command: &str,
+        input_kind: JobInputKind,
         build: impl FnOnce(
             &confine_nodeexec::Unread,
         ) -> Result<
@@ -303,7 +359,7 @@ impl JobTable {
     ) -> Result<JobStarted, CallError> {
         // The slot goes with the job's task and is given back when its processes are reaped
         // (or with this call, when it never starts).
-        let (job, slot) = self.admit(command)?;
+        let (job, slot) = self.admit(command, input_kind)?;
         let (cmd, keep) = match build(&job.unread) {
             Ok((cmd, keep, network)) => {
                 if let Some(network) = network {
@@ -328,7 +384,7 @@ impl JobTable {
                     return;
                 }
             };
-            let _ = started_tx.send(Ok(()));
+            let _ = started_tx.send(Ok(started.input()));
             let result = started.wait(&job.stop).await;
             // The job's temporaries go once its processes are reaped; its slot is free before
             // its end is seen, so a start after `job_stop` answered finds it free.
@@ -368,10 +424,15 @@ impl JobTable {
             }
         };
         match answer {
-            Ok(Ok(())) => Ok(JobStarted {
-                job_id: job.id.clone(),
-                command: job.command.clone(),
-            }),
+            Ok(Ok(input)) => {
+                if let Some(input) = input {
+                    let _ = job.input.set(input);
+                }
+                Ok(JobStarted {
+                    job_id: job.id.clone(),
+                    command: job.command.clone(),
+                })
+            }
             Ok(Err(e)) => {
                 self.forget(&job);
                 Err(e)
@@ -502,27 +563,55 @@ impl TypedTool for JobOutputTool {
     ) -> Result<JobOutput, CallError> {
         let job = self.jobs.find(&valid.job_id)?;
         if !valid.wait.is_zero() {
-            // Subscribed before looking, so nothing that comes in between is missed.
-            let mut output = job.unread.subscribe();
-            let mut end = job.end.subscribe();
-            if job.ended().is_none() && !job.unread.has_news() {
-                let deadline = tokio::time::Instant::now() + valid.wait;
-                loop {
-                    tokio::select! {
-                        () = cancel.cancelled() => return Err(Cancelled.into()),
-                        () = tokio::time::sleep_until(deadline) => break,
-                        _ = end.changed() => break,
-                        changed = output.changed() => {
-                            // A chunk that ends mid-character is not news yet.
-                            if changed.is_err() || job.unread.has_news() {
-                                break;
-                            }
-                        }
-                    }
-                }
-            }
+            let deadline = tokio::time::Instant::now() + valid.wait;
+            wait_for_output(&job, deadline, Until::News, cancel).await?;
         }
         Ok(job.output())
+    }
+}
+
+/// How [`wait_for_output`] decides that the answer is in.
+#[derive(Clone, Copy, Debug)]
+enum Until {
+    /// Any news.
+    News,
+    /// News, then this long without more, counted only once stdout has taken in more than
+    /// `beyond` bytes since the job started (a terminal's own echo of the input is not an
+    /// answer).
+    Settled { quiet: Duration, beyond: u64 },
+}
+
+/// Wait until `deadline` for the job's end or for its answer in the output (`until`).
+async fn wait_for_output(
+    job: &Job,
+    deadline: tokio::time::Instant,
+    until: Until,
+    cancel: &CancellationToken,
+) -> Result<(), CallError> {
+    // Subscribed before looking, so nothing that comes in between is missed.
+    let mut output = job.unread.subscribe();
+    let mut end = job.end.subscribe();
+    loop {
+        if job.ended().is_some() {
+            return Ok(());
+        }
+        // A chunk that ends mid-character is not news yet.
+        let until = match (job.unread.has_news(), until) {
+            (false, _) => deadline,
+            (true, Until::News) => return Ok(()),
+            (true, Until::Settled { quiet, beyond }) if job.unread.total(0) > beyond => {
+                deadline.min(tokio::time::Instant::now() + quiet)
+            }
+            (true, Until::Settled { .. }) => deadline,
+        };
+        tokio::select! {
+            () = cancel.cancelled() => return Err(Cancelled.into()),
+            () = tokio::time::sleep_until(until) => return Ok(()),
+            _ = end.changed() => return Ok(()),
+            changed = output.changed() => if changed.is_err() {
+                return Ok(());
+            },
+        }
     }
 }
 
@@ -654,5 +743,282 @@ impl TypedTool for JobListTool {
                 })
                 .collect(),
         })
+    }
+}
+
+/// The arguments of `job_input`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JobInputInput {
+    /// The id `run_command` answered (a job started with `stdin: true` or `tty`).
+    pub job_id: String,
+    /// UTF-8 text to write (a line usually ends with "\n").
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Bytes to write, in base64, after `text`: control bytes such as "Aw==" (\u0003, which on
+    /// a terminal interrupts the foreground program as Ctrl-C does).
+    #[serde(default)]
+    pub bytes_base64: Option<String>,
+    /// After writing, end the job's input: a pipe is closed; on a terminal, the end-of-file key
+    /// (Ctrl-D) is typed. Later job_input calls are JOB_INPUT_CLOSED.
+    #[serde(default)]
+    pub close_stdin: bool,
+    /// Wait up to this many milliseconds (0 to 30,000; default 0) for the job's answer: the
+    /// call returns once output came and then stayed quiet for 300 ms, or the job ended.
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+/// Validated `job_input` arguments.
+#[derive(Clone, Debug)]
+pub struct JobInputRequest {
+    job_id: String,
+    bytes: Vec<u8>,
+    close: bool,
+    wait: Duration,
+}
+
+/// What `job_input` answers: the `job_output` record, then how many bytes were written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobInputOutput {
+    /// What the job wrote since the previous look, and its status.
+    #[serde(flatten)]
+    pub output: JobOutput,
+    /// How many of the bytes given the job took (fewer only when it did not read them in
+    /// time: see the [module docs](self)).
+    pub written: u64,
+}
+
+/// The `job_input` tool.
+#[derive(Debug, Clone)]
+pub struct JobInputTool {
+    jobs: Arc<JobTable>,
+}
+
+impl JobInputTool {
+    /// The tool over `jobs`.
+    pub(crate) fn new(jobs: Arc<JobTable>) -> Self {
+        Self { jobs }
+    }
+}
+
+fn invalid_job_input() -> ToolError {
+    ToolError::invalid(ErrorKind::InvalidJobInput)
+}
+
+fn job_failed(kind: ErrorKind) -> CallError {
+    CallError::Failed(ToolError::failed(kind))
+}
+
+impl TypedTool for JobInputTool {
+    type Input = JobInputInput;
+    type Valid = JobInputRequest;
+    type Output = JobInputOutput;
+    const NAME: &'static str = "job_input";
+    const DESCRIPTION: &'static str = "Write to the stdin or terminal of a background job \
+        started with run_command {background: true, stdin: true} or {background: true, tty: \
+        {cols, rows}}, then answer like job_output. `text` is UTF-8 (end a line with \\n); \
+        `bytesBase64` carries control bytes (\"Aw==\" is Ctrl-C: on a terminal it interrupts \
+        the foreground program, not the job); at most 65536 bytes a call. `closeStdin: true` \
+        ends the input after writing (Ctrl-D on a terminal). `waitMs` (0 to 30000) waits for \
+        the answer: the call returns once output came and stayed quiet for 300 ms, or the job \
+        ended, so one call is one turn of a REPL; call job_output for more. Returns the \
+        job_output record plus `written` (bytes the job took). JOB_NOT_INTERACTIVE for a job \
+        without stdin or tty, JOB_INPUT_CLOSED after closeStdin or once the job ended.";
+    const HINTS: ToolHints = ToolHints {
+        title: Some("Type into a background job"),
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+        open_world: false,
+    };
+    const INVALID_INPUT: ErrorKind = ErrorKind::InvalidJobInput;
+    const FAILED: ErrorKind = ErrorKind::RunCommandFailed;
+
+    fn check(&self, input: JobInputInput) -> Result<JobInputRequest, ToolError> {
+        use base64::Engine as _;
+        let wait_ms = input.wait_ms.unwrap_or(0);
+        if input.job_id.is_empty() || wait_ms > MAX_WAIT_MS {
+            return Err(invalid_job_input());
+        }
+        let text = input.text.unwrap_or_default().into_bytes();
+        // Only what could fit is decoded (base64 takes 4 characters for 3 bytes).
+        let encoded = input.bytes_base64.unwrap_or_default();
+        if text.len() > MAX_INPUT_BYTES || encoded.len() / 4 * 3 > MAX_INPUT_BYTES + 3 {
+            return Err(invalid_job_input());
+        }
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded.as_bytes())
+            .map_err(|_| invalid_job_input())?;
+        if text.len() + decoded.len() > MAX_INPUT_BYTES {
+            return Err(invalid_job_input());
+        }
+        let mut bytes = text;
+        bytes.extend_from_slice(&decoded);
+        Ok(JobInputRequest {
+            job_id: input.job_id,
+            bytes,
+            close: input.close_stdin,
+            wait: Duration::from_millis(wait_ms),
+        })
+    }
+
+    async fn run(
+        &self,
+        valid: JobInputRequest,
+        cancel: &CancellationToken,
+    ) -> Result<JobInputOutput, CallError> {
+        let job = self.jobs.find(&valid.job_id)?;
+        if job.input_kind == JobInputKind::None {
+            return Err(job_failed(ErrorKind::JobNotInteractive));
+        }
+        let input = match job.input.get() {
+            Some(input) if job.ended().is_none() && !input.is_closed() => input,
+            _ => return Err(job_failed(ErrorKind::JobInputClosed)),
+        };
+        let start = tokio::time::Instant::now();
+        let deadline = start + valid.wait;
+        // The write is bounded: what the job has not taken by then stays unwritten.
+        let write_deadline = start + valid.wait.max(MIN_WRITE_WAIT);
+        // What the terminal will echo by itself is not the answer: the wait settles only on
+        // output beyond it.
+        let beyond = job.unread.total(0) + input.echo_len(&valid.bytes) as u64;
+        let written = if valid.bytes.is_empty() {
+            0
+        } else {
+            tokio::select! {
+                () = cancel.cancelled() => return Err(Cancelled.into()),
+                r = input.write(&valid.bytes, write_deadline) => match r {
+                    Ok(n) => n,
+                    Err(e) if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotConnected | std::io::ErrorKind::BrokenPipe
+                    ) => return Err(job_failed(ErrorKind::JobInputClosed)),
+                    Err(e) => return Err(job_failed(ErrorKind::RunCommandFailed).with_source(e)),
+                },
+            }
+        };
+        if valid.close {
+            tokio::select! {
+                () = cancel.cancelled() => return Err(Cancelled.into()),
+                // A job that is gone has no input left to close.
+                _ = input.close(write_deadline) => {}
+            }
+        }
+        if !valid.wait.is_zero() {
+            let until = Until::Settled {
+                quiet: SETTLE,
+                beyond,
+            };
+            wait_for_output(&job, deadline, until, cancel).await?;
+        }
+        Ok(JobInputOutput {
+            output: job.output(),
+            written: written as u64,
+        })
+    }
+}
+
+/// The arguments of `job_resize`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JobResizeInput {
+    /// The id `run_command` answered (a job started with `tty`).
+    pub job_id: String,
+    /// Columns, 1 to 1000.
+    pub cols: u16,
+    /// Rows, 1 to 1000.
+    pub rows: u16,
+}
+
+/// Validated `job_resize` arguments.
+#[derive(Clone, Debug)]
+pub struct JobResizeRequest {
+    job_id: String,
+    size: confine_nodeexec::WindowSize,
+}
+
+/// What `job_resize` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobResized {
+    /// The job's id.
+    pub job_id: String,
+    /// The terminal's columns now.
+    pub cols: u16,
+    /// The terminal's rows now.
+    pub rows: u16,
+}
+
+/// The `job_resize` tool.
+#[derive(Debug, Clone)]
+pub struct JobResizeTool {
+    jobs: Arc<JobTable>,
+}
+
+impl JobResizeTool {
+    /// The tool over `jobs`.
+    pub(crate) fn new(jobs: Arc<JobTable>) -> Self {
+        Self { jobs }
+    }
+}
+
+impl TypedTool for JobResizeTool {
+    type Input = JobResizeInput;
+    type Valid = JobResizeRequest;
+    type Output = JobResized;
+    const NAME: &'static str = "job_resize";
+    const DESCRIPTION: &'static str = "Resize the terminal of a background job started with \
+        run_command {background: true, tty: {cols, rows}} (cols and rows 1 to 1000); its \
+        foreground program gets SIGWINCH. Returns {jobId, cols, rows}. JOB_NOT_INTERACTIVE \
+        for a job without a terminal, JOB_INPUT_CLOSED once the job ended.";
+    const HINTS: ToolHints = ToolHints {
+        title: Some("Resize a background job's terminal"),
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
+    const INVALID_INPUT: ErrorKind = ErrorKind::InvalidJobInput;
+    const FAILED: ErrorKind = ErrorKind::RunCommandFailed;
+
+    fn check(&self, input: JobResizeInput) -> Result<JobResizeRequest, ToolError> {
+        if input.job_id.is_empty()
+            || !TERMINAL_CELLS.contains(&input.cols)
+            || !TERMINAL_CELLS.contains(&input.rows)
+        {
+            return Err(invalid_job_input());
+        }
+        Ok(JobResizeRequest {
+            job_id: input.job_id,
+            size: confine_nodeexec::WindowSize::new(input.cols, input.rows),
+        })
+    }
+
+    async fn run(
+        &self,
+        valid: JobResizeRequest,
+        _: &CancellationToken,
+    ) -> Result<JobResized, CallError> {
+        let job = self.jobs.find(&valid.job_id)?;
+        if job.input_kind != JobInputKind::Terminal {
+            return Err(job_failed(ErrorKind::JobNotInteractive));
+        }
+        let resized = match job.input.get() {
+            Some(input) if job.ended().is_none() => input.resize(valid.size),
+            _ => return Err(job_failed(ErrorKind::JobInputClosed)),
+        };
+        match resized {
+            Ok(()) => Ok(JobResized {
+                job_id: job.id.clone(),
+                cols: valid.size.cols,
+                rows: valid.size.rows,
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {
+                Err(job_failed(ErrorKind::JobInputClosed))
+            }
+            Err(e) => Err(job_failed(ErrorKind::RunCommandFailed).with_source(e)),
+        }
     }
 }

@@ -4,7 +4,8 @@
 //! `read_media`, `list_directory`, `find_files`, `grep`, `file_info`, `create_directory`,
 //! `move_file`, `delete_file` ([`WORKSPACE_TOOLS`]; [`READ_ONLY_TOOLS`] are those that change
 //! nothing), and, where the embedder enables commands ([`NodeProcessOptions::commands`]),
-//! `run_command` and the background-job tools `job_output`, `job_stop` and `job_list`
+//! `run_command` and the background-job tools `job_output`, `job_stop`, `job_list`,
+//! `job_input` and `job_resize`
 //! ([`COMMAND_TOOLS`]), which share one [`JobTable`] per registry, counted against a bound
 //! that the registries of one embedder may share ([`JobSlots`], see [`jobs`]). Each tool's
 //! arguments, record and tokens are described in its module and in `docs/TOOLS.md`.
@@ -128,7 +129,9 @@ pub use factory::{
 pub use file_info::FileInfoTool;
 pub use find_files::FindFilesTool;
 pub use grep::GrepTool;
-pub use jobs::{JobListTool, JobOutputTool, JobSlots, JobStopTool, JobTable};
+pub use jobs::{
+    JobInputTool, JobListTool, JobOutputTool, JobResizeTool, JobSlots, JobStopTool, JobTable,
+};
 pub use list_directory::ListDirectoryTool;
 pub use move_file::MoveFileTool;
 pub use network::NetworkPolicy;

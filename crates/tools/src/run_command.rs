@@ -1,7 +1,9 @@
 //! `run_command`: a shell command run in the workspace, bounded, so that an agent can run a
 //! project's tests and builds (`npm test`, `cargo test`, `make`).
 //!
-//! Arguments are exactly `{ "command": string, "timeoutMs"?: integer }`. Checked before any
+//! Arguments are exactly `{ "command": string, "timeoutMs"?: integer, "background"?: bool,
+//! "stdin"?: bool, "tty"?: {cols, rows} }` (the last three start a job, see [`crate::jobs`];
+//! `stdin` and `tty` only with `background`, sizes 1 to 1000). Checked before any
 //! effect: the command is not empty, holds no NUL (`INVALID_RUN_COMMAND_INPUT`) and is at most
 //! [`MAX_COMMAND_BYTES`] UTF-8 bytes (`RUN_COMMAND_TOO_LARGE`); `timeoutMs` is from 1 to the
 //! embedder's maximum (`RUN_COMMAND_TIMEOUT_OUT_OF_RANGE`). The command limit is 32,768 bytes,
@@ -47,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::child::{Children, RunErrors, node_executable};
 use crate::error::{CallError, ErrorKind, ToolError};
-use crate::jobs::{DEFAULT_JOB_TIMEOUT, JobStarted, JobTable};
+use crate::jobs::{DEFAULT_JOB_TIMEOUT, JobInputKind, JobStarted, JobTable, TERMINAL_CELLS};
 use crate::node_process::NodeProcessOptions;
 use crate::progress::{ProgressReport, current_sink};
 use crate::tool::{ToolHints, TypedTool};
@@ -67,6 +69,8 @@ pub const TAIL_BYTES: usize = 16 * 1024;
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// The shell.
 const SHELL: &str = "/bin/sh";
+/// `TERM` of a terminal job, unless the embedder passes one.
+pub const TERMINAL_TYPE: &str = "dumb";
 /// How a failed run is reported (a timeout is a result, never this error).
 const RUN_ERRORS: RunErrors = RunErrors {
     start: ErrorKind::RunCommandStartFailed,
@@ -114,6 +118,26 @@ pub struct RunCommandInput {
     /// with job_output, stop it with job_stop): for a dev server, a watcher or a long build.
     #[serde(default)]
     pub background: bool,
+    /// With background: give the job a stdin the agent writes with job_input (a pipe; the job
+    /// sees no terminal).
+    #[serde(default)]
+    pub stdin: bool,
+    /// With background: run the job on a terminal of its own of this size (its stdin, stdout
+    /// and stderr; output is one stream, returned as stdout); write to it with job_input,
+    /// resize it with job_resize. For REPLs, prompts, programs that want a terminal, and a
+    /// persistent shell (command "bash").
+    #[serde(default)]
+    pub tty: Option<TerminalSize>,
+}
+
+/// A terminal's size in character cells (each 1 to 1000).
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalSize {
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
 }
 
 /// What `run_command` answers: the run's record, or a started job's id.
@@ -158,6 +182,7 @@ pub struct CommandRun {
     command: String,
     timeout: Duration,
     background: bool,
+    stdin: confine_nodeexec::Stdin,
 }
 
 /// The `run_command` tool.
@@ -229,11 +254,26 @@ impl RunCommandTool {
                 .map_err(|e| failed(ErrorKind::RunCommandFailed).with_source(e))?;
             let (mut cmd, confined) = self.command(&run, &tmp)?;
             // The outcome's own capture is not read for a job: only the unread rings are.
-            cmd.output_cap(0).output_tail(0).unread(unread);
+            cmd.output_cap(0)
+                .output_tail(0)
+                .unread(unread)
+                .stdin(run.stdin);
+            if matches!(run.stdin, confine_nodeexec::Stdin::Terminal(_))
+                && !cmd.child_env().iter().any(|(name, _)| name == "TERM")
+            {
+                // A terminal that asks for no escape sequences, unless the embedder set one:
+                // the model reads the bytes as they are (see the module docs).
+                cmd.env("TERM", TERMINAL_TYPE);
+            }
             Ok((cmd, (tmp, confined.watch), confined.network))
         };
+        let kind = match run.stdin {
+            confine_nodeexec::Stdin::Pipe => JobInputKind::Pipe,
+            confine_nodeexec::Stdin::Terminal(_) => JobInputKind::Terminal,
+            _ => JobInputKind::None,
+        };
         self.jobs
-            .start(&run.command, build, |e| RUN_ERRORS.of(e), cancel)
+            .start(&run.command, kind, build, |e| RUN_ERRORS.of(e), cancel)
             .await
     }
 
@@ -332,7 +372,7 @@ impl TypedTool for RunCommandTool {
     const NAME: &'static str = "run_command";
     const DESCRIPTION: &'static str = "Run a shell command (/bin/sh -c) with the workspace root \
         as working directory: a project's tests, builds and tools (npm test, cargo test, git \
-        status, make). stdin is empty. `timeoutMs` (optional) bounds the run; the server sets \
+        status, make). stdin is empty unless a job asks for input (below). `timeoutMs` (optional) bounds the run; the server sets \
         the default and the maximum. The command and every process it starts are killed when \
         it ends. Returns {exitCode, signal, stdout, stderr, stdoutTruncated, stderrTruncated, \
         timedOut, durationMs}; each stream keeps its first and last 16 KiB with a line saying \
@@ -340,7 +380,11 @@ impl TypedTool for RunCommandTool {
         running out of time is timedOut: true with the output so far. The call ends when the \
         shell exits: what it left running is killed. With background: true the command \
         starts as a job and the answer is {jobId, command} at once: poll it with job_output, \
-        stop it with job_stop (a dev server, a watcher, a long build).";
+        stop it with job_stop (a dev server, a watcher, a long build). A job may also take \
+        input: stdin: true gives it a stdin pipe, tty: {cols, rows} a terminal of its own \
+        (stdout and stderr one stream, returned as stdout; TERM=dumb); write with job_input, \
+        resize with job_resize. A terminal job running bash is a persistent shell whose cd and \
+        variables last between inputs.";
     const HINTS: ToolHints = ToolHints {
         title: Some("Run a shell command in the workspace"),
         ..ToolHints::UNKNOWN
@@ -355,6 +399,22 @@ impl TypedTool for RunCommandTool {
         if input.background && !self.offers_jobs {
             return Err(ToolError::invalid(ErrorKind::InvalidRunCommandInput));
         }
+        // Input is for jobs: a run that is waited for has no one to type into it.
+        let stdin = match (input.tty, input.stdin) {
+            (Some(_), _) | (None, true) if !input.background => {
+                return Err(ToolError::invalid(ErrorKind::InvalidRunCommandInput));
+            }
+            (Some(size), _) => {
+                if !TERMINAL_CELLS.contains(&size.cols) || !TERMINAL_CELLS.contains(&size.rows) {
+                    return Err(ToolError::invalid(ErrorKind::InvalidRunCommandInput));
+                }
+                confine_nodeexec::Stdin::Terminal(confine_nodeexec::WindowSize::new(
+                    size.cols, size.rows,
+                ))
+            }
+            (None, true) => confine_nodeexec::Stdin::Pipe,
+            (None, false) => confine_nodeexec::Stdin::Null,
+        };
         if input.command.len() > MAX_COMMAND_BYTES {
             return Err(ToolError::invalid(ErrorKind::RunCommandTooLarge));
         }
@@ -368,6 +428,7 @@ impl TypedTool for RunCommandTool {
             command: input.command,
             timeout,
             background: input.background,
+            stdin,
         })
     }
 

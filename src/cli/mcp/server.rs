@@ -313,6 +313,20 @@ fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
              ends.",
         );
     }
+    if offered("job_input") {
+        text.push_str(
+            " A job can take input: run_command with background: true and stdin: true gives it \
+             a stdin pipe, with tty: {cols, rows} a terminal of its own (one output stream, \
+             returned as stdout); job_input {jobId, text, waitMs} types into it and answers \
+             like job_output once the output settles, so one call is one turn of a REPL \
+             (bytesBase64 \"Aw==\" is Ctrl-C; closeStdin ends the input). For a persistent \
+             shell whose cd and variables last, start bash on a terminal (command \"bash\", \
+             tty) and send it one command per job_input.",
+        );
+    }
+    if offered("job_resize") {
+        text.push_str(" job_resize {jobId, cols, rows} resizes a terminal job's window.");
+    }
     if !runners.is_empty() {
         let which = runners.join(" and ");
         let (run, are) = if runners.len() == 1 {
@@ -644,6 +658,33 @@ mod tests {
         assert!(server.instructions.contains("read-only"));
         assert!(!server.instructions.contains("node_process runs"));
         assert_eq!(server.get_info().server_info.name, "confine");
+    }
+
+    #[test]
+    fn instructions_name_every_command_tool_offered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut options = confine_tools::NodeProcessOptions::default();
+        options.commands = Some(Default::default());
+        let registry = confine_tools::create_workspace_tools(tmp.path(), options).unwrap();
+        let server = ConfineServer::new(registry, Setting::default());
+        for name in confine_tools::COMMAND_TOOLS {
+            assert!(server.tool_names().contains(name), "{name} offered");
+            assert!(server.instructions.contains(name), "{name} named");
+        }
+        assert!(server.instructions.contains("persistent shell"));
+        // One of them alone is named too.
+        let registry = confine_tools::create_selected_tools(
+            tmp.path(),
+            {
+                let mut options = confine_tools::NodeProcessOptions::default();
+                options.commands = Some(Default::default());
+                options
+            },
+            &["job_resize"],
+        )
+        .unwrap();
+        let server = ConfineServer::new(registry, Setting::default());
+        assert!(server.instructions.contains("job_resize"));
     }
 
     #[test]

@@ -131,6 +131,8 @@ fn every_tool_type_is_named_after_its_tool() {
         short::<confine_tools::JobOutputTool>(),
         short::<confine_tools::JobStopTool>(),
         short::<confine_tools::JobListTool>(),
+        short::<confine_tools::JobInputTool>(),
+        short::<confine_tools::JobResizeTool>(),
     ];
     for (tool, ty) in types {
         assert_eq!(ty, type_name_for(tool), "the type of {tool}");
