@@ -75,6 +75,7 @@ const TOKENS: &[(&str, &str)] = &[
     ("TOOL_EXECUTION_FAILED", "NODE_PROCESS_TIMEOUT"),
     ("TOOL_EXECUTION_FAILED", "NODE_PROCESS_FAILED"),
     ("TOOL_EXECUTION_FAILED", "PATH_PROTECTED"),
+    ("TOOL_EXECUTION_FAILED", "SYMLINK_LOOP"),
 ];
 
 /// The workspace `ws` beside its sibling `ws-outside`, whose `secret.txt` holds [`SECRET`].
