@@ -22,12 +22,14 @@ pub struct ToolArgs {
     /// in order, and can be cancelled while they wait.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_processes: Option<u64>,
-    /// Confine node_process children with the Linux kernel sandbox (Landlock and seccomp):
-    /// read only the root, Node.js's installation and the system's non-secret files; write
-    /// only beneath the root; no change of mode, owner, times or extended attributes; no
-    /// Unix, raw or netlink socket, and TCP only to the network policy's proxy or the run's
-    /// own loopback (see --allow-net); 4 GiB of address space, 1024 open files. A call fails
-    /// with NODE_SANDBOX_UNAVAILABLE where the kernel cannot enforce it.
+    /// Confine node_process and run_command children with the Linux kernel sandbox (a mount
+    /// namespace, Landlock and seccomp): read only the root, Node.js's installation and the
+    /// system's non-secret files; write only beneath the root and a private /tmp, /dev/shm
+    /// and HOME of the server's; change modes and times only there (everything else is a
+    /// read-only view; no set-user-ID or set-group-ID bit anywhere); no Unix, raw or netlink
+    /// socket, and TCP only to the network policy's proxy or the run's own loopback (see
+    /// --allow-net); 4 GiB of address space, 1024 open files. A call fails with
+    /// NODE_SANDBOX_UNAVAILABLE where the kernel cannot enforce it.
     #[arg(long)]
     pub sandbox: bool,
     /// With --sandbox: the oldest Landlock ABI accepted (default 4; 6 also insists on the
