@@ -4,9 +4,12 @@
 //! the usual secrets). Every item that works unconfined must work sandboxed; every secret
 //! must stay unread under the sandbox (and is read unconfined: the twin).
 //!
+//! The battery includes a loopback server (Python's `http.server`, which reads
+//! `/etc/mime.types`) reached from the same command: under `--sandbox` the network policy
+//! gives the run a loopback of its own where its mechanism is a namespace.
+//!
 //! Not in the battery yet: toolchains installed under the home (`cargo` from rustup, nvm,
-//! pyenv) and `pip install` of a local wheel, which the sandbox does not open yet; the
-//! loopback server, whose result depends on the network policy's mechanism.
+//! pyenv) and `pip install` of a local wheel, which the sandbox does not open yet.
 
 mod support;
 
@@ -55,6 +58,14 @@ npm_work() {
   node -e 'const p=require("./package.json"); p.scripts={test:"node -e 0"}; require("fs").writeFileSync("package.json", JSON.stringify(p))' &&
   npm test
 }
+http_server() {
+  echo served > page.txt
+  python3 -u -m http.server 0 --bind 127.0.0.1 > srv.log 2>&1 & pid=$!
+  i=0; while [ $i -lt 200 ] && ! grep -q ' port ' srv.log; do sleep 0.05; i=$((i+1)); done
+  port=$(sed -n 's/.* port \([0-9]*\) .*/\1/p' srv.log | head -n 1)
+  python3 -c 'import sys, urllib.request as u; r = u.build_opener(u.ProxyHandler({})).open("http://127.0.0.1:" + sys.argv[1] + "/page.txt"); assert r.read() == b"served\n"' "$port"
+  r=$?; kill $pid; wait $pid; return $r
+}
 item git git_work
 item clone git_clone
 item chmod chmod_run
@@ -67,6 +78,7 @@ item sqlite sqlite
 item tmp tmp
 item cc c_build
 item npm npm_work
+item http http_server
 "#;
 
 /// The secrets of the fake home (relative paths) and their contents.
@@ -228,8 +240,13 @@ fn battery(prefix: &[&str], owner: Option<u32>) {
     let boxed_ws = workspace(owner);
     let record = run(prefix, boxed_ws.path(), home.path(), true, BATTERY);
     let boxed = statuses(&record);
-    assert_eq!(open.len(), 12, "unconfined: {open:?}");
-    assert_eq!(boxed.len(), 12, "sandboxed: {record}");
+    assert_eq!(open.len(), 13, "unconfined: {open:?}");
+    assert_eq!(boxed.len(), 13, "sandboxed: {record}");
+    // The loopback server works unconfined here (else its item would prove nothing).
+    assert!(
+        open.contains(&("http".to_owned(), "0".to_owned())),
+        "unconfined: {open:?}"
+    );
     for ((item, unconfined), (_, sandboxed)) in open.iter().zip(&boxed) {
         if unconfined == "0" {
             assert_eq!(
@@ -254,17 +271,21 @@ fn battery(prefix: &[&str], owner: Option<u32>) {
             home.path().display()
         ));
     }
-    probe.push_str("cat /etc/shadow >/dev/null 2>&1; echo shadow=$?\n");
+    // Covered by an empty file under the sandbox: nothing to read (grep finds no line).
+    probe.push_str("grep -q . /etc/shadow 2>/dev/null; echo shadow=$?\n");
     probe.push_str("ls /root >/dev/null 2>&1; echo root=$?\n");
+    // The rest of /etc is readable: what pip and Python's mimetypes read.
+    probe.push_str("cat /etc/debian_version /etc/mime.types >/dev/null 2>&1; echo etc=$?\n");
     probe.push_str("cat ~/.gitconfig | grep -c -e helper -e insteadOf; echo config=$?\n");
     let boxed = statuses(&run(prefix, boxed_ws.path(), home.path(), true, &probe));
     let open = statuses(&run(prefix, open_ws.path(), home.path(), false, &probe));
-    assert_eq!(boxed.len(), SECRETS.len() + 3, "{boxed:?}");
+    assert_eq!(boxed.len(), SECRETS.len() + 4, "{boxed:?}");
     for ((name, sandboxed), (_, unconfined)) in boxed.iter().zip(&open) {
         match name.as_str() {
             // The private home's .gitconfig holds the identity alone.
             "config" => assert_eq!(sandboxed, "1", "{boxed:?}"),
             "shadow" | "root" => assert_ne!(sandboxed, "0", "{name} read: {boxed:?}"),
+            "etc" => assert_eq!(sandboxed, "0", "{boxed:?}"),
             _ => {
                 assert_ne!(sandboxed, "0", "{name} read under the sandbox");
                 assert_eq!(unconfined, "0", "the twin reads {name}");

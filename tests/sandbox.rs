@@ -326,9 +326,9 @@ fn sandbox_probes_through_the_tool_and_the_binary() {
         if root() {
             probes.push(probe(
                 "read /etc/shadow as root",
-                "say(code(() => fs.readFileSync('/etc/shadow')))",
+                "say(code(() => { if (fs.readFileSync('/etc/shadow').length === 0) throw { code: 'empty' }; }))",
                 &[],
-                r#""EACCES""#,
+                r#""empty""#,
                 r#""ok""#,
             ));
         }
@@ -509,8 +509,15 @@ fn doctor_reports_landlock_and_the_sandbox_check() {
     for path in ["/usr", "/etc/passwd", "/dev/null", "/proc/meminfo"] {
         assert!(read.contains(&json!(path)), "{path}: {report}");
     }
-    for path in ["/", "/etc", "/etc/shadow", "/root", "/tmp", "/proc"] {
+    for path in ["/", "/etc/shadow", "/root", "/tmp", "/proc"] {
         assert!(!read.contains(&json!(path)), "{path}: {report}");
+    }
+    // All of /etc, its secrets covered in the run's mount namespace.
+    assert!(read.contains(&json!("/etc")), "{report}");
+    assert_eq!(report["sandbox"]["etc"]["whole"], true, "{report}");
+    let covered = report["sandbox"]["etc"]["covered"].as_array().unwrap();
+    if Path::new("/etc/shadow").exists() {
+        assert!(covered.contains(&json!("/etc/shadow")), "{report}");
     }
     assert_eq!(
         report["sandbox"]["write"],
@@ -554,11 +561,12 @@ fn doctor_reports_landlock_and_the_sandbox_check() {
     );
 }
 
-/// The probe of the environment tests: a secret outside, a `chmod` outside, `/etc/shadow`, a
+/// The probe of the environment tests: a secret outside, a `chmod` outside, `/etc/shadow`
+/// (`empty` where a mount covers it), a
 /// write inside and a child process, as one JSON object.
 const ENVIRONMENT_PROBE: &str = "const [secret, mode] = process.argv.slice(1);\
     say({ secret: code(() => fs.readFileSync(secret)), chmod: code(() => fs.chmodSync(mode, 0o777)),\
-          shadow: code(() => fs.readFileSync('/etc/shadow')), inside: code(() => fs.writeFileSync('in.txt', 'x')),\
+          shadow: code(() => { if (fs.readFileSync('/etc/shadow').length === 0) throw { code: 'empty' }; }), inside: code(() => fs.writeFileSync('in.txt', 'x')),\
           child: String(cp.execFileSync(process.execPath, ['-e', 'console.log(1 + 1)'])).trim() })";
 
 /// Run [`ENVIRONMENT_PROBE`] through `<prefix…> <confine> call --root <root> [--sandbox]`;
@@ -641,9 +649,10 @@ fn sandbox_holds_as_a_user_and_in_a_container_like_setup() {
     let args = [secret.as_path(), mode.as_path()];
     // The files outside lie in the host's /tmp, which the children's private /tmp covers.
     let confined =
-        r#"{"secret":"ENOENT","chmod":"ENOENT","shadow":"EACCES","inside":"ok","child":"2"}"#;
+        r#"{"secret":"ENOENT","chmod":"ENOENT","shadow":"empty","inside":"ok","child":"2"}"#;
 
-    // An ordinary user: /etc/shadow is unreadable to it either way.
+    // An ordinary user: /etc/shadow is unreadable to it unconfined, and covered (empty) in
+    // the sandboxed run's mount namespace.
     let user = ["runuser", "-u", "nobody", "--"];
     reset();
     assert_eq!(

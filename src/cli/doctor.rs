@@ -351,6 +351,11 @@ impl Report {
                 "readOwnProc": true,
                 "write": shown(&rules.writable()),
                 "metadata": metadata_policy(rules),
+                "etc": {
+                    "whole": rules.etc_readable(),
+                    "covered": rules.etc_secrets(),
+                    "why": etc_policy(rules),
+                },
                 "pathnameUnixSockets": rules.pathname_socket_mechanism(),
                 "refusesTcp": rules.refuses_tcp(),
                 "refusesIpSockets": rules.refuses_ip_sockets(),
@@ -410,6 +415,7 @@ impl Report {
                  sandbox read:  {}, and the program's own /proc/<pid>\n\
                  sandbox write: {}\n\
                  metadata:      {}\n\
+                 /etc:          {}\n\
                  unix sockets:  {}",
                 rules.abi(),
                 if rules.refuses_ip_sockets() {
@@ -428,6 +434,7 @@ impl Report {
                 shown(&rules.readable()).join(", "),
                 shown(&rules.writable()).join(", "),
                 metadata_policy(rules),
+                etc_policy(rules),
                 rules.pathname_socket_mechanism().map_or_else(
                     || "pathname sockets reachable (no mechanism)".to_owned(),
                     |m| format!("pathname sockets unreachable ({m})"),
@@ -652,6 +659,23 @@ fn metadata_policy(rules: &SandboxRules) -> &'static str {
          (seccomp)"
     } else {
         "changeable on any file the user owns"
+    }
+}
+
+/// What of `/etc` a sandboxed run reads, and why.
+fn etc_policy(rules: &SandboxRules) -> String {
+    if rules.etc_readable() {
+        let covered: Vec<String> = rules
+            .etc_secrets()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        format!(
+            "all readable (programs read many small files there), but its secrets, covered              in the run's mount namespace (by name, and whatever the system keeps from other              users): {}; where no mount namespace can be made, only the files listed above",
+            covered.join(", ")
+        )
+    } else {
+        "only the files listed above (no mount namespace to cover its secrets in)".to_owned()
     }
 }
 

@@ -222,8 +222,9 @@
 //!
 //! * may read only the write root, the system's programs and libraries (`/usr`, `/bin`,
 //!   `/sbin`, `/lib*`), the installation of its interpreter where the embedder names it
-//!   ([`Sandbox::allow_installation`]), named non-secret files of `/etc` (the loader cache,
-//!   `passwd`, `group`, name resolution, the time zone, public certificates), `/dev/null`,
+//!   ([`Sandbox::allow_installation`]), all of `/etc` but its secrets where the run gets its
+//!   read-only view (else named non-secret files of it: the loader cache, `passwd`, `group`,
+//!   name resolution, the time zone, public certificates), `/dev/null`,
 //!   `/dev/zero`, `/dev/random`, `/dev/urandom`, a few system-wide `/proc` files, the
 //!   program's own `/proc/<pid>`, and what [`Sandbox::allow_read`] adds: not the home
 //!   directory, `/root`, `/tmp`, `/etc/shadow` or other processes' `/proc` entries, as root

@@ -526,11 +526,105 @@ fn sandbox_refuses_reading_etc_shadow_and_root_as_root() {
         return;
     }
     let dirs = Dirs::new();
-    let probe = "say([code(() => fs.readFileSync('/etc/shadow')), code(() => fs.readdirSync('/root')),\
-        code(() => fs.readFileSync('/etc/passwd'))])";
+    // /etc/shadow is covered by /dev/null in the run's mount namespace: read, it is empty.
+    let probe = "const size = (p) => { try { return fs.readFileSync(p).length > 0 ? 'bytes' : 'empty'; }\
+        catch (e) { return e.code; } };\
+        say([size('/etc/shadow'), code(() => fs.readdirSync('/root')), size('/etc/passwd')])";
     let (confined, open) = twin(&dirs, probe, &[]);
-    assert_eq!(confined, r#"["EACCES","EACCES","ok"]"#);
-    assert_eq!(open, r#"["ok","ok","ok"]"#);
+    assert_eq!(confined, r#"["empty","EACCES","bytes"]"#);
+    assert_eq!(open, r#"["bytes","ok","bytes"]"#);
+    // Without the view (where no mount namespace can be made), the allow-list: EACCES.
+    let mut no_view = Sandbox::new();
+    no_view.read_only_outside(false);
+    let confined = said(&run(&dirs, Some(&no_view), probe, &[]));
+    assert_eq!(confined, r#"["EACCES","EACCES","bytes"]"#);
+}
+
+/// Files of `/etc` the test makes as root, removed when dropped.
+struct EtcFiles(Vec<std::path::PathBuf>);
+
+impl Drop for EtcFiles {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// All of `/etc` is readable under the sandbox (what pip, Python's `http.server`, git read:
+/// `/etc/debian_version`, `/etc/mime.types`), but its secrets: as root the test makes an SSH
+/// host key (`/etc/ssh/ssh_host_*_key`, secret by name although its mode lets others read it)
+/// and a file of mode 0600 (kept from other users, so secret by mode), and the sandboxed
+/// program reads neither (each is `/dev/null` in its mount namespace) nor `/etc/shadow`,
+/// while the unconfined twin reads them all. Without the view (the fallback where no mount
+/// namespace can be made) `/etc` is the allow-list again: the ordinary files are `EACCES`.
+#[test]
+fn sandbox_reads_etc_but_not_its_secrets() {
+    let dirs = Dirs::new();
+    let ordinary: Vec<&str> = ["/etc/debian_version", "/etc/mime.types", "/etc/login.defs"]
+        .into_iter()
+        .filter(|p| Path::new(p).is_file())
+        .collect();
+    assert!(
+        !ordinary.is_empty(),
+        "no ordinary file of /etc to read here"
+    );
+    let mut secrets = vec!["/etc/shadow".to_owned()];
+    let mut made = EtcFiles(Vec::new());
+    if root() && Path::new("/etc/ssh").is_dir() {
+        use std::os::unix::fs::PermissionsExt;
+        let id = std::process::id();
+        let key = format!("/etc/ssh/ssh_host_confinetest{id}_key");
+        let private = format!("/etc/confinetest-{id}.secret");
+        for (path, mode) in [(&key, 0o644), (&private, 0o600)] {
+            std::fs::write(path, "PRIVATE KEY").unwrap();
+            made.0.push(path.into());
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+            secrets.push(path.clone());
+        }
+    } else {
+        testkit::not_run(
+            "sandbox_reads_etc_but_not_its_secrets (made secrets)",
+            "an ordinary user cannot make files in /etc; the root pass runs it",
+        );
+    }
+    let paths: Vec<&str> = ordinary
+        .iter()
+        .copied()
+        .chain(secrets.iter().map(String::as_str))
+        .collect();
+    let probe = "const size = (p) => { try { return fs.readFileSync(p).length > 0 ? 'bytes' : 'empty'; }\
+        catch (e) { return e.code; } };\
+        say(process.argv.slice(1).map(size))";
+    let answers = |sandbox: Option<&Sandbox>| -> Vec<String> {
+        let line = said(&run(&dirs, sandbox, probe, &paths));
+        let inner = line.trim_start_matches('[').trim_end_matches(']');
+        inner
+            .split(',')
+            .map(|a| a.trim_matches('"').to_owned())
+            .collect()
+    };
+    let confined = answers(Some(&Sandbox::new()));
+    for (path, answer) in paths.iter().zip(&confined) {
+        match ordinary.contains(path) {
+            true => assert_eq!(answer, "bytes", "{path}: {confined:?}"),
+            // Covered ("empty"), or already kept from an ordinary user ("EACCES").
+            false => assert!(
+                answer == "empty" || answer == "EACCES",
+                "{path}: {confined:?}"
+            ),
+        }
+    }
+    if root() {
+        let open = answers(None);
+        assert!(open.iter().all(|a| a == "bytes"), "twin: {open:?}");
+    }
+    let mut no_view = Sandbox::new();
+    no_view.read_only_outside(false);
+    let confined = answers(Some(&no_view));
+    for (path, answer) in paths.iter().zip(&confined) {
+        assert_eq!(answer, "EACCES", "{path} without the view: {confined:?}");
+    }
 }
 
 #[test]

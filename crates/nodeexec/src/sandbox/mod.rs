@@ -37,7 +37,8 @@
 //!   `node_process` names Node.js's, wherever it lives); the non-secret parts of `/etc`
 //!   listed and explained in `paths.rs` (the loader cache, `passwd` and `group` but not
 //!   `shadow`, name resolution, the time zone, OpenSSL's configuration and the public CA
-//!   certificates but not `/etc/ssl/private`, …); `/dev/null`, `/dev/zero`, `/dev/random`,
+//!   certificates but not `/etc/ssl/private`, …), and, where the run gets its read-only view,
+//!   all of `/etc` with its secrets covered (see *`/etc`* below); `/dev/null`, `/dev/zero`, `/dev/random`,
 //!   `/dev/urandom`; `/proc/meminfo`, `/proc/stat`, `/proc/cpuinfo`; the program's own
 //!   `/proc/<pid>` (see below); and what [`Sandbox::allow_read`] adds. Nothing else: not the
 //!   home directory, not `/root`, not `/tmp`, not `/etc/shadow`, not another project.
@@ -95,6 +96,18 @@
 //! run with read-only or hidden paths still fails there ([`ErrorKind::SandboxUnavailable`]).
 //! `confine doctor` says which held. The cost is a namespace per run (its teardown waits for
 //! an RCU grace period; see `docs/PERFORMANCE.md`).
+//!
+//! # `/etc`
+//!
+//! Where the run gets the read-only view, all of `/etc` is readable (a rule the child adds
+//! only when the view was made) and the view covers its secrets, found by a bounded walk
+//! when the sandbox is built (`paths::etc_secrets`): those named in `paths::ETC_SECRETS`
+//! and the SSH host keys, and every file others may not read and directory others may not
+//! list or enter. A file is covered by `/dev/null` (reads as empty), a directory by an empty
+//! read-only tmpfs of mode 0, after everything was made read-only. Without the view, or past
+//! the walk's bounds, `/etc` is the allow-list of `paths::ETC` alone
+//! ([`SandboxRules::etc_readable`] says which; [`SandboxRules::etc_secrets`] lists the
+//! covers).
 //!
 //! # Which ABI
 //!
@@ -391,7 +404,15 @@ impl Sandbox {
                 datagram: network.own_loopback(),
             },
         };
-        let rules = self.rules(target, write_root.as_fd()).map_err(failed)?;
+        // All of `/etc` with its secrets covered, where the view can cover them; past the
+        // bounds of the walk, the allow-list alone.
+        let etc_secrets = match self.read_only_outside {
+            true => paths::etc_secrets(Path::new(paths::ETC_TREE)),
+            false => None,
+        };
+        let rules = self
+            .rules(target, write_root.as_fd(), etc_secrets.is_some())
+            .map_err(failed)?;
         let mut mounts = match self.read_only.is_empty() && self.hidden.is_empty() {
             true => mounts::Mounts::default(),
             // The write root's path, as its rule names it (read from its descriptor).
@@ -421,6 +442,11 @@ impl Sandbox {
             mounts
                 .isolate(&writable, &readable, &covers)
                 .map_err(failed)?;
+            if rules.iter().any(|r| r.view_only) {
+                mounts
+                    .cover_secrets(etc_secrets.unwrap_or_default())
+                    .map_err(failed)?;
+            }
         }
         let own_proc = (AccessFs::ReadFile | AccessFs::ReadDir).bits();
         let metadata = match (self.metadata_filter, self.read_only_outside) {
@@ -464,7 +490,13 @@ impl Sandbox {
 
     /// Every rule of the policy, paths opened. Default paths that do not exist are skipped;
     /// the embedder's must exist.
-    fn rules(&self, abi: ABI, root: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<PathRule>> {
+    /// With `etc_whole`, all of `/etc` too, as a rule that holds only with the read-only view.
+    fn rules(
+        &self,
+        abi: ABI,
+        root: std::os::fd::BorrowedFd<'_>,
+        etc_whole: bool,
+    ) -> io::Result<Vec<PathRule>> {
         let tree = tree_rights(abi).bits();
         let file = (tree_rights(abi) & AccessFs::from_file(abi)).bits();
         let read_tree = AccessFs::from_read(abi).bits();
@@ -488,6 +520,7 @@ impl Sandbox {
             access: tree,
             path,
             write: true,
+            view_only: false,
         });
 
         // (path, required, (rights of a directory, rights of a file), writable)
@@ -552,6 +585,17 @@ impl Sandbox {
                 access,
                 path: path.to_owned(),
                 write,
+                view_only: false,
+            });
+        }
+        if etc_whole && let Ok((fd, true, identity)) = PathRule::open(Path::new(paths::ETC_TREE)) {
+            rules.push(PathRule {
+                fd,
+                identity,
+                access: data_tree,
+                path: PathBuf::from(paths::ETC_TREE),
+                write: false,
+                view_only: true,
             });
         }
         Ok(rules)
@@ -668,6 +712,19 @@ impl SandboxRules {
         &self.0.mounts.shown
     }
 
+    /// Whether all of `/etc` is readable where the run gets its read-only view (its secrets
+    /// covered, [`SandboxRules::etc_secrets`]); without the view, or where `/etc` held more
+    /// than the sandbox examines, only the allow-list of files programs need to start.
+    pub fn etc_readable(&self) -> bool {
+        self.0.rules.iter().any(|r| r.view_only)
+    }
+
+    /// The entries of `/etc` the run's mount namespace covers (secrets by name, and what the
+    /// system keeps from other users), outermost first.
+    pub fn etc_secrets(&self) -> &[PathBuf] {
+        &self.0.mounts.shown_secrets
+    }
+
     /// The paths beneath the write root the program finds covered ([`Sandbox::hide`]),
     /// outermost first.
     pub fn hidden(&self) -> &[PathBuf] {
@@ -685,7 +742,7 @@ impl SandboxRules {
             if p.drop_capabilities {
                 crate::privilege::drop_capabilities()?;
             }
-            ruleset::restrict_self(&p.attr, &p.rules, p.own_proc)?;
+            ruleset::restrict_self(&p.attr, &p.rules, p.own_proc, viewed)?;
             for (resource, value) in p.limits.into_iter().flatten() {
                 limits::lower(resource, value)?;
             }
@@ -835,15 +892,13 @@ mod tests {
             assert!(readable.contains(&Path::new(path)), "{path}: {readable:?}");
         }
         assert!(readable.contains(&extra.path()));
-        for path in [
-            "/",
-            "/etc",
-            "/etc/shadow",
-            "/root",
-            "/tmp",
-            "/home",
-            "/proc",
-        ] {
+        // All of /etc, with the view: its secrets covered by its mounts.
+        assert!(readable.contains(&Path::new("/etc")));
+        assert!(rules.etc_readable());
+        if Path::new("/etc/shadow").exists() {
+            assert!(rules.etc_secrets().contains(&PathBuf::from("/etc/shadow")));
+        }
+        for path in ["/", "/etc/shadow", "/root", "/tmp", "/home", "/proc"] {
             assert!(!readable.contains(&Path::new(path)), "{path}");
         }
         assert_eq!(
@@ -852,6 +907,15 @@ mod tests {
         );
         assert!(rules.refuses_metadata_changes());
         assert!(rules.pathname_socket_mechanism().is_some());
+        // Without the view, nothing could cover the secrets: the allow-list alone.
+        let mut no_view = Sandbox::new();
+        no_view.read_only_outside(false);
+        let rules = no_view
+            .build(std::fs::File::open(workspace.path()).unwrap())
+            .unwrap();
+        assert!(!rules.etc_readable());
+        assert!(!rules.readable().contains(&Path::new("/etc")));
+        assert!(rules.readable().contains(&Path::new("/etc/passwd")));
         // An embedder's path must exist.
         let mut missing = Sandbox::new();
         missing.allow_read(workspace.path().join("missing"));

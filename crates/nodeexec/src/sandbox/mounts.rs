@@ -70,6 +70,8 @@ pub(super) struct Mounts {
     hidden: Vec<(CString, bool)>,
     /// For reports: the hidden paths.
     pub(super) shown_hidden: Vec<PathBuf>,
+    /// For reports: the secrets of `/etc` the view covers.
+    pub(super) shown_secrets: Vec<PathBuf>,
 }
 
 impl Mounts {
@@ -212,6 +214,21 @@ impl Mounts {
         Ok(())
     }
 
+    /// With the view (after [`Mounts::isolate`]): cover each of `secrets` (paths outside the
+    /// writable places, each with whether it is a directory) like a hidden path, once
+    /// everything is read-only: a directory by an empty read-only tmpfs of mode 0, anything
+    /// else by `/dev/null`.
+    pub(super) fn cover_secrets(&mut self, secrets: Vec<(PathBuf, bool)>) -> io::Result<()> {
+        let Some(view) = self.view.as_mut() else {
+            return Ok(());
+        };
+        for (path, dir) in secrets {
+            view.secrets.push((c_path(&path)?, dir));
+            self.shown_secrets.push(path);
+        }
+        Ok(())
+    }
+
     /// Whether the run gets a mount namespace of its own at all.
     pub(super) fn isolates(&self) -> bool {
         self.view.is_some() || !self.is_empty()
@@ -260,22 +277,26 @@ impl Mounts {
             rustix::mount::mount_remount(path.as_c_str(), *flags, c"")?;
         }
         for (path, is_dir) in &self.hidden {
-            match is_dir {
-                true => rustix::mount::mount(
-                    c"tmpfs",
-                    path.as_c_str(),
-                    c"tmpfs",
-                    MountFlags::RDONLY
-                        | MountFlags::NOSUID
-                        | MountFlags::NODEV
-                        | MountFlags::NOEXEC,
-                    c"mode=000,size=4k,nr_inodes=4",
-                )?,
-                false => rustix::mount::mount_bind(c"/dev/null", path.as_c_str())?,
-            }
+            cover(path, *is_dir)?;
         }
         Ok(viewed)
     }
+}
+
+/// Cover `path`: a directory by a fresh tmpfs mounted read-only, empty, mode 0,
+/// `nosuid,nodev,noexec`; anything else by a bind of `/dev/null`.
+fn cover(path: &CString, is_dir: bool) -> io::Result<()> {
+    match is_dir {
+        true => rustix::mount::mount(
+            c"tmpfs",
+            path.as_c_str(),
+            c"tmpfs",
+            MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+            c"mode=000,size=4k,nr_inodes=4",
+        )?,
+        false => rustix::mount::mount_bind(c"/dev/null", path.as_c_str())?,
+    }
+    Ok(())
 }
 
 /// The read-only view of a run (see [`Mounts::isolate`]).
@@ -292,6 +313,9 @@ struct View {
     /// The paths made writable again after everything was made read-only, each with the
     /// identity the mount found there must have.
     writable: Vec<(CString, (u64, u64))>,
+    /// Secrets outside the writable places (`/etc/shadow`), each with whether it is a
+    /// directory, covered last.
+    secrets: Vec<(CString, bool)>,
 }
 
 impl View {
@@ -320,6 +344,13 @@ impl View {
             if (stat.st_dev, stat.st_ino) != *identity {
                 // The path named something else in the child than in the parent.
                 return Err(io::Error::from_raw_os_error(libc::EXDEV));
+            }
+        }
+        for (path, is_dir) in &self.secrets {
+            match cover(path, *is_dir) {
+                // Gone since the walk: nothing left to hide.
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                other => other?,
             }
         }
         if let Some(cwd) = have_cwd

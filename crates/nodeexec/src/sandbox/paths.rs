@@ -52,6 +52,112 @@ pub(super) const ETC: &[&str] = &[
     "/etc/pki/ca-trust",
 ];
 
+/// The whole of `/etc`, readable where the run has the read-only view (its mount namespace
+/// covers the secrets, [`etc_secrets`]): programs read many small files there
+/// (`/etc/debian_version`, `/etc/mime.types`, `/etc/gitconfig`, `/etc/pip.conf`, …). Where no
+/// mount namespace can be made nothing could cover them, so the run keeps the allow-list
+/// [`ETC`] alone.
+pub(super) const ETC_TREE: &str = "/etc";
+
+/// Entries of `/etc` covered by name, whatever their mode (relative to `/etc`; `ssh/` host
+/// keys by [`named_secret`]'s pattern): password hashes, the sudo rules, old passwords, TLS
+/// and Kerberos private keys, VPN and Wi-Fi secrets, systemd's credentials.
+pub(super) const ETC_SECRETS: &[&str] = &[
+    "shadow",
+    "shadow-",
+    "gshadow",
+    "gshadow-",
+    "sudoers",
+    "sudoers.d",
+    "security/opasswd",
+    "ssl/private",
+    "pki/tls/private",
+    "krb5.keytab",
+    "ipsec.secrets",
+    "ipsec.d/private",
+    "ppp/chap-secrets",
+    "ppp/pap-secrets",
+    "NetworkManager/system-connections",
+    "wireguard",
+    "letsencrypt",
+    "credstore",
+    "credstore.encrypted",
+];
+
+/// At most this many entries of `/etc` are examined, and at most [`MAX_ETC_COVERS`] covered:
+/// beyond either the run keeps the allow-list (one mount per cover, made for every run).
+pub(super) const MAX_ETC_ENTRIES: usize = 50_000;
+/// See [`MAX_ETC_ENTRIES`].
+pub(super) const MAX_ETC_COVERS: usize = 256;
+
+/// Whether `rel` (relative to `/etc`) is a secret by name: one of [`ETC_SECRETS`], or an SSH
+/// host's private key (`ssh/ssh_host_*`, not `*.pub`).
+pub(super) fn named_secret(rel: &std::path::Path) -> bool {
+    if ETC_SECRETS.iter().any(|s| rel == std::path::Path::new(s)) {
+        return true;
+    }
+    let (Some(parent), Some(name)) = (rel.parent(), rel.file_name().and_then(|n| n.to_str()))
+    else {
+        return false;
+    };
+    parent == std::path::Path::new("ssh")
+        && name.starts_with("ssh_host_")
+        && !name.ends_with(".pub")
+}
+
+/// The entries of `etc` a run's mount namespace covers, each with whether it is a directory:
+/// those named by [`named_secret`], and every file or directory the system keeps from other
+/// users (a file others may not read, a directory others may not list or enter: `shadow`,
+/// `ssl/private`, `sudoers`, a database's `pg_hba.conf`, …), which a root program, owner of
+/// most of them, could otherwise read. Symbolic links are not followed (what one names is
+/// covered where it lies, when that is here; elsewhere other rules govern it); a covered
+/// directory is not entered; one that cannot be listed is covered. `None` past the bounds.
+pub(super) fn etc_secrets(etc: &std::path::Path) -> Option<Vec<(std::path::PathBuf, bool)>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut covers = Vec::new();
+    let mut stack = vec![etc.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            if dir != etc {
+                covers.push((dir, true));
+            }
+            continue;
+        };
+        for entry in entries {
+            seen += 1;
+            if seen > MAX_ETC_ENTRIES {
+                return None;
+            }
+            let Ok(entry) = entry else { continue };
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let kind = meta.file_type();
+            if !kind.is_dir() && !kind.is_file() {
+                continue;
+            }
+            let mode = meta.permissions().mode();
+            let hidden_from_others = match kind.is_dir() {
+                true => mode & 0o005 != 0o005,
+                false => mode & 0o004 == 0,
+            };
+            let rel = path.strip_prefix(etc).unwrap_or(&path);
+            if hidden_from_others || named_secret(rel) {
+                covers.push((path, kind.is_dir()));
+                if covers.len() > MAX_ETC_COVERS {
+                    return None;
+                }
+            } else if kind.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    covers.sort();
+    Some(covers)
+}
+
 /// Devices readable (`/dev/null` is also writable, see `mod.rs`).
 pub(super) const DEVICES: &[&str] = &["/dev/zero", "/dev/random", "/dev/urandom"];
 
@@ -77,7 +183,7 @@ pub(super) fn installation(executable: &std::path::Path) -> Option<&std::path::P
 
 #[cfg(test)]
 mod tests {
-    use super::installation;
+    use super::{etc_secrets, installation, named_secret};
     use std::path::Path;
 
     #[test]
@@ -91,5 +197,53 @@ mod tests {
         assert_eq!(of("/opt/node/node").as_deref(), Some("/opt/node"));
         // `/bin/node`: the prefix would be `/`, everything; its own directory instead.
         assert_eq!(of("/bin/node").as_deref(), Some("/bin"));
+    }
+
+    #[test]
+    fn secrets_of_etc_are_named_or_kept_from_others() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let etc = t.path();
+        let file = |rel: &str, mode: u32| {
+            let p = etc.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "x").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        file("debian_version", 0o644);
+        file("mime.types", 0o644);
+        file("shadow", 0o640);
+        file("ssh/ssh_host_ed25519_key", 0o644);
+        file("ssh/ssh_host_ed25519_key.pub", 0o644);
+        file("ssh/sshd_config", 0o644);
+        file("sudoers.d/README", 0o644);
+        file("deep/er/db.conf", 0o600);
+        file("ssl/private/k.pem", 0o600);
+        std::fs::set_permissions(
+            etc.join("ssl/private"),
+            std::fs::Permissions::from_mode(0o710),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("shadow", etc.join("shadow.link")).unwrap();
+        let got: Vec<(String, bool)> = etc_secrets(etc)
+            .unwrap()
+            .into_iter()
+            .map(|(p, d)| (p.strip_prefix(etc).unwrap().to_str().unwrap().to_owned(), d))
+            .collect();
+        let want = [
+            ("deep/er/db.conf", false),
+            ("shadow", false),
+            ("ssh/ssh_host_ed25519_key", false),
+            ("ssl/private", true),
+            ("sudoers.d", true),
+        ];
+        let want: Vec<(String, bool)> = want.iter().map(|(p, d)| ((*p).to_owned(), *d)).collect();
+        assert_eq!(got, want);
+        assert!(named_secret(std::path::Path::new("ssh/ssh_host_rsa_key")));
+        assert!(!named_secret(std::path::Path::new(
+            "ssh/ssh_host_rsa_key.pub"
+        )));
+        assert!(!named_secret(std::path::Path::new("x/ssh_host_rsa_key")));
+        assert!(named_secret(std::path::Path::new("gshadow-")));
     }
 }

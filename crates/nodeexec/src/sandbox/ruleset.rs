@@ -49,6 +49,9 @@ pub(super) struct PathRule {
     pub path: PathBuf,
     /// Whether the rule gives write rights (for reports).
     pub write: bool,
+    /// Whether the rule holds only where the run got its read-only view (`/etc` whole, whose
+    /// secrets only that view's mounts cover): left out of the child's ruleset otherwise.
+    pub view_only: bool,
 }
 
 impl PathRule {
@@ -141,7 +144,8 @@ fn open_proc_self() -> Option<OwnedFd> {
     rustix::fs::open(c"/proc/self", flags, Mode::empty()).ok()
 }
 
-/// In the child: make the ruleset from `rules` plus the program's own `/proc/<pid>`, and
+/// In the child: make the ruleset from `rules` (without the view-only ones unless `viewed`)
+/// plus the program's own `/proc/<pid>`, and
 /// enforce it on this process (and everything it starts). Only system calls on data the
 /// parent prepared (async-signal-safe); meant for the process about to exec (a Landlock
 /// domain is permanent). Every descriptor opened here is closed on every path.
@@ -150,9 +154,10 @@ pub(super) fn restrict_self(
     attr: &RulesetAttr,
     rules: &[PathRule],
     own_proc: u64,
+    viewed: bool,
 ) -> io::Result<()> {
     let ruleset = create(attr)?;
-    for rule in rules {
+    for rule in rules.iter().filter(|r| viewed || !r.view_only) {
         let stat = rustix::fs::fstat(&rule.fd)?;
         if (stat.st_dev, stat.st_ino) != rule.identity {
             // The number no longer names the path the parent opened.
