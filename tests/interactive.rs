@@ -484,8 +484,13 @@ fn a_terminal_job_works_under_the_sandbox_and_reaches_no_other_terminal() {
     let sh = s.start_job("sh", TTY());
     s.turn(&sh, "mkdir -p sub && cd sub && X=7\n", "");
     s.turn(&sh, "echo \"$X at $(pwd)\"\n", "7 at ");
-    let out = s.turn(&sh, "cat /etc/shadow; echo status=$?\n", "status=1\r\n");
-    assert!(out.contains("Permission denied"), "{out:?}");
+    // /etc/shadow is covered (it reads empty) or unreadable: not one of its lines comes out.
+    let out = s.turn(
+        &sh,
+        "cat /etc/shadow 2>/dev/null | grep -c '^root:'; echo done\n",
+        "done\r\n",
+    );
+    assert!(out.contains("\r\n0\r\n"), "{out:?}");
     s.end();
     drop(host);
 }
