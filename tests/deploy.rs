@@ -12,10 +12,10 @@
 
 mod support;
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -32,36 +32,15 @@ struct Server {
 impl Server {
     fn start(addr: &str, flags: &[&str]) -> (Server, tempfile::TempDir) {
         let root = tempfile::tempdir().unwrap();
-        let mut child = confine()
+        let mut server = confine();
+        server
             .args(["mcp", "--root"])
             .arg(root.path())
             .args(["--http", addr])
             .args(census_flags())
             .args(flags)
-            .env("CONFINE_HTTP_TOKEN", TOKEN)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut reader = BufReader::new(child.stderr.take().unwrap());
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                if let Some(rest) = line.strip_prefix("listening on http://") {
-                    let authority = rest.split('/').next().unwrap_or_default();
-                    let port = authority.rsplit_once(':').and_then(|(_, p)| p.parse().ok());
-                    let _ = tx.send(port);
-                }
-                line.clear();
-            }
-        });
-        let port: u16 = rx
-            .recv_timeout(Duration::from_secs(30))
-            .ok()
-            .flatten()
-            .expect("the listening line");
+            .env("CONFINE_HTTP_TOKEN", TOKEN);
+        let (child, port) = support::spawn_http(server);
         (Server { child, port }, root)
     }
 }

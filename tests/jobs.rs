@@ -744,10 +744,10 @@ async fn sets_sharing_job_slots_share_the_bound_and_not_the_jobs() {
 /// requests, have a job table of their own (a session sees, reads and stops only its own
 /// jobs), but every table counts against the server's one bound.
 mod over_http {
-    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    use std::io::{Read as _, Write as _};
     use std::net::TcpStream;
     use std::path::Path;
-    use std::process::{Child, Stdio};
+    use std::process::Child;
     use std::time::Duration;
 
     use serde_json::{Value, json};
@@ -765,33 +765,15 @@ mod over_http {
 
     impl Server {
         fn spawn(root: &Path, flags: &[&str]) -> Server {
-            let mut child = confine()
+            let mut server = confine();
+            server
                 .args(["mcp", "--root"])
                 .arg(root)
                 .args(["--http", "127.0.0.1:0", "--allow-commands"])
                 .args(census_flags())
                 .args(flags)
-                .env("CONFINE_HTTP_TOKEN", TOKEN)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut stderr = BufReader::new(child.stderr.take().unwrap());
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                let mut line = String::new();
-                while stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
-                    if let Some(rest) = line.strip_prefix("listening on http://127.0.0.1:") {
-                        let port: u16 = rest.split('/').next().unwrap().parse().unwrap();
-                        let _ = tx.send(port);
-                    }
-                    line.clear();
-                }
-            });
-            let port = rx
-                .recv_timeout(Duration::from_secs(30))
-                .expect("a listening line");
+                .env("CONFINE_HTTP_TOKEN", TOKEN);
+            let (child, port) = support::spawn_http(server);
             Server { child, port }
         }
 

@@ -11,7 +11,7 @@ mod support;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -31,33 +31,14 @@ struct Server {
 
 impl Server {
     fn start(root: &Path) -> Server {
-        let mut child = confine()
+        let mut server = confine();
+        server
             .args(["mcp", "--root"])
             .arg(root)
             .args(["--http", "127.0.0.1:0"])
             .args(census_flags())
-            .env("CONFINE_HTTP_TOKEN", TOKEN)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut reader = BufReader::new(child.stderr.take().unwrap());
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            // Reads stderr to its end (the server's), so the server never blocks on it.
-            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                if let Some(rest) = line.strip_prefix("listening on http://127.0.0.1:") {
-                    let port: u16 = rest.split('/').next().unwrap().parse().unwrap();
-                    let _ = tx.send(port);
-                }
-                line.clear();
-            }
-        });
-        let port = rx
-            .recv_timeout(PATIENCE)
-            .expect("the server's listening line");
+            .env("CONFINE_HTTP_TOKEN", TOKEN);
+        let (child, port) = support::spawn_http(server);
         Server { child, port }
     }
 

@@ -145,3 +145,35 @@ pub fn kill_and_reap(mut child: Child, feeder: JoinHandle<()>) {
 // Re-exported for the suites that use them (not every one does).
 #[allow(unused_imports)]
 pub use testkit::{Sibling, assert_no_pify, pify_entries};
+
+/// Spawn `server` (a `confine mcp --http ADDR …` command) with stderr piped and wait, at most
+/// 30 s, for its `listening on http://HOST:PORT/…` line: the child and the port. stderr is
+/// read to its end by a thread of its own, so the server never blocks on it.
+pub fn spawn_http(mut server: Command) -> (Child, u16) {
+    use std::io::BufRead as _;
+    let mut child = server
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = std::io::BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+            if let Some(rest) = line.strip_prefix("listening on http://") {
+                let authority = rest.split('/').next().unwrap_or_default();
+                let port = authority.rsplit_once(':').and_then(|(_, p)| p.parse().ok());
+                let _ = tx.send(port);
+            }
+            line.clear();
+        }
+    });
+    let port: u16 = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .ok()
+        .flatten()
+        .expect("the server's listening line");
+    (child, port)
+}
