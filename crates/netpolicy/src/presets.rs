@@ -224,21 +224,8 @@ fn run_client(program: &Path, args: &[&str], env: &ClientEnv) -> Option<String> 
     for (k, v) in env.for_client() {
         cmd.env(k, v);
     }
-    // The list is built once, maybe inside the embedder's runtime, maybe outside any: a
-    // thread of its own with a runtime of its own works in both.
-    let outcome = std::thread::scope(|s| {
-        s.spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            rt.block_on(cmd.run(&tokio_util::sync::CancellationToken::new()))
-                .ok()
-        })
-        .join()
-        .ok()
-        .flatten()
-    })?;
+    // The list is built once, maybe inside the embedder's runtime, maybe outside any.
+    let outcome = cmd.run_blocking()?.ok()?;
     (outcome.exit_code == Some(0) && !outcome.stdout.truncated).then_some(outcome.stdout.text)
 }
 

@@ -142,6 +142,24 @@ impl Command {
         self.start(cancel).await?.wait(cancel).await
     }
 
+    /// [`Command::run`] from synchronous code, inside a tokio runtime or outside any: on a
+    /// thread of its own with a current-thread runtime of its own, never cancelled. `None`
+    /// where that thread or runtime cannot be made (or the thread panicked).
+    pub fn run_blocking(self) -> Option<Result<Outcome, Error>> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .ok()?;
+                Some(rt.block_on(self.run(&CancellationToken::new())))
+            })
+            .join()
+            .ok()
+            .flatten()
+        })
+    }
+
     /// Start the child (after waiting for a slot of [`Command::slots`], if any) and answer once
     /// the program exists, or with the error that kept it from starting
     /// ([`ErrorKind::StartFailed`]); [`Started::wait`] then follows it to its end. Dropping

@@ -147,8 +147,8 @@ fn quote(value: &str) -> String {
 
 /// `git config --global --get KEY` as the server's user has it, or `None`.
 fn git_global(key: &str) -> Option<String> {
-    let git = find_on_path("git")?;
-    let mut cmd = crate::Command::new(&git);
+    // Found on the server's PATH by the run itself (the command names no PATH of its own).
+    let mut cmd = crate::Command::new("git");
     cmd.args(["config", "--global", "--get", key])
         .current_dir("/")
         .inherit_no_env()
@@ -159,35 +159,11 @@ fn git_global(key: &str) -> Option<String> {
             cmd.env(name, value);
         }
     }
-    // Maybe inside the embedder's runtime, maybe outside any: a thread with its own.
-    let outcome = std::thread::scope(|s| {
-        s.spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            rt.block_on(cmd.run(&tokio_util::sync::CancellationToken::new()))
-                .ok()
-        })
-        .join()
-        .ok()
-        .flatten()
-    })?;
+    // Maybe inside the embedder's runtime, maybe outside any.
+    let outcome = cmd.run_blocking()?.ok()?;
     let value = outcome.stdout.text.trim_end_matches('\n');
     (outcome.exit_code == Some(0) && !outcome.stdout.truncated && !value.contains('\n'))
         .then(|| value.to_owned())
-}
-
-/// The first executable `name` on the server's `PATH`.
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }
 
 #[cfg(test)]
