@@ -225,17 +225,20 @@ impl ProtectedPaths {
         self.existing_of(root, true)
     }
 
+    /// The patterns anchored at the root (every one compiled in [`new`](Self::new)), those
+    /// naming the root's repository (`.git/…`) left out unless `repository`.
+    fn anchored(&self, repository: bool) -> impl Iterator<Item = String> + '_ {
+        self.patterns
+            .iter()
+            .filter_map(|pattern| anchored(pattern).ok())
+            .filter(move |a| repository || !in_repository(a))
+    }
+
     /// [`existing_beneath`](Self::existing_beneath), the patterns naming the root's
     /// repository (`.git/…`) left out unless `repository`.
     fn existing_of(&self, root: impl AsFd, repository: bool) -> Result<Vec<PathBuf>, usize> {
         let mut found: Vec<PathBuf> = Vec::new();
-        for pattern in &self.patterns {
-            let Ok(anchored) = anchored(pattern) else {
-                continue;
-            };
-            if !repository && in_repository(&anchored) {
-                continue;
-            }
+        for anchored in self.anchored(repository) {
             let (literal_path, all_literal) = literal_part(&anchored);
             if all_literal {
                 // No wildcard: the path itself, if it exists (a symlink is not followed: the
@@ -334,13 +337,7 @@ impl ProtectedPaths {
         }
         read_only.sort_by_key(|p| p.components().count());
         let mut watched = Vec::new();
-        for pattern in &self.patterns {
-            let Ok(anchored) = anchored(pattern) else {
-                continue;
-            };
-            if !repository && in_repository(&anchored) {
-                continue;
-            }
+        for anchored in self.anchored(repository) {
             let (literal, all_literal) = literal_part(&anchored);
             if all_literal
                 && !exists_beneath(root, &literal)
