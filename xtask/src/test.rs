@@ -201,6 +201,9 @@ mod tests {
             .env(census::RUN_VAR, &run)
             .spawn()
             .expect("sleep runs");
+        // `spawn` returns once the exec has closed its descriptors, a moment before the kernel
+        // sets the new image's command line and environment in /proc: wait until they show.
+        census::wait_alive_blocking(&run, 1);
         assert!(
             !census_after(&run),
             "the census missed pid {}",
