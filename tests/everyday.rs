@@ -8,8 +8,10 @@
 //! `/etc/mime.types`) reached from the same command: under `--sandbox` the network policy
 //! gives the run a loopback of its own where its mechanism is a namespace.
 //!
-//! Not in the battery yet: toolchains installed under the home (`cargo` from rustup, nvm,
-//! pyenv) and `pip install` of a local wheel, which the sandbox does not open yet.
+//! The fake home holds a rustup-style toolchain, as rustup installs one: `~/.cargo/bin/cargo`
+//! (rustup itself where the machine has it, else a proxy script of the same shape) running
+//! `~/.rustup/toolchains/<name>/bin/cargo`, a copy of the running toolchain (hard links where
+//! the file system allows), beside `~/.cargo/credentials.toml`, a secret.
 
 mod support;
 
@@ -27,7 +29,7 @@ const EMAIL: &str = "ada@example.invalid";
 /// The battery: one line `name=status` per item, in order. Each item runs in a subshell of
 /// its own in the workspace; `$1` is a local repository to clone.
 const BATTERY: &str = r#"
-item() { name=$1; shift; ( "$@" ) >/dev/null 2>&1; echo "$name=$?"; }
+item() { name=$1; shift; ( "$@" ) >/dev/null 2>e.err; r=$?; echo "$name=$r"; [ $r = 0 ] || tail -5 e.err | sed "s/^/#$name /" >&2; }
 git_work() {
   git init -q repo && cd repo && echo one > a && git add a && git commit -qm one &&
   git branch topic && echo two >> a && git diff --quiet; [ $? = 1 ] && git stash -q &&
@@ -77,9 +79,43 @@ item shm shm
 item sqlite sqlite
 item tmp tmp
 item cc c_build
+cargo_work() {
+  # A workspace of its own, so that cargo never looks above the test's directory.
+  mkdir cw && cd cw && printf '[workspace]\nresolver = "3"\n' > Cargo.toml &&
+  cargo new -q --offline --vcs none cr && cd cr && cargo build -q --offline &&
+  cargo test -q --offline && [ -x ../target/debug/cr ]
+}
+pip_wheel() {
+  python3 - <<'PY' &&
+import base64, hashlib, zipfile
+files = {"tinypkg/__init__.py": b"VALUE = 42\n",
+         "tinypkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+         "tinypkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+record = [p + ",sha256=" + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+          + "," + str(len(d)) for p, d in files.items()]
+with zipfile.ZipFile("tinypkg-1.0-py3-none-any.whl", "w") as z:
+    for p, d in files.items():
+        z.writestr(p, d)
+    z.writestr("tinypkg-1.0.dist-info/RECORD", "\n".join(record + ["tinypkg-1.0.dist-info/RECORD,,"]) + "\n")
+PY
+  python3 -m venv pv && pv/bin/pip install -q --no-index tinypkg-1.0-py3-none-any.whl &&
+  [ "$(pv/bin/python -c 'import tinypkg; print(tinypkg.VALUE)')" = 42 ]
+}
+npm_tarball() {
+  mkdir lib app && cd lib && npm init -y >/dev/null && echo 'module.exports = 7' > index.js &&
+  npm pack -q >/dev/null && cd ../app && npm init -y >/dev/null &&
+  npm install --offline --no-audit --no-fund ../lib/lib-1.0.0.tgz >/dev/null &&
+  [ "$(node -e 'console.log(require("lib"))')" = 7 ]
+}
 item npm npm_work
+item pip pip_wheel
+item npmtgz npm_tarball
 item http http_server
+item cargo cargo_work
 "#;
+
+/// The battery's items.
+const ITEMS: usize = 16;
 
 /// The secrets of the fake home (relative paths) and their contents.
 const SECRETS: &[(&str, &str)] = &[
@@ -96,6 +132,12 @@ const SECRETS: &[(&str, &str)] = &[
         "example.invalid:\n  oauth_token: SECRET",
     ),
     (".bash_history", "export TOKEN=SECRET"),
+    (".cargo/credentials.toml", "[registry]\ntoken = \"SECRET\""),
+    (".kube/config", "users:\n- user:\n    token: SECRET"),
+    (
+        ".docker/config.json",
+        "{\"auths\": {\"x\": {\"auth\": \"SECRET\"}}}",
+    ),
 ];
 
 /// A realistic home in `dir`: a git identity and the secrets.
@@ -115,19 +157,76 @@ fn fake_home(dir: &Path) {
     }
 }
 
+/// A toolchain in `home` as rustup lays one out, made from the toolchain running the tests
+/// (the first `rustc` on PATH): `.rustup/toolchains/t/{bin,lib}` (hard links, or a copy where
+/// they are refused), `.rustup/settings.toml` naming it, and `.cargo/bin/{cargo,rustc}`: hard
+/// links to rustup where it is on PATH (rustup dispatches by its own name), else scripts that
+/// do what its proxies do.
+fn rustup_style_toolchain(home: &Path) {
+    let sh = |script: &str| {
+        // The test builds its fixture with the system's tools.
+        #[allow(clippy::disallowed_methods)]
+        let out = std::process::Command::new("sh")
+            .args(["-ec", script, "sh"])
+            .arg(home)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    sh(r#"
+        sysroot=$(rustc --print sysroot)
+        host=$(rustc -vV | sed -n 's/^host: //p')
+        t="$1/.rustup/toolchains/t"
+        mkdir -p "$t/lib/rustlib" "$1/.cargo/bin"
+        copy() { cp -al "$@" 2>/dev/null || cp -a "$@"; }
+        copy "$sysroot/bin" "$t/"
+        for f in "$sysroot"/lib/*.so*; do copy "$f" "$t/lib/"; done
+        copy "$sysroot/lib/rustlib/$host" "$t/lib/rustlib/"
+        printf 'version = "12"
+default_toolchain = "t"
+profile = "minimal"
+auto_self_update = "disable"
+'           > "$1/.rustup/settings.toml"
+        rustup=$(command -v rustup || true)
+        for tool in cargo rustc; do
+          if [ -n "$rustup" ]; then
+            copy "$(readlink -f "$rustup")" "$1/.cargo/bin/$tool"
+          else
+            printf '#!/bin/sh
+exec "${RUSTUP_HOME:-$HOME/.rustup}/toolchains/t/bin/%s" "$@"
+'               "$tool" > "$1/.cargo/bin/$tool"
+            chmod +x "$1/.cargo/bin/$tool"
+          fi
+        done
+    "#);
+}
+
 /// Run `command` through `confine call` under `prefix` (empty, or `runuser -u nobody --`)
 /// with `home` as the server's HOME; the run_command record.
 fn run(prefix: &[&str], ws: &Path, home: &Path, sandbox: bool, command: &str) -> Value {
     let line = json!({"id": 1, "name": "run_command",
         "arguments": {"command": command, "timeoutMs": 120_000}});
     let confine = env!("CARGO_BIN_EXE_confine");
+    // The system's programs and the home's rustup-style toolchain.
+    let path = format!(
+        "{}/.cargo/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+        home.display()
+    );
+    // Through `env`, after the prefix: `runuser` sets HOME to the user's own.
+    let home_var = format!("HOME={}", home.display());
+    let path_var = format!("PATH={path}");
     let (program, args): (&str, Vec<&str>) = match prefix.split_first() {
-        Some((first, rest)) => (first, [rest, &[confine]].concat()),
+        Some((first, rest)) => (
+            first,
+            [rest, &["/usr/bin/env", &home_var, &path_var, confine]].concat(),
+        ),
         None => (confine, vec![]),
     };
-    // The system's programs only: toolchains under a home (rustup, nvm, pyenv, which the
-    // sandbox does not open yet) are left out of the battery.
-    let path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
     let ws_s = ws.to_str().unwrap();
     let expected = format!("EXPECTED_ID={NAME}/{EMAIL}");
     let origin = format!("ORIGIN={ws_s}/origin");
@@ -153,7 +252,7 @@ fn run(prefix: &[&str], ws: &Path, home: &Path, sandbox: bool, command: &str) ->
         .args(&flags)
         .args(support::census_flags())
         .env_clear()
-        .env("PATH", path)
+        .env("PATH", &path)
         .env("HOME", home)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -172,9 +271,11 @@ fn run(prefix: &[&str], ws: &Path, home: &Path, sandbox: bool, command: &str) ->
     record["content"].clone()
 }
 
-/// A workspace holding a local repository `origin` to clone, owned by `owner`.
+/// A workspace holding a local repository `origin` to clone, owned by `owner`: in the
+/// system's temporary directory, never beneath this repository (whose `rust-toolchain.toml`
+/// and workspace manifest cargo and rustup would find above it).
 fn workspace(owner: Option<u32>) -> tempfile::TempDir {
-    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let ws = tempfile::tempdir().unwrap();
     let origin = ws.path().join("origin");
     std::fs::create_dir(&origin).unwrap();
     std::fs::write(origin.join("README"), "origin\n").unwrap();
@@ -228,25 +329,46 @@ fn statuses(record: &Value) -> Vec<(String, String)> {
 
 /// The battery and the secrets, sandboxed beside unconfined, under `prefix` as `owner`.
 fn battery(prefix: &[&str], owner: Option<u32>) {
-    let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let home = tempfile::tempdir().unwrap();
     std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     fake_home(home.path());
     if let Some(uid) = owner {
         chown_tree(home.path(), uid);
     }
+    // Made after the home was given away: its files are (or link to) the running
+    // toolchain's, never to change owner; the user owns the two directories that hold them.
+    rustup_style_toolchain(home.path());
+    // A crate in the user's cargo cache, as cargo extracts one.
+    let dep = home.path().join(".cargo/registry/src/idx/dep-1.0");
+    std::fs::create_dir_all(&dep).unwrap();
+    std::fs::write(dep.join("lib.rs"), "// dep\n").unwrap();
+    if let Some(uid) = owner {
+        chown_tree(&home.path().join(".cargo/registry"), uid);
+    }
+    if let Some(uid) = owner {
+        for dir in [".cargo", ".rustup"] {
+            let id = Some(rustix::process::Uid::from_raw(uid));
+            let gid = Some(rustix::process::Gid::from_raw(uid));
+            rustix::fs::chown(home.path().join(dir), id, gid).unwrap();
+        }
+    }
 
     let open_ws = workspace(owner);
-    let open = statuses(&run(prefix, open_ws.path(), home.path(), false, BATTERY));
+    let open_record = run(prefix, open_ws.path(), home.path(), false, BATTERY);
+    let open = statuses(&open_record);
     let boxed_ws = workspace(owner);
     let record = run(prefix, boxed_ws.path(), home.path(), true, BATTERY);
     let boxed = statuses(&record);
-    assert_eq!(open.len(), 13, "unconfined: {open:?}");
-    assert_eq!(boxed.len(), 13, "sandboxed: {record}");
-    // The loopback server works unconfined here (else its item would prove nothing).
-    assert!(
-        open.contains(&("http".to_owned(), "0".to_owned())),
-        "unconfined: {open:?}"
-    );
+    assert_eq!(open.len(), ITEMS, "unconfined: {open:?}");
+    assert_eq!(boxed.len(), ITEMS, "sandboxed: {record}");
+    // The loopback server and the home's toolchain work unconfined here (else their items
+    // would prove nothing).
+    for item in ["http", "cargo"] {
+        assert!(
+            open.contains(&(item.to_owned(), "0".to_owned())),
+            "unconfined: {open_record}"
+        );
+    }
     for ((item, unconfined), (_, sandboxed)) in open.iter().zip(&boxed) {
         if unconfined == "0" {
             assert_eq!(
@@ -277,15 +399,32 @@ fn battery(prefix: &[&str], owner: Option<u32>) {
     // The rest of /etc is readable: what pip and Python's mimetypes read.
     probe.push_str("cat /etc/debian_version /etc/mime.types >/dev/null 2>&1; echo etc=$?\n");
     probe.push_str("cat ~/.gitconfig | grep -c -e helper -e insteadOf; echo config=$?\n");
+    // The cargo cache: seen as it is, a child's additions kept in the server's layer, the
+    // user's files unchanged.
+    probe.push_str(
+        "cat \"$CARGO_HOME/registry/src/idx/dep-1.0/lib.rs\" >/dev/null 2>&1; echo cache_read=$?\n\
+         echo changed 2>/dev/null > \"$CARGO_HOME/registry/src/idx/dep-1.0/lib.rs\"; echo cache_write=$?\n\
+         mkdir \"$CARGO_HOME/registry/src/idx/new-1.0\" 2>/dev/null; echo cache_add=$?\n",
+    );
     let boxed = statuses(&run(prefix, boxed_ws.path(), home.path(), true, &probe));
     let open = statuses(&run(prefix, open_ws.path(), home.path(), false, &probe));
-    assert_eq!(boxed.len(), SECRETS.len() + 4, "{boxed:?}");
+    assert!(
+        !home.path().join(".cargo/registry/src/idx/new-1.0").exists(),
+        "a sandboxed child's crate landed in the user's cache"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.path().join(".cargo/registry/src/idx/dep-1.0/lib.rs"))
+            .unwrap(),
+        "// dep\n"
+    );
+    assert_eq!(boxed.len(), SECRETS.len() + 7, "{boxed:?}");
     for ((name, sandboxed), (_, unconfined)) in boxed.iter().zip(&open) {
         match name.as_str() {
             // The private home's .gitconfig holds the identity alone.
             "config" => assert_eq!(sandboxed, "1", "{boxed:?}"),
             "shadow" | "root" => assert_ne!(sandboxed, "0", "{name} read: {boxed:?}"),
-            "etc" => assert_eq!(sandboxed, "0", "{boxed:?}"),
+            "etc" | "cache_read" | "cache_add" => assert_eq!(sandboxed, "0", "{boxed:?}"),
+            "cache_write" => assert_ne!(sandboxed, "0", "{boxed:?}"),
             _ => {
                 assert_ne!(sandboxed, "0", "{name} read under the sandbox");
                 assert_eq!(unconfined, "0", "the twin reads {name}");

@@ -394,8 +394,8 @@ pub use network::{Network, NetworkMechanism};
 pub use owner::Owner;
 pub use run::{Containment, Outcome, ProcessBound, Started};
 pub use sandbox::{
-    DEFAULT_ADDRESS_SPACE, DEFAULT_MIN_ABI, DEFAULT_OPEN_FILES, GIT_IDENTITY, LandlockSupport,
-    MAX_TESTED_ABI, PrivateDirs, Sandbox, SandboxRules,
+    DEFAULT_ADDRESS_SPACE, DEFAULT_MIN_ABI, DEFAULT_OPEN_FILES, GIT_IDENTITY, HomeTools,
+    LandlockSupport, MAX_TESTED_ABI, PrivateDirs, SECRET_PLACES, Sandbox, SandboxRules,
 };
 pub use signal::signal_name;
 pub use slots::{RunSlot, RunSlots};

@@ -184,6 +184,12 @@ impl Children {
             if let Some(dirs) = sandbox.private() {
                 // The server's private home, not the user's (unreadable under the sandbox).
                 cmd.env("HOME", dirs.home());
+                // The toolchains of the user's home where they are; the private cargo home.
+                for (name, value) in &dirs.tools().env {
+                    if !self.env.iter().any(|(n, _)| n == name) {
+                        cmd.env(name, value);
+                    }
+                }
             }
             if let Some(run) = &network {
                 // The sandbox then adds the network to the command itself.

@@ -124,10 +124,12 @@ mod paths;
 mod private;
 mod ruleset;
 pub(crate) mod seccomp;
+mod toolchains;
 
 pub(crate) use mounts::UNAVAILABLE_ERRNO;
 pub use private::{GIT_IDENTITY, PrivateDirs};
 pub(crate) use ruleset::restrict_tcp_to;
+pub use toolchains::{HomeTools, SECRET_PLACES};
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -336,6 +338,10 @@ impl Sandbox {
         self.cover("/tmp", dirs.tmp())
             .cover("/dev/shm", dirs.shm())
             .allow_write(dirs.home());
+        // The toolchains of the home, read-only at their real paths (`toolchains.rs`).
+        for (tree, _) in &dirs.tools().readable {
+            self.allow_read(tree);
+        }
         self.private = Some(dirs);
         self
     }

@@ -10,7 +10,10 @@
 //!   so `mktemp`, Python's multiprocessing (POSIX semaphores in `/dev/shm`) and the many
 //!   programs that write `/tmp` work, and nothing a child writes there reaches the host's
 //!   `/tmp`. Not bounded beyond the file system they live on (a tmpfs where
-//!   `$XDG_RUNTIME_DIR` is one, which systemd bounds);
+//!   `$XDG_RUNTIME_DIR` is one, which systemd bounds): a tmpfs of the server's own would
+//!   need a mount the server can make and every run can see, which an ordinary user's
+//!   server has not (each run's mount namespace is its own, made after the server started);
+//!   see `docs/SECURITY.md`;
 //! * `home/` (mode 0700), the children's `HOME` unless the embedder names its own
 //!   ([`PrivateDirs::create`]'s `home`), writable, holding a `.gitconfig` with the user's git
 //!   identity and nothing else of the user's configuration: `user.name`, `user.email` and
@@ -18,6 +21,10 @@
 //!   credential helper, no `url.*.insteadOf`, no include, no alias). git runs once, at
 //!   creation, through this crate (contained, bounded, an allowlisted environment with the
 //!   server's `HOME`), in `/`.
+//!
+//! * the toolchains of the user's home and their registry addresses
+//!   ([`PrivateDirs::tools`], see [`HomeTools`](super::HomeTools)): found once, at creation;
+//!   `.npmrc` and `.cargo/` of the private home written then.
 //!
 //! Dropping the last handle removes the directory and everything beneath it (but a home the
 //! embedder named). A server killed by SIGKILL leaves it behind (0700, its user's own).
@@ -37,6 +44,8 @@ pub struct PrivateDirs {
     home: PathBuf,
     /// Whether `home` is ours (beneath `root`), not the embedder's.
     own_home: bool,
+    /// What the children run from the user's home, and their variables.
+    tools: super::HomeTools,
 }
 
 impl PartialEq for PrivateDirs {
@@ -76,6 +85,7 @@ impl PrivateDirs {
             home: root.join("home"),
             root,
             own_home: home.is_none(),
+            tools: super::HomeTools::discover(&|name| std::env::var_os(name)),
         };
         for (name, mode) in [("tmp", 0o1777), ("shm", 0o1777), ("home", 0o700)] {
             let path = dirs.root.join(name);
@@ -89,6 +99,23 @@ impl PrivateDirs {
         let config = dirs.home.join(".gitconfig");
         if dirs.own_home || !config.exists() {
             std::fs::write(&config, git_identity())?;
+        }
+        // The registry addresses of the user's npm and pip, never their tokens; a CARGO_HOME
+        // of our own whose caches link to the user's (`toolchains.rs`).
+        if let Some(user_home) = std::env::var_os("HOME").map(PathBuf::from) {
+            let (npmrc, pip) = super::toolchains::registry_files(&user_home);
+            let path = dirs.home.join(".npmrc");
+            if !npmrc.is_empty() && (dirs.own_home || !path.exists()) {
+                std::fs::write(path, npmrc)?;
+            }
+            dirs.tools.env.extend(pip);
+        }
+        if let Some(real) = dirs.tools.cargo_home.clone() {
+            let private = dirs.home.join(".cargo");
+            if dirs.own_home || !private.exists() {
+                super::toolchains::seed_cargo_home(&private, &real)?;
+            }
+            dirs.tools.env.push(("CARGO_HOME".into(), private.into()));
         }
         Ok(dirs)
     }
@@ -106,6 +133,12 @@ impl PrivateDirs {
     /// The children's `HOME`.
     pub fn home(&self) -> &Path {
         &self.home
+    }
+
+    /// What the children run from the user's home (opened read-only) and the variables
+    /// they get for it (`RUSTUP_HOME`, `CARGO_HOME`, `PYENV_ROOT`, pip's index).
+    pub fn tools(&self) -> &super::HomeTools {
+        &self.tools
     }
 
     /// The directory that holds them all.
