@@ -444,7 +444,7 @@ fn a_terminal_job_works_under_the_sandbox_and_reaches_no_other_terminal() {
         host.path
     );
     // The twin: without the sandbox the same job opens it.
-    let mut open = Session::start(dir.path(), &[]);
+    let mut open = Session::start(dir.path(), &["--no-sandbox"]);
     let id = open.start_job(&attack, TTY());
     let mut seen = String::new();
     open.read_until(&id, &mut seen, "opened");

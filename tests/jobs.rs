@@ -619,7 +619,7 @@ fn a_job_runs_under_the_sandbox_and_the_environment_allowlist_as_a_run_does() {
         panic!("the job never ended: {out:?}");
     };
     // The naive twin: without the sandbox and with the variable passed, the probe reaches out.
-    let open = poll(&["--env", "JOBS_SECRET"]);
+    let open = poll(&["--no-sandbox", "--env", "JOBS_SECRET"]);
     assert_eq!(open, "[from-the-server]\nthe secret\ndone\n");
     assert!(leak.exists(), "the unconfined probe wrote outside");
     std::fs::remove_file(&leak).unwrap();

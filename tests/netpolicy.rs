@@ -172,7 +172,12 @@ fn direct_tcp_and_udp_to_the_hosts_loopback_never_arrive() {
     );
     let mut buf = [0u8; 64];
     // The twin: no policy, both arrive.
-    let out = call(ws.path(), &[], &[], &[tcp.clone(), datagram.clone()]);
+    let out = call(
+        ws.path(),
+        &["--no-sandbox"],
+        &[],
+        &[tcp.clone(), datagram.clone()],
+    );
     assert_eq!(said(&out[0]), "connected", "{}", out[0]);
     assert!(
         out[0].get("network").is_none(),
@@ -312,7 +317,7 @@ fn children_get_the_proxy_variables_and_nothing_when_the_policy_is_off() {
     assert!(stdout.contains("NODE_USE_ENV_PROXY=1\n"), "{stdout}");
     assert_eq!(out[0]["network"], json!([]));
     // Off: the host's network, no variables, no decisions.
-    let out = call(ws.path(), &[], &[], &[line]);
+    let out = call(ws.path(), &["--no-sandbox"], &[], &[line]);
     assert!(
         out[0]["stdout"]
             .as_str()

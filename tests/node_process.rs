@@ -616,7 +616,8 @@ async fn node_process_printed_pids_dead_after_exit_timeout_and_cancellation() {
 #[test]
 fn confine_call_printed_pids_dead_after_exit_and_timeout() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = confine_call(tmp.path(), &["--timeout-ms", "1500"], &[]);
+    // Unsandboxed: the harder case (a sandboxed run is contained the same way, and more).
+    let mut child = confine_call(tmp.path(), &["--no-sandbox", "--timeout-ms", "1500"], &[]);
     let mut stdin = child.stdin.take().unwrap();
     let mut answers = BufReader::new(child.stdout.take().unwrap()).lines();
 
@@ -673,7 +674,8 @@ fn confine_call_hides_host_secrets_and_node_options() {
         ("NODE_OPTIONS", "--require /nonexistent/preload.js"),
         ("LC_CTYPE", "C.UTF-8"),
     ];
-    let mut child = confine_call(tmp.path(), &[], &env);
+    // Unsandboxed: the policy then sets no proxy variable of its own.
+    let mut child = confine_call(tmp.path(), &["--no-sandbox"], &env);
     let lines = [
         json!({"id": 1, "name": "node_process", "arguments": {"source": "process.stdout.write(JSON.stringify(process.env))"}}),
         json!({"id": 2, "name": "node_process", "arguments": {"source": "for (;;) {}"}}),

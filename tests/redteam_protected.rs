@@ -327,7 +327,7 @@ fn git_init_works_under_the_sandbox_but_no_set_id_bit() {
     assert_eq!(mode(&ws.path().join("f")) & 0o4000, 0);
     assert_ne!(mode(&target), 0o600);
     let ws = tempfile::tempdir().unwrap();
-    let plain = [&["--allow-commands"][..], &GIT_ENV].concat();
+    let plain = [&["--allow-commands", "--no-sandbox"][..], &GIT_ENV].concat();
     let records = call(ws.path(), &plain, &[("run_command", command)]);
     assert_eq!(ran(&records[0]), "init=0\nsetuid=0\noutside=0\n");
     assert_eq!(mode(&target), 0o600);

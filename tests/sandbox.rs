@@ -27,7 +27,7 @@ fn kernel_abi() -> u32 {
 }
 
 /// How node_process is reached.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Route {
     /// `confine_tools::create_coding_tools` with `NodeProcessOptions::sandbox`.
     Tool,
@@ -74,13 +74,12 @@ fn run_all(route: Route, mode: Mode, root: &Path, probes: &[(String, Vec<String>
             let mut flags: Vec<String> = vec!["--timeout-ms".into(), TIMEOUT_MS.to_string()];
             flags.extend(census_flags());
             match mode {
-                Mode::Open => {}
-                Mode::Sandboxed => flags.push("--sandbox".into()),
-                Mode::RequireAbi(abi) => flags.extend([
-                    "--sandbox".into(),
-                    "--sandbox-min-abi".into(),
-                    abi.to_string(),
-                ]),
+                Mode::Open => flags.push("--no-sandbox".into()),
+                // The default: no flag.
+                Mode::Sandboxed => {}
+                Mode::RequireAbi(abi) => {
+                    flags.extend(["--sandbox-min-abi".into(), abi.to_string()])
+                }
             }
             let input: String = probes
                 .iter()
@@ -429,9 +428,9 @@ fn sandbox_read_and_write_flags_add_places() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    // And the flags need --sandbox.
+    // And the flags contradict --no-sandbox.
     let out = support::confine()
-        .args(["call", "--sandbox-read", r])
+        .args(["call", "--no-sandbox", "--sandbox-read", r])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -447,12 +446,39 @@ fn sandbox_unavailable_is_the_failure_token() {
     for route in [Route::Tool, Route::Binary] {
         let workspace = tempfile::tempdir().unwrap();
         // One ABI more than this kernel has: as on an older kernel. Nothing runs.
-        let refused = run_all(route, Mode::RequireAbi(abi + 1), workspace.path(), &probe);
-        assert_eq!(
-            refused[0],
-            json!({"error": {"code": "TOOL_EXECUTION_FAILED", "message": "NODE_SANDBOX_UNAVAILABLE"}}),
-            "{route:?}"
-        );
+        if route == Route::Binary {
+            // The binary refuses to start, with one line naming what is missing and the way
+            // out.
+            let out = support::confine()
+                .args(["call", "--root"])
+                .arg(workspace.path())
+                .args(["--sandbox-min-abi", &(abi + 1).to_string()])
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(2));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert!(
+                stderr.contains(&format!("Landlock ABI {} or newer is needed", abi + 1))
+                    && stderr.contains("--no-sandbox"),
+                "{stderr}"
+            );
+            // Without process tools nothing needs the sandbox: the server starts.
+            let out = support::confine()
+                .args(["call", "--read-only", "--root"])
+                .arg(workspace.path())
+                .args(["--sandbox-min-abi", &(abi + 1).to_string()])
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0), "{out:?}");
+        } else {
+            let refused = run_all(route, Mode::RequireAbi(abi + 1), workspace.path(), &probe);
+            assert_eq!(
+                refused[0],
+                json!({"error": {"code": "TOOL_EXECUTION_FAILED", "message": "NODE_SANDBOX_UNAVAILABLE"}}),
+                "{route:?}"
+            );
+        }
         // The twin: the kernel's own ABI is enough, and the script runs, confined.
         let ran = run_all(route, Mode::RequireAbi(abi), workspace.path(), &probe);
         let tmp = match route {
@@ -519,10 +545,12 @@ fn doctor_reports_landlock_and_the_sandbox_check() {
     if Path::new("/etc/shadow").exists() {
         assert!(covered.contains(&json!("/etc/shadow")), "{report}");
     }
-    assert_eq!(
-        report["sandbox"]["write"],
-        json!(["<workspace>", "/dev/null"])
-    );
+    // The program's own terminal, where the system has the device.
+    let mut write = vec!["<workspace>", "/dev/null"];
+    if Path::new("/dev/tty").exists() {
+        write.push("/dev/tty");
+    }
+    assert_eq!(report["sandbox"]["write"], json!(write));
     assert!(
         report["sandbox"]["metadata"]
             .as_str()
@@ -588,7 +616,7 @@ fn probe_as(
         .args(["call", "--timeout-ms", &TIMEOUT_MS.to_string(), "--root"])
         .arg(root)
         .args(census_flags())
-        .args(sandbox.then_some("--sandbox"))
+        .args((!sandbox).then_some("--no-sandbox"))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());

@@ -22,32 +22,37 @@ pub struct ToolArgs {
     /// in order, and can be cancelled while they wait.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_processes: Option<u64>,
-    /// Confine node_process and run_command children with the Linux kernel sandbox (a mount
-    /// namespace, Landlock and seccomp): read only the root, Node.js's installation and the
-    /// system's non-secret files; write only beneath the root and a private /tmp, /dev/shm
-    /// and HOME of the server's; change modes and times only there (everything else is a
-    /// read-only view; no set-user-ID or set-group-ID bit anywhere); no Unix, raw or netlink
-    /// socket, and TCP only to the network policy's proxy or the run's own loopback (see
-    /// --allow-net); 4 GiB of address space, 1024 open files. A call fails with
-    /// NODE_SANDBOX_UNAVAILABLE where the kernel cannot enforce it.
-    #[arg(long)]
+    /// Accepted for compatibility: node_process, run_command and jobs run sandboxed unless
+    /// --no-sandbox is given.
+    #[arg(long, conflicts_with = "no_sandbox")]
     pub sandbox: bool,
-    /// With --sandbox: the oldest Landlock ABI accepted (default 4; 6 also insists on the
-    /// signal and abstract-socket scopes).
-    #[arg(long, value_name = "N", requires = "sandbox", value_parser = clap::value_parser!(u32).range(4..))]
+    /// Run node_process, run_command and jobs without the kernel sandbox, with the server's
+    /// whole access to files (the default confines them: a mount namespace, Landlock and
+    /// seccomp; read only the root, the toolchains they run, Node.js's installation and the
+    /// system's non-secret files; write only beneath the root and a private /tmp, /dev/shm
+    /// and HOME of the server's; change modes and times only there; no set-user-ID or
+    /// set-group-ID bit anywhere; no Unix, raw or netlink socket, and TCP only to the network
+    /// policy's proxy or the run's own loopback, see --allow-net; 4 GiB of address space, 1024
+    /// open files). Where this machine cannot sandbox, a server offering those tools refuses
+    /// to start without this flag.
+    #[arg(long)]
+    pub no_sandbox: bool,
+    /// The sandbox's oldest Landlock ABI accepted (default 4; 6 also insists on the signal
+    /// and abstract-socket scopes).
+    #[arg(long, value_name = "N", conflicts_with = "no_sandbox", value_parser = clap::value_parser!(u32).range(4..))]
     pub sandbox_min_abi: Option<u32>,
-    /// With --sandbox: also let the child read (and execute) beneath PATH, a directory or a
-    /// file that must exist. Repeatable.
-    #[arg(long, value_name = "PATH", requires = "sandbox", value_parser = existing_path)]
+    /// Also let sandboxed children read (and execute) beneath PATH, a directory or a file
+    /// that must exist. Repeatable.
+    #[arg(long, value_name = "PATH", conflicts_with = "no_sandbox", value_parser = existing_path)]
     pub sandbox_read: Vec<PathBuf>,
-    /// With --sandbox: also let the child write beneath PATH, a directory or a file that must
+    /// Also let sandboxed children write beneath PATH, a directory or a file that must
     /// exist. Repeatable.
-    #[arg(long, value_name = "PATH", requires = "sandbox", value_parser = existing_path)]
+    #[arg(long, value_name = "PATH", conflicts_with = "no_sandbox", value_parser = existing_path)]
     pub sandbox_write: Vec<PathBuf>,
-    /// With --sandbox: the children's HOME, an existing directory kept after the server ends
-    /// (its .gitconfig is written with the user's git identity if it has none). Default: a
+    /// The sandboxed children's HOME, an existing directory kept after the server ends (its
+    /// .gitconfig is written with the user's git identity if it has none). Default: a
     /// private directory of the server's, removed with it.
-    #[arg(long, value_name = "DIR", requires = "sandbox", value_parser = existing_path)]
+    #[arg(long, value_name = "DIR", conflicts_with = "no_sandbox", value_parser = existing_path)]
     pub sandbox_home: Option<PathBuf>,
     /// Offer only the tools that change nothing: read_file, read_lines, read_media,
     /// list_directory, find_files, grep and file_info.
@@ -229,9 +234,62 @@ pub struct Shared {
 pub const NETWORK_MECHANISM_VAR: &str = "CONFINE_NETWORK_MECHANISM";
 
 impl ToolArgs {
-    /// Whether the network policy is on (`--sandbox` or `--allow-net`).
+    /// Whether the tools offered run processes (node_process, run_command, jobs).
+    pub fn offers_processes(&self) -> bool {
+        match (&self.tools, self.read_only) {
+            (None, read_only) => !read_only,
+            (Some(names), _) => names.iter().map(|n| n.trim()).any(|n| {
+                n == "node_process"
+                    || (self.allow_commands && confine_tools::COMMAND_TOOLS.contains(&n))
+            }),
+        }
+    }
+
+    /// Whether processes run sandboxed: unless `--no-sandbox`, where processes run at all.
+    pub fn sandboxed(&self) -> bool {
+        !self.no_sandbox && self.offers_processes()
+    }
+
+    /// Whether the network policy is on (the sandbox, or `--allow-net`).
     pub fn network_policy_on(&self) -> bool {
-        self.sandbox || !self.allow_net.is_empty()
+        self.sandboxed() || !self.allow_net.is_empty()
+    }
+
+    /// Where processes run sandboxed, whether this machine can: `Err` with the one line a
+    /// server prints before refusing to start.
+    pub fn check_sandbox(&self) -> Result<(), ExitCode> {
+        if !self.sandboxed() {
+            return Ok(());
+        }
+        let mut sandbox = confine_nodeexec::Sandbox::new();
+        if let Some(abi) = self.sandbox_min_abi {
+            sandbox.min_abi(abi);
+        }
+        let root = std::fs::File::open(&self.root).ok();
+        match root.map(|dir| sandbox.build(&dir)) {
+            Some(Err(e)) if e.kind() == confine_nodeexec::ErrorKind::SandboxUnavailable => {
+                use confine_nodeexec::LandlockSupport;
+                let need = self
+                    .sandbox_min_abi
+                    .unwrap_or(confine_nodeexec::DEFAULT_MIN_ABI);
+                let missing = match LandlockSupport::probe() {
+                    LandlockSupport::Available { abi } if abi < need => {
+                        format!("Landlock ABI {need} or newer is needed, this kernel has {abi}")
+                    }
+                    LandlockSupport::Available { .. } => format!("the sandbox: {e}"),
+                    LandlockSupport::NotEnabled => {
+                        "Landlock is built in but not enabled at boot (lsm=)".to_owned()
+                    }
+                    _ => "Landlock is not in this kernel (or a seccomp filter hides it)".to_owned(),
+                };
+                Err(usage(&format!(
+                    "cannot sandbox node_process and run_command here: {missing}; \
+                     pass --no-sandbox to run them unconfined"
+                )))
+            }
+            // A root that cannot be opened is the factory's to report.
+            _ => Ok(()),
+        }
     }
 
     /// The allow list of `--allow-net` (presets asked of their clients now): a usage error
@@ -305,7 +363,7 @@ impl ToolArgs {
         options.slots = self
             .max_processes
             .map(|n| std::sync::Arc::new(confine_nodeexec::RunSlots::new(n as usize)));
-        options.sandbox = self.sandbox.then(|| {
+        options.sandbox = self.sandboxed().then(|| {
             let mut sandbox = confine_nodeexec::Sandbox::new();
             if let Some(abi) = self.sandbox_min_abi {
                 sandbox.min_abi(abi);
@@ -332,6 +390,7 @@ impl ToolArgs {
     /// What the registries of one server share, made now: the run slots and the network
     /// policy (started).
     pub fn shared(&self) -> Result<Shared, ExitCode> {
+        self.check_sandbox()?;
         Ok(Shared {
             slots: std::sync::Arc::new(match self.max_processes {
                 Some(n) => confine_nodeexec::RunSlots::new(n as usize),
@@ -346,18 +405,19 @@ impl ToolArgs {
         })
     }
 
-    /// The sandbox's private directories, made now (`None` without `--sandbox`).
+    /// The sandbox's private directories, made now (`None` with `--no-sandbox` or where no
+    /// process runs).
     pub fn private_dirs(
         &self,
     ) -> Result<Option<std::sync::Arc<confine_nodeexec::PrivateDirs>>, ExitCode> {
-        if !self.sandbox {
+        if !self.sandboxed() {
             return Ok(None);
         }
         confine_nodeexec::PrivateDirs::create(self.sandbox_home.as_deref())
             .map(|dirs| Some(std::sync::Arc::new(dirs)))
             .map_err(|e| {
                 usage(&format!(
-                    "--sandbox: cannot make the private directories: {e}"
+                    "the sandbox cannot make its private directories: {e}"
                 ))
             })
     }
@@ -367,6 +427,9 @@ impl ToolArgs {
     /// session) share one bound on concurrent runs, one bound on running jobs, one proxy and
     /// one children's loopback.
     pub fn registry_sharing(&self, shared: Option<&Shared>) -> Result<ToolRegistry, ExitCode> {
+        if shared.is_none() {
+            self.check_sandbox()?;
+        }
         let names: Vec<String> = match (&self.tools, self.read_only) {
             (None, false) => {
                 let mut names: Vec<String> = confine_tools::WORKSPACE_TOOLS

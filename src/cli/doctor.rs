@@ -110,6 +110,8 @@ struct Report {
     denied_check: Value,
     /// The network policy's mechanism here, the allow list and the presets resolved.
     network: Value,
+    /// What sandboxed children may run from the home, and why.
+    home_tools: confine_nodeexec::HomeTools,
 }
 
 /// Run the subcommand.
@@ -216,6 +218,7 @@ async fn examine(args: &Args, scratch: &Path, protected: confine_tools::Protecte
         denied: Vec::new(),
         denied_check,
         network: Value::Null,
+        home_tools: confine_nodeexec::HomeTools::discover(&|name| std::env::var_os(name)),
     }
 }
 
@@ -343,9 +346,17 @@ impl Report {
             }
             _ => json!({"available": false, "abi": null, "reason": "not in this kernel"}),
         };
+        let home_tools: Vec<Value> = self
+            .home_tools
+            .readable
+            .iter()
+            .map(|(path, why)| json!({"path": path, "why": why}))
+            .collect();
         let sandbox = match &self.rules {
             Ok(rules) => json!({
                 "usable": true,
+                "byDefault": true,
+                "homeTools": home_tools,
                 "abi": rules.abi(),
                 "read": shown(&rules.readable()),
                 "readOwnProc": true,
@@ -410,10 +421,12 @@ impl Report {
         };
         let sandbox = match &self.rules {
             Ok(rules) => format!(
-                "usable: rules of Landlock ABI {}; network only through the proxy (below){}{}; \
+                "usable, on by default for node_process, run_command and jobs (--no-sandbox \
+                 turns it off): rules of Landlock ABI {}; network only through the proxy (below){}{}; \
                  {} GiB of address space, {} open files, no capabilities\n\
                  sandbox read:  {}, and the program's own /proc/<pid>\n\
                  sandbox write: {}\n\
+                 home tools:    {}\n\
                  metadata:      {}\n\
                  /etc:          {}\n\
                  unix sockets:  {}",
@@ -433,6 +446,7 @@ impl Report {
                 confine_nodeexec::DEFAULT_OPEN_FILES,
                 shown(&rules.readable()).join(", "),
                 shown(&rules.writable()).join(", "),
+                home_tools_text(&self.home_tools),
                 metadata_policy(rules),
                 etc_policy(rules),
                 rules.pathname_socket_mechanism().map_or_else(
@@ -441,8 +455,8 @@ impl Report {
                 ),
             ),
             Err(kind) => format!(
-                "unusable ({}): --sandbox calls fail with NODE_SANDBOX_UNAVAILABLE \
-                 (it needs Landlock ABI {} or newer)",
+                "unusable ({}): a server offering node_process or run_command refuses to \
+                 start unless --no-sandbox is given (the sandbox needs Landlock ABI {} or newer)",
                 kind.code(),
                 confine_nodeexec::DEFAULT_MIN_ABI
             ),
@@ -645,6 +659,23 @@ fn network_report(
         "entries": entries,
         "presets": presets,
     })
+}
+
+/// The toolchains of the home a sandboxed child may run, each with why, in words.
+fn home_tools_text(tools: &confine_nodeexec::HomeTools) -> String {
+    if tools.readable.is_empty() {
+        return "none found in the home (no PATH directory, rustup, cargo, nvm or pyenv there)"
+            .to_owned();
+    }
+    let opened: Vec<String> = tools
+        .readable
+        .iter()
+        .map(|(path, why)| format!("{} ({why})", path.display()))
+        .collect();
+    format!(
+        "read-only at their real paths: {}; credentials beside them stay unreadable",
+        opened.join(", ")
+    )
 }
 
 /// The metadata policy, in words.

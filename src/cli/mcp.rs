@@ -106,7 +106,7 @@ fn setting(args: &ToolArgs) -> server::Setting {
     server::Setting {
         read_only: args.read_only,
         timeout_ms: args.timeout_ms,
-        sandbox: args.sandbox,
+        sandbox: args.sandboxed(),
         command_timeout_ms: args.command_timeout_ms,
         command_max_timeout_ms: args.command_max_timeout_ms,
         allow_net: !args.allow_net.is_empty(),
@@ -379,7 +379,8 @@ mod tests {
             "{read_only}"
         );
         assert!(!read_only.contains("node_process"), "{read_only}");
-        let default = instructions_for(&["--deny", "*.pem", "--deny", "secrets/**"]);
+        let default =
+            instructions_for(&["--no-sandbox", "--deny", "*.pem", "--deny", "secrets/**"]);
         assert!(default.contains(DENIED), "{default}");
         assert!(
             default.contains("What node_process runs is not held to this."),
@@ -401,16 +402,29 @@ mod tests {
                                     cannot reach outside it.";
         const SANDBOXED: &str = "under a kernel sandbox";
 
+        // The default: the runners are sandboxed.
         let default = instructions_for(&[]);
         assert!(
-            default.contains(&format!("node_process is {UNCONFINED}")),
+            default.contains(&format!("node_process runs {SANDBOXED}")),
             "{default}"
         );
-        assert!(!default.contains(ALL_CONFINED), "{default}");
-        assert!(!default.contains(SANDBOXED), "{default}");
-        assert!(default.starts_with("The file tools work inside one directory"));
+        assert!(!default.contains("not confined"), "{default}");
+        let default_commands = instructions_for(&["--allow-commands"]);
+        assert!(
+            default_commands.contains(&format!("node_process and run_command run {SANDBOXED}")),
+            "{default_commands}"
+        );
 
-        let commands = instructions_for(&["--allow-commands"]);
+        let unconfined = instructions_for(&["--no-sandbox"]);
+        assert!(
+            unconfined.contains(&format!("node_process is {UNCONFINED}")),
+            "{unconfined}"
+        );
+        assert!(!unconfined.contains(ALL_CONFINED), "{unconfined}");
+        assert!(!unconfined.contains(SANDBOXED), "{unconfined}");
+        assert!(unconfined.starts_with("The file tools work inside one directory"));
+
+        let commands = instructions_for(&["--allow-commands", "--no-sandbox"]);
         assert!(
             commands.contains(&format!("node_process and run_command are {UNCONFINED}")),
             "{commands}"
@@ -421,7 +435,8 @@ mod tests {
             "{commands}"
         );
         assert!(!default.contains("job_output"), "{default}");
-        let no_jobs = instructions_for(&["--allow-commands", "--tools", "run_command"]);
+        let no_jobs =
+            instructions_for(&["--allow-commands", "--no-sandbox", "--tools", "run_command"]);
         assert!(!no_jobs.contains("job_output"), "{no_jobs}");
         assert!(!commands.contains(ALL_CONFINED), "{commands}");
 
@@ -449,6 +464,9 @@ mod tests {
 
         // A chosen subset without runners is wholly confined; with node_process it is not.
         assert!(instructions_for(&["--tools", "read_file,grep"]).starts_with(ALL_CONFINED));
-        assert!(instructions_for(&["--tools", "read_file,node_process"]).contains(UNCONFINED));
+        assert!(
+            instructions_for(&["--no-sandbox", "--tools", "read_file,node_process"])
+                .contains(UNCONFINED)
+        );
     }
 }

@@ -38,7 +38,8 @@
 //!   listed and explained in `paths.rs` (the loader cache, `passwd` and `group` but not
 //!   `shadow`, name resolution, the time zone, OpenSSL's configuration and the public CA
 //!   certificates but not `/etc/ssl/private`, …), and, where the run gets its read-only view,
-//!   all of `/etc` with its secrets covered (see *`/etc`* below); `/dev/null`, `/dev/zero`, `/dev/random`,
+//!   all of `/etc` with its secrets covered (see *`/etc`* below); `/dev/null`, `/dev/tty` (the
+//!   program's own controlling terminal: a terminal job's pty, else none), `/dev/zero`, `/dev/random`,
 //!   `/dev/urandom`; `/proc/meminfo`, `/proc/stat`, `/proc/cpuinfo`; the program's own
 //!   `/proc/<pid>` (see below); and what [`Sandbox::allow_read`] adds. Nothing else: not the
 //!   home directory, not `/root`, not `/tmp`, not `/etc/shadow`, not another project.
@@ -429,7 +430,7 @@ impl Sandbox {
             let is_cover = |r: &PathRule| self.covers.iter().any(|(s, _)| *s == r.path);
             let writable: Vec<(PathBuf, (u64, u64))> = rules
                 .iter()
-                .filter(|r| r.write && r.path != Path::new(paths::DEV_NULL) && !is_cover(r))
+                .filter(|r| r.write && !r.path.starts_with("/dev") && !is_cover(r))
                 .map(|r| (r.path.clone(), r.identity))
                 .collect();
             let readable: Vec<PathBuf> = rules
@@ -553,6 +554,7 @@ impl Sandbox {
             (dev_null, dev_null),
             true,
         ));
+        wanted.push((Path::new(paths::DEV_TTY), false, (dev_null, dev_null), true));
         wanted.extend(
             paths::PROC_FILES
                 .iter()

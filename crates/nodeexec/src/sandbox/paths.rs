@@ -164,6 +164,11 @@ pub(super) const DEVICES: &[&str] = &["/dev/zero", "/dev/random", "/dev/urandom"
 /// The device every program may write and truncate.
 pub(super) const DEV_NULL: &str = "/dev/null";
 
+/// The process's own controlling terminal, read and written like `/dev/null`: opening it
+/// reaches the terminal of the program's own session (a terminal job's pty) or fails with
+/// `ENXIO` (every other run is a session without one); never another terminal.
+pub(super) const DEV_TTY: &str = "/dev/tty";
+
 /// System-wide `/proc` files without a secret in them: memory size (`os.totalmem()`,
 /// `os.freemem()`, and V8 sizes its heap from it), CPU times and models (`os.cpus()`).
 /// The program's own `/proc/<pid>` is added in the child (see `ruleset.rs`); other
