@@ -25,7 +25,7 @@
 //!   [`NodeProcessOptions`], [`RunCommandOptions`] (with [`JobSlots`] to share one bound on
 //!   running jobs between sets), [`ProtectedPaths`] ([`DEFAULT_PROTECTED`]), [`DeniedPaths`];
 //!   their failures:
-//!   [`BuildError`], [`SelectError`], [`ProtectError`], [`DenyError`], [`CoverError`],
+//!   [`BuildError`], [`SelectError`], [`PatternError`] (a deny or protected pattern), [`CoverError`],
 //!   [`DuplicateToolName`].
 //! - **Calling**: [`execute_tool_call`] (and [`execute_tool_call_record`]) with a [`ToolCall`],
 //!   giving a [`ToolResult`] or [`Cancelled`]; [`ToolRegistry::definitions`] for the model's
@@ -104,6 +104,7 @@ pub mod list_directory;
 pub mod move_file;
 mod network;
 pub mod node_process;
+mod patterns;
 mod progress;
 pub mod protect;
 mod protect_watch;
@@ -118,7 +119,7 @@ pub mod write_file;
 
 pub use create_directory::CreateDirectoryTool;
 pub use delete_file::DeleteFileTool;
-pub use deny::{CoverError, DeniedPaths, DenyError};
+pub use deny::{CoverError, DeniedPaths};
 pub use edit_file::EditFileTool;
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{
@@ -136,8 +137,9 @@ pub use list_directory::ListDirectoryTool;
 pub use move_file::MoveFileTool;
 pub use network::NetworkPolicy;
 pub use node_process::{NodeProcessOptions, NodeProcessTool};
+pub use patterns::PatternError;
 pub use progress::{ProgressReport, ProgressSink, with_progress};
-pub use protect::{DEFAULT_PROTECTED, ProtectError, ProtectedPaths};
+pub use protect::{DEFAULT_PROTECTED, ProtectedPaths};
 pub use read_file::{MAX_READ_BYTES, ReadFileTool};
 pub use read_lines::ReadLinesTool;
 pub use read_media::{MAX_MEDIA_BYTES, ReadMediaTool};
