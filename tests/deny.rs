@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use confine_tools::{DeniedPaths, NodeProcessOptions, ToolRegistry};
+use confine_tools::{DeniedPaths, ToolRegistry, ToolSetOptions};
 use serde_json::{Value, json};
 use support::{call_lines, call_on, runtime};
 
@@ -44,7 +44,7 @@ fn workspace() -> tempfile::TempDir {
 }
 
 fn registry(root: &Path, denied: DeniedPaths) -> ToolRegistry {
-    let mut options = NodeProcessOptions::default();
+    let mut options = ToolSetOptions::default();
     options.denied = Arc::new(denied);
     confine_tools::create_workspace_tools(root, options).unwrap()
 }
@@ -465,7 +465,7 @@ fn the_cover_walk_bounds_at_n_and_n_plus_one() {
         list.existing_beneath(std::fs::File::open(&ws).unwrap()),
         Ok(vec![])
     );
-    let mut options = NodeProcessOptions::default();
+    let mut options = ToolSetOptions::default();
     options.denied = Arc::new(list.clone());
     options.sandbox = Some(confine_nodeexec::Sandbox::new());
     options.commands = Some(confine_tools::RunCommandOptions::default());

@@ -11,7 +11,7 @@ use confine_rootid::WorkspaceRoot;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::node_process::NodeProcessOptions;
+use crate::workspace::{NodeOptions, ToolSetOptions, Workspace};
 
 /// Variables an embedder cannot pass either.
 const REFUSED_ENV: &[&str] = &["NODE_OPTIONS"];
@@ -54,11 +54,7 @@ pub(crate) struct RunErrors {
 impl Children {
     /// The children of a tool over `root` built with `options`; `node`, the Node.js executable
     /// when known, is what the sandbox must let them read (its whole installation).
-    pub(crate) fn new(
-        root: Arc<WorkspaceRoot>,
-        options: &NodeProcessOptions,
-        node: Option<&Path>,
-    ) -> Self {
+    pub(crate) fn new(ws: &Workspace, options: &ToolSetOptions, node: Option<&Path>) -> Self {
         let sandbox = options.sandbox.clone().map(|mut sandbox| {
             if let Some(node) = node {
                 sandbox.allow_installation(node);
@@ -66,14 +62,14 @@ impl Children {
             sandbox
         });
         let repository =
-            confine_beneath::FileId::at(root.dir(), crate::protect::REPOSITORY_ENTRY).is_ok();
+            confine_beneath::FileId::at(ws.root.dir(), crate::protect::REPOSITORY_ENTRY).is_ok();
         Self {
-            root,
+            root: ws.root.clone(),
             repository,
             env: passed_env(&options.env),
             sandbox,
-            protected: options.protected.clone(),
-            denied: options.denied.clone(),
+            protected: ws.protected.clone(),
+            denied: ws.denied.clone(),
             slots: options.slots.clone().unwrap_or_default(),
             keep_privileges: options.keep_privileges,
             network: options.network.clone(),
@@ -258,10 +254,11 @@ fn passed_env(env: &[(String, String)]) -> Vec<(String, String)> {
 
 /// The Node.js executable of `options`: the one given, canonicalized, if it is an executable
 /// regular file; else the first `node` on PATH.
-pub(crate) fn node_executable(options: &NodeProcessOptions) -> Option<PathBuf> {
-    match &options.node {
+pub(crate) fn node_executable(options: &NodeOptions) -> Option<PathBuf> {
+    match &options.executable {
         Some(path) => canonical_executable(path),
-        None => find_on_path("node"),
+        None => confine_nodeexec::find_on_path("node", std::env::var_os("PATH")?)
+            .and_then(|found| canonical_executable(&found)),
     }
 }
 
@@ -271,12 +268,4 @@ fn canonical_executable(path: &Path) -> Option<PathBuf> {
     let canonical = std::fs::canonicalize(path).ok()?;
     let meta = std::fs::metadata(&canonical).ok()?;
     (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(canonical)
-}
-
-/// The first executable `name` on PATH, canonicalized.
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .find_map(|dir| canonical_executable(&dir.join(name)))
 }

@@ -53,7 +53,7 @@ use std::path::{Path, PathBuf};
 use cap_std::fs::Dir;
 use confine_beneath::{EntryKind, Symlinks, resolve_beneath as resolve};
 use confine_pathgrammar::RelPath;
-use confine_rootid::{FileIdentity, WorkspaceRoot};
+use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::OFlags;
 
 use crate::error::{CallError, ErrorKind, ToolError};
@@ -255,7 +255,7 @@ impl DeniedPaths {
         &self,
         root: &WorkspaceRoot,
         path: &Path,
-        opened: FileIdentity,
+        opened: FileId,
     ) -> Result<(), CallError> {
         if self.is_empty() {
             return Ok(());
@@ -269,7 +269,7 @@ impl DeniedPaths {
         let fd = confine_beneath::open_beneath(root.dir(), &real, flags, Symlinks::Refuse)
             .map_err(|_| changed())?;
         let now = rustix::fs::fstat(&fd).map_err(|_| changed())?;
-        match FileIdentity::of(&now) == opened {
+        match FileId::of(&now) == opened {
             true => Ok(()),
             false => Err(changed()),
         }

@@ -51,27 +51,26 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 
 use confine_atomicwrite::Step;
 use confine_beneath::{FsErrorKind, Symlinks};
 use confine_pathgrammar::RelPath;
-use confine_rootid::{FileIdentity, WorkspaceRoot};
+use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::{AtFlags, OFlags};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
-use crate::deny::DeniedPaths;
-use crate::entry::{failed, lstat_at, normalize, open_existing_parent};
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::entry::{lstat_at, normalize, open_existing_parent};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::install::install_checked;
+use crate::parent::{Parent, symlink_target_kind};
 use crate::protect::ProtectedPaths;
-use crate::read_file::{read_bounded, regular_file};
+use crate::read::{read_bounded, regular_file};
+use crate::target_lock::{TargetKey, lock_target};
 use crate::tool::{ToolHints, TypedTool};
-use crate::write_file::install_checked;
-use crate::write_file::lock::{TargetKey, lock_target};
-use crate::write_file::parent::{Parent, symlink_target_kind};
+use crate::workspace::Workspace;
 
 mod closest;
 pub use closest::{MAX_CLOSEST_CHARS, MAX_OCCURRENCE_LINES};
@@ -131,31 +130,13 @@ pub struct ValidEdit {
 /// The `edit_file` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct EditFileTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
-    protected: Arc<ProtectedPaths>,
+    ws: Workspace,
 }
 
 impl EditFileTool {
     /// An edit_file tool over an already captured root, refusing the default protected paths.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-            protected: Arc::default(),
-        }
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
-        self
-    }
-
-    /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
-    pub(crate) fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
-        self.protected = protected;
-        self
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws }
     }
 }
 
@@ -277,12 +258,12 @@ fn check_unchanged(
     parent: &Parent,
     name: &str,
     file: &File,
-    opened: FileIdentity,
+    opened: FileId,
     read: &[u8],
 ) -> Result<(), CallError> {
     let conflict = || failed(ErrorKind::EditConflict);
     let now = lstat_at(&parent.dir, name).map_err(|e| conflict().with_source(e))?;
-    if FileIdentity::of(&now) != opened {
+    if FileId::of(&now) != opened {
         return Err(conflict());
     }
     match same_content(file, read) {
@@ -321,7 +302,7 @@ fn edit(
         // rename in between would otherwise lose its content to an edit of an older text.
         (Step::CheckInstalled, Some(aside)) => {
             match rustix::fs::statat(&parent.dir, aside, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) if FileIdentity::of(&st) == opened => Ok(()),
+                Ok(st) if FileId::of(&st) == opened => Ok(()),
                 _ => Err(failed(ErrorKind::EditConflict)),
             }
         }
@@ -336,12 +317,9 @@ fn edit(
         match e.kind() {
             // The target was replaced by something else since it was read.
             K::TargetSymlink | K::TargetNotRegular => ErrorKind::EditConflict,
-            K::TempNotRegular => ErrorKind::WriteTempNotRegular,
-            K::TempIdentityChanged => ErrorKind::WriteTempIdentityChanged,
-            K::TempCleanupFailed => ErrorKind::WriteTempCleanupFailed,
-            // Another writer renamed over the edited file after the commit: nothing removed.
-            K::TargetReplaced => ErrorKind::WriteTargetReplaced,
-            _ => ErrorKind::WriteFailed,
+            // `WRITE_TARGET_REPLACED`: another writer renamed over the edited file after the
+            // commit, nothing removed; the rest as for every installation.
+            kind => kind.into(),
         }
     };
     let installed = install_checked(
@@ -425,11 +403,11 @@ impl TypedTool for EditFileTool {
             return Err(Cancelled.into());
         }
         // Refused whole, a dry run included: an edit of a protected file is never prepared.
-        self.protected.check_written(&valid.path)?;
-        let root = self.root.clone();
+        self.ws.protected.check_written(&valid.path)?;
+        let root = self.ws.root.clone();
         let path = valid.path.clone();
-        let protected = self.protected.clone();
-        let denied = self.denied.clone();
+        let protected = self.ws.protected.clone();
+        let denied = self.ws.denied.clone();
         let (parent, name) = off_reactor(move || {
             root.verify()?;
             // A dry run too: its diff would show the file's text.
@@ -445,9 +423,9 @@ impl TypedTool for EditFileTool {
             name: name.clone(),
         };
         let held = lock_target(key, cancel).await?;
-        let root = self.root.clone();
+        let root = self.ws.root.clone();
         let cancel = cancel.clone();
-        let protected = self.protected.clone();
+        let protected = self.ws.protected.clone();
         off_reactor(move || {
             // The lock travels with the work: it is released when the work ends, even if the
             // caller's future was dropped meanwhile.
@@ -579,7 +557,7 @@ mod tests {
         let path = confine_pathgrammar::normalize("f.txt").unwrap();
         let (parent, name) = open_existing_parent(&root, &path, ErrorKind::WriteFailed).unwrap();
         let file = open_target(&root, &parent, name).unwrap();
-        let opened = FileIdentity::of_std(&file.metadata().unwrap());
+        let opened = FileId::of_std(&file.metadata().unwrap());
         let check = || check_unchanged(&parent, name, &file, opened, b"before");
         let conflict = Err(failed(ErrorKind::EditConflict));
         assert_eq!(check(), Ok(()));

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use confine_beneath::FsErrorKind;
 use confine_pathgrammar::RelPath;
-use confine_rootid::{FileIdentity, WorkspaceRoot};
+use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::{FileType, Stat};
 
 use std::sync::Arc;
@@ -25,13 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
 use crate::deny::DeniedPaths;
-use crate::error::{CallError, ErrorKind, ToolError};
+use crate::error::{CallError, ErrorKind, ToolError, failed};
+use crate::parent::Parent;
 use crate::protect::ProtectedPaths;
-use crate::write_file::parent::Parent;
-
-pub(crate) fn failed(kind: ErrorKind) -> CallError {
-    CallError::Failed(ToolError::failed(kind))
-}
 
 /// Open the existing parent directory of `path` beneath the root, without creating anything,
 /// and return it with the leaf name. A missing component is `FILE_NOT_FOUND`, a component that
@@ -51,7 +47,7 @@ pub(crate) fn open_existing_parent<'p>(
     } else {
         crate::fsmap::open_dir_beneath(root.dir(), &prefix).map_err(|e| dir_error(&e, other))?
     };
-    let id = FileIdentity::of_fd(&dir).map_err(|e| failed(other).with_source(e))?;
+    let id = FileId::of_fd(&dir).map_err(|e| failed(other).with_source(e))?;
     Ok((Parent { dir, id, prefix }, name))
 }
 

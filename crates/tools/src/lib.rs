@@ -3,7 +3,7 @@
 //! The tools: `read_file`, `write_file`, `node_process`, `edit_file`, `read_lines`,
 //! `read_media`, `list_directory`, `find_files`, `grep`, `file_info`, `create_directory`,
 //! `move_file`, `delete_file` ([`WORKSPACE_TOOLS`]; [`READ_ONLY_TOOLS`] are those that change
-//! nothing), and, where the embedder enables commands ([`NodeProcessOptions::commands`]),
+//! nothing), and, where the embedder enables commands ([`ToolSetOptions::commands`]),
 //! `run_command` and the background-job tools `job_output`, `job_stop`, `job_list`,
 //! `job_input` and `job_resize`
 //! ([`COMMAND_TOOLS`]), which share one [`JobTable`] per registry, counted against a bound
@@ -19,10 +19,10 @@
 //!   [`create_coding_tools`] (those three), [`create_workspace_tools`] (the whole set),
 //!   [`create_read_only_tools`] and [`create_selected_tools`] (any subset by name) for a
 //!   [`ToolRegistry`]. Every factory builds its tools through one path, which gives each tool
-//!   the deny and protected lists of the options ([`NodeProcessOptions::denied`],
-//!   [`NodeProcessOptions::protected`]); a factory that takes no options applies their
+//!   the deny and protected lists of the options ([`ToolSetOptions::denied`],
+//!   [`ToolSetOptions::protected`]); a factory that takes no options applies their
 //!   defaults (nothing denied, [`DEFAULT_PROTECTED`] protected). Their options:
-//!   [`NodeProcessOptions`], [`RunCommandOptions`] (with [`JobSlots`] to share one bound on
+//!   [`ToolSetOptions`] (with [`NodeOptions`] for `node_process`), [`RunCommandOptions`] (with [`JobSlots`] to share one bound on
 //!   running jobs between sets), [`ProtectedPaths`] ([`DEFAULT_PROTECTED`]), [`DeniedPaths`];
 //!   their failures:
 //!   [`BuildError`], [`SelectError`], [`PatternError`] (a deny or protected pattern), [`CoverError`],
@@ -77,7 +77,7 @@
 //! followed whatever races run. An absolute symlink is refused even when it points inside the
 //! root (cap-std's rule, kept on purpose: its meaning depends on where the root is mounted).
 //! Messages never carry host paths. The embedder may deny paths to the model altogether
-//! ([`DeniedPaths`] as [`NodeProcessOptions::denied`]: `PATH_DENIED`, see [`deny`]) and
+//! ([`DeniedPaths`] as [`ToolSetOptions::denied`]: `PATH_DENIED`, see [`deny`]) and
 //! protect the files the host runs or obeys from writes ([`ProtectedPaths`]).
 //!
 //! # Platform support
@@ -98,23 +98,30 @@ mod factory;
 pub mod file_info;
 pub mod find_files;
 mod fsmap;
+mod glob;
 pub mod grep;
+mod install;
 pub mod jobs;
 pub mod list_directory;
 pub mod move_file;
 mod network;
 pub mod node_process;
+mod parent;
 mod patterns;
 mod progress;
 pub mod protect;
 mod protect_watch;
+mod read;
 pub mod read_file;
 pub mod read_lines;
 pub mod read_media;
 pub mod run_command;
 mod scan;
+mod target_lock;
+mod temp_names;
 mod tool;
 mod traverse;
+mod workspace;
 pub mod write_file;
 
 pub use create_directory::CreateDirectoryTool;
@@ -123,29 +130,28 @@ pub use deny::{CoverError, DeniedPaths};
 pub use edit_file::EditFileTool;
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{
-    BuildError, COMMAND_TOOLS, READ_ONLY_TOOLS, RUN_COMMAND, SelectError, WORKSPACE_TOOLS,
-    create_coding_tools, create_node_process_tool, create_read_only_tools, create_read_tool,
-    create_selected_tools, create_workspace_tools, create_write_tool,
+    COMMAND_TOOLS, READ_ONLY_TOOLS, RUN_COMMAND, SelectError, WORKSPACE_TOOLS, create_coding_tools,
+    create_node_process_tool, create_read_only_tools, create_read_tool, create_selected_tools,
+    create_workspace_tools, create_write_tool,
 };
 pub use file_info::FileInfoTool;
 pub use find_files::FindFilesTool;
 pub use grep::GrepTool;
-pub use jobs::{
-    JobInputTool, JobListTool, JobOutputTool, JobResizeTool, JobSlots, JobStopTool, JobTable,
-};
+pub use jobs::{JobInputTool, JobListTool, JobOutputTool, JobResizeTool, JobStopTool, JobTable};
 pub use list_directory::ListDirectoryTool;
 pub use move_file::MoveFileTool;
 pub use network::NetworkPolicy;
-pub use node_process::{NodeProcessOptions, NodeProcessTool};
+pub use node_process::NodeProcessTool;
 pub use patterns::PatternError;
 pub use progress::{ProgressReport, ProgressSink, with_progress};
 pub use protect::{DEFAULT_PROTECTED, ProtectedPaths};
 pub use read_file::{MAX_READ_BYTES, ReadFileTool};
 pub use read_lines::ReadLinesTool;
 pub use read_media::{MAX_MEDIA_BYTES, ReadMediaTool};
-pub use run_command::{RunCommandOptions, RunCommandTool};
+pub use run_command::RunCommandTool;
 pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,
     ToolResult, TypedTool, execute_tool_call, execute_tool_call_record, parse_arguments, schema_of,
 };
+pub use workspace::{BuildError, JobSlots, NodeOptions, RunCommandOptions, ToolSetOptions};
 pub use write_file::WriteFileTool;

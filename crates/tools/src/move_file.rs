@@ -11,11 +11,9 @@
 //! (the path grammar leaves no empty path), and an entry with the root's identity is refused.
 //! A directory moved into itself is refused by the kernel (`WRITE_FAILED`).
 
-use std::sync::Arc;
-
 use confine_beneath::FsErrorKind;
 use confine_pathgrammar::RelPath;
-use confine_rootid::{FileIdentity, WorkspaceRoot};
+use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::RenameFlags;
 use rustix::io::Errno;
 use schemars::JsonSchema;
@@ -23,11 +21,12 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
-use crate::entry::{check_beneath, failed, lstat_at, normalize, open_existing_parent, run_writing};
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::entry::{check_beneath, lstat_at, normalize, open_existing_parent, run_writing};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::parent::open_parent;
 use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
-use crate::write_file::parent::open_parent;
+use crate::workspace::Workspace;
 
 /// The arguments of `move_file`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -59,31 +58,13 @@ pub struct ValidMove {
 /// The `move_file` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct MoveFileTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
-    protected: Arc<ProtectedPaths>,
+    ws: Workspace,
 }
 
 impl MoveFileTool {
     /// A move_file tool over an already captured root, refusing the default protected paths.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-            protected: Arc::default(),
-        }
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
-        self
-    }
-
-    /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
-    pub(crate) fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
-        self.protected = protected;
-        self
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws }
     }
 }
 
@@ -112,7 +93,7 @@ fn rename(
         Err(Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
         Err(_) => return Err(failed(ErrorKind::WriteFailed)),
     };
-    if FileIdentity::of(&st) == root.identity() {
+    if FileId::of(&st) == root.identity() {
         return Err(failed(ErrorKind::PathOutsideWorkspace));
     }
     let (to, to_name) =
@@ -196,9 +177,9 @@ impl TypedTool for MoveFileTool {
         cancel: &CancellationToken,
     ) -> Result<MoveOutput, CallError> {
         run_writing(
-            &self.root,
-            &self.protected,
-            &self.denied,
+            &self.ws.root,
+            &self.ws.protected,
+            &self.ws.denied,
             valid,
             cancel,
             rename,

@@ -19,12 +19,12 @@ use std::path::{Component, Path, PathBuf};
 use cap_std::fs::Dir;
 use confine_beneath::FsErrorKind;
 use confine_pathgrammar::RelPath;
-use confine_rootid::{FileIdentity, WorkspaceRoot};
+use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::Mode;
 use rustix::io::Errno;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::error::{CallError, Cancelled, ErrorKind, failed};
 use crate::fsmap::{is_escape, open_dir_beneath};
 use crate::protect::ProtectedPaths;
 
@@ -34,13 +34,9 @@ pub(crate) struct Parent {
     /// The directory, beneath the root.
     pub(crate) dir: Dir,
     /// Its identity when it was opened.
-    pub(crate) id: FileIdentity,
+    pub(crate) id: FileId,
     /// Its path relative to the root, as the model wrote it (empty for the root itself).
     pub(crate) prefix: PathBuf,
-}
-
-fn failed(kind: ErrorKind) -> CallError {
-    CallError::Failed(ToolError::failed(kind))
 }
 
 /// The token for a failure to open a parent prefix beneath the root.
@@ -56,8 +52,8 @@ fn parent_error(e: &io::Error) -> CallError {
     }
 }
 
-fn identity(dir: &Dir) -> Result<FileIdentity, CallError> {
-    FileIdentity::of_fd(dir).map_err(|e| failed(ErrorKind::WriteFailed).with_source(e))
+fn identity(dir: &Dir) -> Result<FileId, CallError> {
+    FileId::of_fd(dir).map_err(|e| failed(ErrorKind::WriteFailed).with_source(e))
 }
 
 /// Open (creating what is missing) the parent directory of `path` beneath `root`, and return
@@ -149,7 +145,7 @@ impl Parent {
 
 /// The directory lies now beneath the root (the climb by `..` on descriptors sees where it is
 /// now, whatever path led to it).
-pub(crate) fn is_beneath(dir: &Dir, root: FileIdentity) -> Result<bool, CallError> {
+pub(crate) fn is_beneath(dir: &Dir, root: FileId) -> Result<bool, CallError> {
     confine_beneath::is_beneath(dir, root)
         .map_err(|e| failed(ErrorKind::WriteFailed).with_source(e))
 }
