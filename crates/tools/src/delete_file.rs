@@ -22,8 +22,10 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
-use crate::entry::{check_beneath, lstat_at, normalize, open_existing_parent, run_writing};
+use crate::entry::{check_beneath, lstat_at, normalize, run_writing};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::fsmap::FsTokens;
+use crate::parent::{Missing, open_parent};
 use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
 use crate::workspace::Workspace;
@@ -69,7 +71,7 @@ fn delete(
     protected.check_written(path)?;
     root.verify()?;
     denied.check_path(root, path)?;
-    let (parent, name) = open_existing_parent(root, path, ErrorKind::WriteFailed)?;
+    let (parent, name) = open_parent(root, path, Missing::Refuse(ErrorKind::WriteFailed))?;
     protected.check_in(root, &parent.dir, name, false)?;
     denied.check_in(root, &parent.dir, name, false)?;
     let st = match lstat_at(&parent.dir, name) {
@@ -112,14 +114,14 @@ fn delete(
     }
     match rustix::fs::unlinkat(&parent.dir, name, AtFlags::REMOVEDIR) {
         Ok(()) => done(),
-        Err(e) => Err(failed(match FsErrorKind::of_errno(e) {
-            FsErrorKind::Exists => ErrorKind::DeleteDirectoryNotEmpty,
-            FsErrorKind::NotFound => ErrorKind::FileNotFound,
-            // It stopped being a directory in between.
-            FsErrorKind::NotDirectory => ErrorKind::PathChangedDuringRead,
-            _ => ErrorKind::WriteFailed,
-        })
-        .with_source(std::io::Error::from(e))),
+        Err(e) => {
+            const TOKENS: FsTokens = FsTokens::at_name(ErrorKind::WriteFailed)
+                .exists(ErrorKind::DeleteDirectoryNotEmpty)
+                .not_found(ErrorKind::FileNotFound)
+                // It stopped being a directory in between.
+                .not_directory(ErrorKind::PathChangedDuringRead);
+            Err(TOKENS.of(e.into()))
+        }
     }
 }
 

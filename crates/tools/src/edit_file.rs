@@ -62,10 +62,11 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
-use crate::entry::{lstat_at, normalize, open_existing_parent};
+use crate::entry::{lstat_at, normalize};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::fsmap::FsTokens;
 use crate::install::install_checked;
-use crate::parent::{Parent, symlink_target_kind};
+use crate::parent::{Missing, Parent, open_parent, symlink_target_kind};
 use crate::protect::ProtectedPaths;
 use crate::read::{read_bounded, regular_file};
 use crate::target_lock::{TargetKey, lock_target};
@@ -228,12 +229,17 @@ fn open_target(root: &WorkspaceRoot, parent: &Parent, name: &str) -> Result<File
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
     match confine_beneath::open_beneath(&parent.dir, name, flags, Symlinks::Refuse) {
         Ok(fd) => Ok(File::from(fd)),
-        Err(e) => Err(failed(match FsErrorKind::of(&e) {
-            FsErrorKind::NotFound | FsErrorKind::NotDirectory => ErrorKind::FileNotFound,
-            FsErrorKind::Symlink => symlink_target_kind(root, parent, name),
-            FsErrorKind::NotRegular => ErrorKind::FileNotRegular,
-            _ => ErrorKind::ReadFailed,
-        })),
+        Err(e) => {
+            const TOKENS: FsTokens = FsTokens::at_name(ErrorKind::ReadFailed)
+                .not_found(ErrorKind::FileNotFound)
+                .not_directory(ErrorKind::FileNotFound)
+                .not_regular(ErrorKind::FileNotRegular);
+            Err(failed(match FsErrorKind::of(&e) {
+                // The leaf is a symlink (opened without following it).
+                FsErrorKind::Symlink => symlink_target_kind(root, parent, name),
+                kind => TOKENS.token(kind),
+            }))
+        }
     }
 }
 
@@ -412,7 +418,8 @@ impl TypedTool for EditFileTool {
             root.verify()?;
             // A dry run too: its diff would show the file's text.
             denied.check_path(&root, &path)?;
-            let (parent, name) = open_existing_parent(&root, &path, ErrorKind::WriteFailed)?;
+            let (parent, name) =
+                open_parent(&root, &path, Missing::Refuse(ErrorKind::WriteFailed))?;
             protected.check_in(&root, &parent.dir, name, false)?;
             denied.check_in(&root, &parent.dir, name, false)?;
             Ok((parent, name.to_owned()))
@@ -555,7 +562,8 @@ mod tests {
         std::fs::write(ws.join("f.txt"), "before").unwrap();
         let root = WorkspaceRoot::capture(&ws).unwrap();
         let path = confine_pathgrammar::normalize("f.txt").unwrap();
-        let (parent, name) = open_existing_parent(&root, &path, ErrorKind::WriteFailed).unwrap();
+        let (parent, name) =
+            open_parent(&root, &path, Missing::Refuse(ErrorKind::WriteFailed)).unwrap();
         let file = open_target(&root, &parent, name).unwrap();
         let opened = FileId::of_std(&file.metadata().unwrap());
         let check = || check_unchanged(&parent, name, &file, opened, b"before");

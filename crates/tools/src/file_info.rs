@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
-use crate::entry::{kind_of, lstat_at, normalize, open_existing_parent, run_on_root};
+use crate::entry::{kind_of, lstat_at, normalize, run_on_root};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::parent::{Missing, open_parent};
 use crate::tool::{ToolHints, TypedTool};
 use crate::workspace::Workspace;
 
@@ -66,7 +67,7 @@ fn info(
     }
     root.verify()?;
     denied.check_path(root, path)?;
-    let (parent, name) = open_existing_parent(root, path, ErrorKind::ReadFailed)?;
+    let (parent, name) = open_parent(root, path, Missing::Refuse(ErrorKind::ReadFailed))?;
     denied.check_in(root, &parent.dir, name, false)?;
     let st = match lstat_at(&parent.dir, name) {
         Ok(st) => st,

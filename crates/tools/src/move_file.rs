@@ -11,7 +11,6 @@
 //! (the path grammar leaves no empty path), and an entry with the root's identity is refused.
 //! A directory moved into itself is refused by the kernel (`WRITE_FAILED`).
 
-use confine_beneath::FsErrorKind;
 use confine_pathgrammar::RelPath;
 use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::RenameFlags;
@@ -21,9 +20,10 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
-use crate::entry::{check_beneath, lstat_at, normalize, open_existing_parent, run_writing};
+use crate::entry::{check_beneath, lstat_at, normalize, run_writing};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
-use crate::parent::open_parent;
+use crate::fsmap::FsTokens;
+use crate::parent::{Missing, open_parent};
 use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
 use crate::workspace::Workspace;
@@ -85,7 +85,8 @@ fn rename(
     // Either end denied, or a directory that may hold denied paths: refused.
     denied.check_moved(root, &valid.source)?;
     denied.check_moved(root, &valid.destination)?;
-    let (from, from_name) = open_existing_parent(root, &valid.source, ErrorKind::WriteFailed)?;
+    let (from, from_name) =
+        open_parent(root, &valid.source, Missing::Refuse(ErrorKind::WriteFailed))?;
     protected.check_in(root, &from.dir, from_name, true)?;
     denied.check_in(root, &from.dir, from_name, true)?;
     let st = match lstat_at(&from.dir, from_name) {
@@ -96,13 +97,17 @@ fn rename(
     if FileId::of(&st) == root.identity() {
         return Err(failed(ErrorKind::PathOutsideWorkspace));
     }
-    let (to, to_name) =
-        open_parent(root, &valid.destination, protected, cancel).map_err(|e| match e {
-            CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
-                failed(ErrorKind::NotADirectory)
-            }
-            other => other,
-        })?;
+    let (to, to_name) = open_parent(
+        root,
+        &valid.destination,
+        Missing::Create { protected, cancel },
+    )
+    .map_err(|e| match e {
+        CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
+            failed(ErrorKind::NotADirectory)
+        }
+        other => other,
+    })?;
     protected.check_in(root, &to.dir, to_name, true)?;
     denied.check_in(root, &to.dir, to_name, true)?;
     if cancel.is_cancelled() {
@@ -120,12 +125,10 @@ fn rename(
     ) {
         Ok(()) => {}
         Err(e) => {
-            return Err(failed(match FsErrorKind::of_errno(e) {
-                FsErrorKind::Exists => ErrorKind::MoveDestinationExists,
-                FsErrorKind::NotFound => ErrorKind::FileNotFound,
-                _ => ErrorKind::WriteFailed,
-            })
-            .with_source(std::io::Error::from(e)));
+            const TOKENS: FsTokens = FsTokens::at_name(ErrorKind::WriteFailed)
+                .exists(ErrorKind::MoveDestinationExists)
+                .not_found(ErrorKind::FileNotFound);
+            return Err(TOKENS.of(e.into()));
         }
     }
     // A directory renamed into a protected place after the checks: moved back, refused.

@@ -85,6 +85,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, failed};
+use crate::fsmap::FsTokens;
 use crate::temp_names::is_temporary;
 
 /// The largest `.gitignore` read; a larger one is used up to this size.
@@ -162,24 +163,21 @@ pub(crate) fn start_error(
     other: ErrorKind,
 ) -> CallError {
     match FsErrorKind::of(e) {
-        FsErrorKind::Escape => failed(ErrorKind::PathOutsideWorkspace),
-        FsErrorKind::NotFound => failed(ErrorKind::FileNotFound),
-        FsErrorKind::Symlink => failed(ErrorKind::SymlinkLoop),
         FsErrorKind::NotDirectory => {
             // The path itself is something else, or a component above it is.
             let flags = OFlags::PATH;
             match confine_beneath::open_beneath(root.dir(), rel, flags, Symlinks::FollowInside) {
                 Ok(_) => failed(ErrorKind::NotADirectory),
-                Err(e) if FsErrorKind::of(&e) == FsErrorKind::Escape => {
-                    failed(ErrorKind::PathOutsideWorkspace)
+                Err(e) => {
+                    failed(FsTokens::resolving(ErrorKind::FileNotFound).token(FsErrorKind::of(&e)))
                 }
-                Err(e) if FsErrorKind::of(&e) == FsErrorKind::Symlink => {
-                    failed(ErrorKind::SymlinkLoop)
-                }
-                Err(_) => failed(ErrorKind::FileNotFound),
             }
         }
-        _ => failed(other),
+        kind => failed(
+            FsTokens::resolving(other)
+                .not_found(ErrorKind::FileNotFound)
+                .token(kind),
+        ),
     }
 }
 

@@ -41,7 +41,7 @@ use crate::tool::{ToolHints, TypedTool};
 use crate::workspace::Workspace;
 
 use crate::install::install_checked;
-use crate::parent::{Parent, open_parent, symlink_target_kind};
+use crate::parent::{Missing, Parent, open_parent, symlink_target_kind};
 use crate::target_lock::{TargetKey, lock_target, try_lock_target};
 
 /// The most UTF-8 bytes `write_file` accepts as content.
@@ -135,7 +135,14 @@ impl WriteFileTool {
         let first = off_reactor(move || {
             root.verify()?;
             denied.check_path(&root, &path)?;
-            let (parent, name) = open_parent(&root, &path, &protected, &stop)?;
+            let (parent, name) = open_parent(
+                &root,
+                &path,
+                Missing::Create {
+                    protected: &protected,
+                    cancel: &stop,
+                },
+            )?;
             protected.check_in(&root, &parent.dir, name, false)?;
             denied.check_in(&root, &parent.dir, name, false)?;
             let name = name.to_owned();
