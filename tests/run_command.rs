@@ -252,7 +252,7 @@ async fn every_limit_at_n_and_n_plus_one() {
     // The command: 32,768 bytes run, 32,769 are refused.
     let at = format!(
         "true{}",
-        " ".repeat(confine_tools::run_command::MAX_COMMAND_BYTES - 4)
+        " ".repeat(confine_tools::limits::MAX_COMMAND_BYTES - 4)
     );
     let (is_error, rec) = call(&reg, json!({"command": at})).await;
     assert!(!is_error, "{rec}");

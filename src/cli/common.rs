@@ -339,7 +339,7 @@ impl ToolArgs {
             }),
             job_slots: std::sync::Arc::new(confine_tools::JobSlots::new(
                 self.max_jobs
-                    .map_or(confine_tools::jobs::DEFAULT_MAX_JOBS, |n| n as usize),
+                    .map_or(confine_tools::limits::DEFAULT_MAX_JOBS, |n| n as usize),
             )),
             network: self.network_policy()?,
             private: self.private_dirs()?,

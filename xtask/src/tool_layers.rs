@@ -37,8 +37,9 @@ pub const TOOL_MODULES: &[(&str, &str)] = &[
     ("jobs", "commands"),
 ];
 
-/// The modules that put the tools together: above every tool.
-pub const ASSEMBLY: &[&str] = &["factory"];
+/// The modules that put the tools together (the factories, the public `limits`): above every
+/// tool.
+pub const ASSEMBLY: &[&str] = &["factory", "limits"];
 
 fn family(module: &str) -> Option<&'static str> {
     TOOL_MODULES
@@ -246,7 +247,7 @@ mod tests {
     }
 
     const LIB: &str = "mod read_file;\nmod write_file;\nmod tool;\nmod factory;\n\
-                       pub use read_file::{MAX_READ_BYTES, ReadFileTool};\n";
+                       pub use read_file::ReadFileTool;\n";
 
     #[test]
     fn a_planted_violation_of_each_rule_is_caught() {
@@ -282,7 +283,7 @@ mod tests {
             // Through the root's re-export: still read_file's.
             (
                 "write_file.rs",
-                "fn f() { let _ = crate::MAX_READ_BYTES; }\n",
+                "fn f() { let _ = crate::ReadFileTool::NAME; }\n",
             ),
             // A test module and a comment use what they like; the family may share.
             (
@@ -294,6 +295,6 @@ mod tests {
         ]);
         let found = violations(tmp.path());
         assert_eq!(found.len(), 1, "{found:#?}");
-        assert!(found[0].contains("write_file.rs: uses crate::MAX_READ_BYTES (module read_file)"));
+        assert!(found[0].contains("write_file.rs: uses crate::ReadFileTool (module read_file)"));
     }
 }

@@ -15,8 +15,6 @@ use crate::workspace::Workspace;
 /// The most paths one call returns.
 pub const MAX_FIND_RESULTS: usize = 1_000;
 
-pub use crate::glob::MAX_PATTERN_BYTES;
-
 /// The arguments of `find_files`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

@@ -84,7 +84,6 @@ use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
 use crate::tool::{ToolHints, TypedTool};
 use crate::workspace::JobSlots;
 
-pub use crate::workspace::DEFAULT_MAX_JOBS;
 /// The default time bound of a job.
 pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How many ended jobs are kept for reading.

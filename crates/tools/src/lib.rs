@@ -7,12 +7,14 @@
 //! `run_command` and the background-job tools `job_output`, `job_stop`, `job_list`,
 //! `job_input` and `job_resize`
 //! ([`COMMAND_TOOLS`]), which share one [`JobTable`] per registry, counted against a bound
-//! that the registries of one embedder may share ([`JobSlots`], see [`jobs`]). Each tool's
-//! arguments, record and tokens are described in its module and in `docs/TOOLS.md`.
+//! that the registries of one embedder may share ([`JobSlots`]). Each tool's arguments,
+//! record and tokens are described in `docs/TOOLS.md` (and in its tool type's
+//! [`TypedTool::DESCRIPTION`] and schema, which the model sees).
 //!
 //! # Public surface
 //!
-//! What a user needs, and all that is public:
+//! What a user needs, and all that is public, each item under one path (the root, or
+//! [`limits`] for the bounds):
 //!
 //! - **Building** (one way: factories, each capturing the root once): [`create_read_tool`],
 //!   [`create_write_tool`] and [`create_node_process_tool`] for one tool;
@@ -34,10 +36,14 @@
 //! - **Writing a tool of your own**: the [`Tool`] trait (or [`TypedTool`] with
 //!   [`parse_arguments`] and [`schema_of`]), [`BoxFuture`], and the error types [`ToolError`],
 //!   [`CallError`], [`ErrorKind`] and [`ErrorCode`].
-//! - **Each tool's types**: one module per tool (for example [`read_file`]) with its argument
-//!   and record types and its tool type, named after the tool ([`ReadFileTool`] serves
-//!   `read_file`); a tool type is made only by the factories. Limits a caller meets:
-//!   [`MAX_READ_BYTES`], [`MAX_MEDIA_BYTES`].
+//! - **Each tool's type**, named after the tool ([`ReadFileTool`] serves `read_file`), made
+//!   only by the factories; [`WriteInput`] for [`WriteFileTool::check_input`]. The bounds a
+//!   caller meets: [`limits`] ([`limits::MAX_READ_BYTES`], [`limits::MAX_MEDIA_BYTES`], …).
+//!
+//! Inside, the crate has three levels: the factories (which assemble a set), the tools (one
+//! module each, none using another's), and the shared parts below them (the trait and
+//! tokens, the set's workspace and options, the deny and protected lists on one pattern
+//! type, the file primitives, the walk, the process glue); `cargo xtask layers` holds it.
 //!
 //! The file tools do their filesystem work on a thread pool of their own (never on the
 //! reactor), resolve every path on descriptors beneath the root (the `confine-beneath` crate), and check
@@ -77,7 +83,7 @@
 //! followed whatever races run. An absolute symlink is refused even when it points inside the
 //! root (cap-std's rule, kept on purpose: its meaning depends on where the root is mounted).
 //! Messages never carry host paths. The embedder may deny paths to the model altogether
-//! ([`DeniedPaths`] as [`ToolSetOptions::denied`]: `PATH_DENIED`, see [`deny`]) and
+//! ([`DeniedPaths`] as [`ToolSetOptions::denied`]: `PATH_DENIED`) and
 //! protect the files the host runs or obeys from writes ([`ProtectedPaths`]).
 //!
 //! # Platform support
@@ -88,41 +94,42 @@
 
 mod blocking;
 mod child;
-pub mod create_directory;
-pub mod delete_file;
-pub mod deny;
-pub mod edit_file;
+mod create_directory;
+mod delete_file;
+mod deny;
+mod edit_file;
 mod entry;
 mod error;
 mod factory;
-pub mod file_info;
-pub mod find_files;
+mod file_info;
+mod find_files;
 mod fsmap;
 mod glob;
-pub mod grep;
+mod grep;
 mod install;
-pub mod jobs;
-pub mod list_directory;
-pub mod move_file;
+mod jobs;
+pub mod limits;
+mod list_directory;
+mod move_file;
 mod network;
-pub mod node_process;
+mod node_process;
 mod parent;
 mod patterns;
 mod progress;
-pub mod protect;
+mod protect;
 mod protect_watch;
 mod read;
-pub mod read_file;
-pub mod read_lines;
-pub mod read_media;
-pub mod run_command;
+mod read_file;
+mod read_lines;
+mod read_media;
+mod run_command;
 mod scan;
 mod target_lock;
 mod temp_names;
 mod tool;
 mod traverse;
 mod workspace;
-pub mod write_file;
+mod write_file;
 
 pub use create_directory::CreateDirectoryTool;
 pub use delete_file::DeleteFileTool;
@@ -145,13 +152,13 @@ pub use node_process::NodeProcessTool;
 pub use patterns::PatternError;
 pub use progress::{ProgressReport, ProgressSink, with_progress};
 pub use protect::{DEFAULT_PROTECTED, ProtectedPaths};
-pub use read_file::{MAX_READ_BYTES, ReadFileTool};
+pub use read_file::ReadFileTool;
 pub use read_lines::ReadLinesTool;
-pub use read_media::{MAX_MEDIA_BYTES, ReadMediaTool};
+pub use read_media::ReadMediaTool;
 pub use run_command::RunCommandTool;
 pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,
     ToolResult, TypedTool, execute_tool_call, execute_tool_call_record, parse_arguments, schema_of,
 };
 pub use workspace::{BuildError, JobSlots, NodeOptions, RunCommandOptions, ToolSetOptions};
-pub use write_file::WriteFileTool;
+pub use write_file::{WriteFileTool, WriteInput};

@@ -182,7 +182,7 @@ impl ProtectedPaths {
     /// The existing paths of the list beneath `root` (a descriptor of the workspace root),
     /// outermost first: what the sandbox keeps read-only for children. A pattern's literal
     /// part is looked up directly; a pattern with wildcards is matched against the entries
-    /// of the directories its literal part names, at most [`MAX_EXPANDED`] paths in all
+    /// of the directories its literal part names, at most `MAX_EXPANDED` (4,096) paths in all
     /// (beyond that, `Err` with the count reached: a caller must not run a child with part
     /// of the list left writable).
     pub fn existing_beneath(&self, root: impl AsFd) -> Result<Vec<PathBuf>, usize> {

@@ -118,13 +118,13 @@ pub struct RunCommandOptions {
     pub timeout: Option<Duration>,
     /// The most a call may ask for; `None` is 600 s. A default above it is lowered to it.
     pub max_timeout: Option<Duration>,
-    /// The most background jobs running at once ([`crate::jobs`]); `None` is 4. Unused when
+    /// The most background jobs running at once (see [`crate::JobTable`]); `None` is 4. Unused when
     /// [`job_slots`](Self::job_slots) is given (its bound is the one counted).
     pub max_jobs: Option<usize>,
     /// The bound on running jobs this set counts against: give every set of one embedder
     /// (each session of a server, say) the same `Arc` so the bound is the embedder's, not
     /// each set's. `None`: a bound of the set's own, of `max_jobs`. Each set still sees only
-    /// its own jobs ([`crate::jobs`]).
+    /// its own jobs ([`crate::JobTable`]).
     pub job_slots: Option<Arc<JobSlots>>,
     /// A job's time bound when the call names none; `None` is one hour. Lowered to
     /// `max_timeout` where above it.
@@ -134,12 +134,11 @@ pub struct RunCommandOptions {
 /// The default most jobs running at once per server.
 pub const DEFAULT_MAX_JOBS: usize = 4;
 
-/// The bound on background jobs running at once, shared by every [`JobTable`](crate::JobTable) built with the
-/// same `Arc` ([`RunCommandOptions::job_slots`](crate::RunCommandOptions::job_slots)): one
+/// The bound on background jobs running at once, shared by every [`JobTable`](crate::JobTable)
+/// built with the same `Arc` ([`RunCommandOptions::job_slots`]): one
 /// per embedder (an MCP server and all its sessions), so the bound is the embedder's, not a
 /// client's. It also numbers the jobs, so that no two tables sharing it hand out the same id.
-/// It holds no job: which jobs a client may see stays with its own table (see the
-/// [`crate::jobs`] docs).
+/// It holds no job: which jobs a client may see stays with its own table.
 #[derive(Debug)]
 pub struct JobSlots {
     max_jobs: usize,

@@ -58,10 +58,7 @@ use crate::child::{Children, RunErrors, node_executable};
 use crate::error::{CallError, ErrorKind, ToolError, failed};
 use crate::tool::{ToolHints, TypedTool};
 use crate::workspace::{ToolSetOptions, Workspace};
-pub use limits::{
-    MAX_ARGUMENT_BYTES, MAX_ARGUMENTS, MAX_ARGUMENTS_TOTAL_BYTES, MAX_SOURCE_BYTES,
-    MAX_WINDOWS_COMMAND_LINE_UNITS,
-};
+pub use limits::{MAX_ARGUMENT_BYTES, MAX_ARGUMENTS, MAX_ARGUMENTS_TOTAL_BYTES, MAX_SOURCE_BYTES};
 use loader::loader;
 use script::{Script, remove_stale_scripts};
 
