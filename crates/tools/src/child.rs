@@ -10,7 +10,7 @@ use confine_nodeexec::ErrorKind as ExecErrorKind;
 use confine_rootid::WorkspaceRoot;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
 use crate::workspace::{NodeOptions, ToolSetOptions, Workspace};
 
 /// Variables an embedder cannot pass either.
@@ -164,15 +164,14 @@ impl Children {
             let plan = self
                 .protected
                 .sandbox_plan(self.root.dir(), self.repository)
-                .map_err(|_| {
-                    CallError::Failed(ToolError::failed(ErrorKind::NodeSandboxUnavailable))
-                })?;
+                .map_err(|_| failed(ErrorKind::NodeSandboxUnavailable))?;
             // The denied entries that exist now, covered for the child (the same namespace;
             // beyond the walk's bounds the start is NODE_SANDBOX_UNAVAILABLE: never a child
             // with a denied entry left readable).
-            let hidden = self.denied.existing_beneath(self.root.dir()).map_err(|_| {
-                CallError::Failed(ToolError::failed(ErrorKind::NodeSandboxUnavailable))
-            })?;
+            let hidden = self
+                .denied
+                .existing_beneath(self.root.dir())
+                .map_err(|_| failed(ErrorKind::NodeSandboxUnavailable))?;
             // Mounts name their targets by path: the root's canonical path joined with what the
             // walks found beneath its descriptor.
             let root = self.root.canonical();

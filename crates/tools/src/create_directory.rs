@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
 use crate::entry::{normalize, run_writing};
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
 use crate::parent::open_dirs;
 use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
@@ -67,7 +67,7 @@ fn mkdir(
     let segments: Vec<&str> = path.segments().collect();
     let (_dir, created) = open_dirs(root, &segments, protected, cancel).map_err(|e| match e {
         CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
-            CallError::Failed(ToolError::failed(ErrorKind::NotADirectory))
+            failed(ErrorKind::NotADirectory)
         }
         other => other,
     })?;

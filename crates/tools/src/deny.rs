@@ -4,8 +4,9 @@
 //! and under the sandbox the children find the denied entries that exist at a run's start
 //! covered (see `docs/SECURITY.md`).
 //!
-//! The patterns are those of the protected paths ([`crate::protect`]), compiled by the same
-//! glob engine as `find_files` (globset): gitignore-style and relative to the root; a pattern
+//! The patterns are those of the protected paths ([`crate::protect`]): both lists stand on one
+//! pattern type ([`crate::patterns`]), compiled by the same glob engine as `find_files`
+//! (globset): gitignore-style and relative to the root; a pattern
 //! holding a `/` (other than a trailing one) is anchored at the root, one without matches a
 //! name at any depth; `*` and `?` stop at `/`, `**` crosses it. A pattern denies what it
 //! matches **and everything beneath it**, and `dir/**` denies `dir` itself too: a listing of
@@ -56,7 +57,7 @@ use confine_pathgrammar::RelPath;
 use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::OFlags;
 
-use crate::error::{CallError, ErrorKind, ToolError};
+use crate::error::{CallError, ErrorKind, failed};
 use crate::patterns::{PathPatterns, PatternError, literal_part};
 
 /// The most patterns a deny list holds.
@@ -204,7 +205,7 @@ fn moves_with_its_name(anchored: &str) -> bool {
 }
 
 fn refused() -> CallError {
-    CallError::Failed(ToolError::failed(ErrorKind::PathDenied))
+    failed(ErrorKind::PathDenied)
 }
 
 impl DeniedPaths {
@@ -260,7 +261,7 @@ impl DeniedPaths {
         if self.is_empty() {
             return Ok(());
         }
-        let changed = || CallError::Failed(ToolError::failed(ErrorKind::PathChangedDuringRead));
+        let changed = || failed(ErrorKind::PathChangedDuringRead);
         let real = resolve(root.dir(), path, true).ok_or_else(changed)?;
         if self.is_denied(&real) {
             return Err(refused());
@@ -311,9 +312,9 @@ impl DeniedPaths {
         if self.is_empty() {
             return Ok(None);
         }
-        let outside = || CallError::Failed(ToolError::failed(ErrorKind::PathOutsideWorkspace));
+        let outside = || failed(ErrorKind::PathOutsideWorkspace);
         let place = confine_beneath::path_beneath(dir, root.dir())
-            .map_err(|_| CallError::Failed(ToolError::failed(ErrorKind::PathChangedDuringRead)))?
+            .map_err(|_| failed(ErrorKind::PathChangedDuringRead))?
             .ok_or_else(outside)?;
         if self.is_denied(&place) {
             return Err(refused());

@@ -280,7 +280,7 @@ impl JobTable {
             .iter()
             .find(|j| j.id == id)
             .cloned()
-            .ok_or_else(|| CallError::Failed(ToolError::failed(ErrorKind::JobNotFound)))
+            .ok_or_else(|| failed(ErrorKind::JobNotFound))
     }
 
     /// Start `cmd` (built by `run_command`, with `tmp`, its `TMPDIR`, kept until it ends) as a

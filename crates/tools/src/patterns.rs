@@ -17,7 +17,7 @@ use cap_std::fs::Dir;
 use confine_rootid::WorkspaceRoot;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::error::{CallError, ErrorKind, ToolError};
+use crate::error::{CallError, ErrorKind, ToolError, failed};
 
 /// The most patterns a list holds.
 pub const MAX_PATTERNS: usize = 256;
@@ -143,7 +143,7 @@ pub(crate) fn check_in(
         }
     };
     match hit(&place) {
-        true => Err(CallError::Failed(ToolError::failed(refused))),
+        true => Err(failed(refused)),
         false => Ok(()),
     }
 }
@@ -164,13 +164,11 @@ pub(crate) fn place_of(root: &WorkspaceRoot, dir: &Dir) -> Result<Option<PathBuf
                 last = Some(e);
             }
             Err(e) => {
-                return Err(
-                    CallError::Failed(ToolError::failed(ErrorKind::WriteFailed)).with_source(e)
-                );
+                return Err(failed(ErrorKind::WriteFailed).with_source(e));
             }
         }
     }
-    let moved = CallError::Failed(ToolError::failed(ErrorKind::PathChangedDuringRead));
+    let moved = failed(ErrorKind::PathChangedDuringRead);
     Err(match last {
         Some(e) => moved.with_source(e),
         None => moved,

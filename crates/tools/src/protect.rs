@@ -3,7 +3,7 @@
 //! that changes the workspace (`PATH_PROTECTED`) and kept read-only for sandboxed children.
 //!
 //! A list is gitignore-style globs relative to the root ([`DEFAULT_PROTECTED`] by default,
-//! the embedder adds more): a pattern holding a `/` (other than a trailing one) is anchored
+//! the embedder adds more), on the pattern type the deny list uses too ([`crate::patterns`]): a pattern holding a `/` (other than a trailing one) is anchored
 //! at the root, one without matches a name at any depth; `*` and `?` stop at `/`, `**`
 //! crosses it; a leading `/` anchors, a trailing `/` is dropped. A pattern protects what it
 //! matches and everything beneath it, and `dir/**` protects `dir` itself too (so the hooks
@@ -39,7 +39,7 @@ use confine_beneath::{EntryKind, Symlinks};
 use confine_pathgrammar::RelPath;
 use confine_rootid::WorkspaceRoot;
 
-use crate::error::{CallError, ErrorKind, ToolError};
+use crate::error::{CallError, ErrorKind, failed};
 use crate::patterns::{PathPatterns, PatternError, literal_part};
 
 /// The default protected paths: everything in the root's repository that makes the user's
@@ -359,7 +359,7 @@ fn make_placeholders(root: std::os::fd::BorrowedFd<'_>) {
 }
 
 fn refused() -> CallError {
-    CallError::Failed(ToolError::failed(ErrorKind::PathProtected))
+    failed(ErrorKind::PathProtected)
 }
 
 impl ProtectedPaths {
