@@ -1,5 +1,5 @@
 //! The opt-in kernel sandbox's cost per call: an empty `node_process` call through the tool
-//! with `NodeProcessOptions::sandbox` beside `_baseline`, the same call without it. Two more
+//! with `ToolSetOptions::sandbox` beside `_baseline`, the same call without it. Two more
 //! pairs isolate the parts: `node -e ""` through `nodeexec` with and without the sandbox's
 //! pre-exec step (no-new-privs, capabilities, the Landlock ruleset made in the child and
 //! enforced, rlimits, the seccomp filter, and whatever Node.js pays at startup under them),

@@ -16,7 +16,7 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, criterion_group, criterion_main};
 use tokio_util::sync::CancellationToken;
 
-use confine_cli::tools::write_file::{WriteFileTool, WriteInput};
+use confine_cli::tools::{WriteFileTool, WriteInput};
 
 fn pair(group: &mut BenchmarkGroup<'_, WallTime>, base: &Path) {
     let root = base.join("ws");

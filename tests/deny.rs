@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use confine_tools::{DeniedPaths, NodeProcessOptions, ToolRegistry};
+use confine_tools::{DeniedPaths, ToolRegistry, ToolSetOptions};
 use serde_json::{Value, json};
 use support::{call_lines, call_on, runtime};
 
@@ -44,7 +44,7 @@ fn workspace() -> tempfile::TempDir {
 }
 
 fn registry(root: &Path, denied: DeniedPaths) -> ToolRegistry {
-    let mut options = NodeProcessOptions::default();
+    let mut options = ToolSetOptions::default();
     options.denied = Arc::new(denied);
     confine_tools::create_workspace_tools(root, options).unwrap()
 }
@@ -383,10 +383,12 @@ fn the_flag_denies_through_the_binary_and_a_bad_glob_is_a_usage_error() {
             .unwrap()
     };
     assert_eq!(
-        run(confine_tools::deny::MAX_DENIED_PATTERNS).status.code(),
+        run(confine_tools::limits::MAX_DENIED_PATTERNS)
+            .status
+            .code(),
         Some(0)
     );
-    let over = run(confine_tools::deny::MAX_DENIED_PATTERNS + 1);
+    let over = run(confine_tools::limits::MAX_DENIED_PATTERNS + 1);
     assert_eq!(over.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&over.stderr).contains("--deny: more than 256"));
 }
@@ -455,7 +457,7 @@ fn many(dir: &Path, n: usize, name: impl Fn(usize) -> String) {
 /// denied entries (N) are covered, one more fails.
 #[test]
 fn the_cover_walk_bounds_at_n_and_n_plus_one() {
-    use confine_tools::deny::{MAX_COVER_SCAN, MAX_COVERED};
+    use confine_tools::limits::{MAX_COVER_SCAN, MAX_COVERED};
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().canonicalize().unwrap();
     // Anchored at `big`: only its entries are looked at.
@@ -465,7 +467,7 @@ fn the_cover_walk_bounds_at_n_and_n_plus_one() {
         list.existing_beneath(std::fs::File::open(&ws).unwrap()),
         Ok(vec![])
     );
-    let mut options = NodeProcessOptions::default();
+    let mut options = ToolSetOptions::default();
     options.denied = Arc::new(list.clone());
     options.sandbox = Some(confine_nodeexec::Sandbox::new());
     options.commands = Some(confine_tools::RunCommandOptions::default());

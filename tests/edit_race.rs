@@ -125,11 +125,9 @@ fn run(mode: Mode, disk: bool) -> Run {
         initial.push_str(&format!("{}\n", marker("EDIT", n)));
     }
     std::fs::write(&path, &initial).unwrap();
-    let registry = confine_tools::create_workspace_tools(
-        &dirs.root,
-        confine_tools::NodeProcessOptions::default(),
-    )
-    .expect("a registry");
+    let registry =
+        confine_tools::create_workspace_tools(&dirs.root, confine_tools::ToolSetOptions::default())
+            .expect("a registry");
     let rt = runtime();
     let (started, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
     let mut answers: Vec<Vec<String>> = vec![Vec::new(); EDITS];

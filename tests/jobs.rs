@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use confine_tools::{
-    NodeProcessOptions, RunCommandOptions, ToolCall, ToolRegistry, execute_tool_call_record,
+    RunCommandOptions, ToolCall, ToolRegistry, ToolSetOptions, execute_tool_call_record,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -24,12 +24,12 @@ use support::{assert_dead, census_flags, marked, marker, spawn_call};
 /// Far above anything these tests wait for.
 const LONG: Duration = Duration::from_secs(60);
 
-fn options(adjust: impl FnOnce(&mut RunCommandOptions)) -> NodeProcessOptions {
+fn options(adjust: impl FnOnce(&mut RunCommandOptions)) -> ToolSetOptions {
     let mut commands = RunCommandOptions::default();
     commands.timeout = Some(LONG);
     commands.max_timeout = Some(Duration::from_secs(600));
     adjust(&mut commands);
-    let mut options = NodeProcessOptions::default();
+    let mut options = ToolSetOptions::default();
     options.commands = Some(commands);
     marked(options)
 }

@@ -26,7 +26,7 @@ use std::fmt::Write as _;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use confine_tools::{NodeProcessOptions, ToolRegistry};
+use confine_tools::{ToolRegistry, ToolSetOptions};
 use serde_json::{Value, json};
 
 /// Set in the child: `available`, `enosys` or `eperm`.
@@ -545,7 +545,7 @@ const READING: [&str; 6] = [
 const WRITING: [&str; 3] = ["write_file", "create_directory", "delete_file"];
 
 fn registry(ws: &Path) -> ToolRegistry {
-    confine_tools::create_workspace_tools(ws, NodeProcessOptions::default()).unwrap()
+    confine_tools::create_workspace_tools(ws, ToolSetOptions::default()).unwrap()
 }
 
 fn arguments(tool: &str, path: &str) -> Value {

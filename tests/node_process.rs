@@ -15,7 +15,7 @@ use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use confine_tools::{NodeProcessOptions, ToolCall, ToolRegistry, execute_tool_call};
+use confine_tools::{ToolCall, ToolRegistry, ToolSetOptions, execute_tool_call};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -27,8 +27,8 @@ use support::{
 use testkit::fixture::cmdline;
 
 fn registry(root: &Path, timeout: Option<Duration>) -> ToolRegistry {
-    let mut options = marked(NodeProcessOptions::default());
-    options.timeout = timeout;
+    let mut options = marked(ToolSetOptions::default());
+    options.node.timeout = timeout;
     confine_tools::create_coding_tools(root, options).expect("tools over a fresh directory")
 }
 
@@ -837,8 +837,8 @@ fn confine_call_sigkill_kills_the_call_within_a_second() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_process_flood_is_bounded_by_the_slots() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut options = marked(NodeProcessOptions::default());
-    options.timeout = Some(Duration::from_secs(20));
+    let mut options = marked(ToolSetOptions::default());
+    options.node.timeout = Some(Duration::from_secs(20));
     options.slots = Some(std::sync::Arc::new(confine_nodeexec::RunSlots::new(2)));
     let reg = std::sync::Arc::new(confine_tools::create_coding_tools(tmp.path(), options).unwrap());
     let m = marker();

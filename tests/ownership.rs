@@ -8,7 +8,7 @@ mod support;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use confine_tools::NodeProcessOptions;
+use confine_tools::ToolSetOptions;
 use serde_json::json;
 use support::{call_on, runtime};
 
@@ -21,7 +21,7 @@ fn is_root() -> bool {
 fn registry(root: &Path) -> confine_tools::ToolRegistry {
     confine_tools::create_selected_tools(
         root,
-        NodeProcessOptions::default(),
+        ToolSetOptions::default(),
         &["write_file", "edit_file"],
     )
     .unwrap()

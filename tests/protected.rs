@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use confine_tools::{NodeProcessOptions, ProtectedPaths, ToolRegistry};
+use confine_tools::{ProtectedPaths, ToolRegistry, ToolSetOptions};
 use serde_json::{Value, json};
 use support::{call_lines, call_on, runtime};
 
@@ -32,7 +32,7 @@ fn workspace() -> tempfile::TempDir {
 }
 
 fn registry(root: &Path, protected: ProtectedPaths) -> ToolRegistry {
-    let mut options = NodeProcessOptions::default();
+    let mut options = ToolSetOptions::default();
     options.protected = Arc::new(protected);
     let names = [
         "read_file",

@@ -25,7 +25,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use confine_tools::{DeniedPaths, NodeProcessOptions};
+use confine_tools::{DeniedPaths, ToolSetOptions};
 use serde_json::{Value, json};
 use support::{call_lines, call_on, census_flags, runtime};
 
@@ -130,7 +130,7 @@ fn a_symlink_swapped_to_a_denied_file_during_reads_never_yields_it() {
         let tmp = workspace();
         let ws = tmp.path().to_path_buf();
         std::os::unix::fs::symlink("plain.txt", ws.join("link")).unwrap();
-        let mut options = NodeProcessOptions::default();
+        let mut options = ToolSetOptions::default();
         options.denied = Arc::new(denied);
         let tools = confine_tools::create_selected_tools(&ws, options, &["read_file"]).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -184,7 +184,7 @@ fn a_denied_file_renamed_back_and_forth_is_never_read_by_its_denied_name() {
         let tmp = workspace();
         let ws = tmp.path().to_path_buf();
         std::os::unix::fs::symlink(".env", ws.join("to-env")).unwrap();
-        let mut options = NodeProcessOptions::default();
+        let mut options = ToolSetOptions::default();
         options.denied = Arc::new(denied);
         let tools = confine_tools::create_selected_tools(&ws, options, &["read_file"]).unwrap();
         let stop = Arc::new(AtomicBool::new(false));

@@ -21,15 +21,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use confine_tools::{
-    DeniedPaths, NodeProcessOptions, ProtectedPaths, Tool, ToolRegistry, WORKSPACE_TOOLS,
+    DeniedPaths, ProtectedPaths, Tool, ToolRegistry, ToolSetOptions, WORKSPACE_TOOLS,
 };
 use serde_json::{Value, json};
 use support::{call_on, runtime};
 
 /// The options an embedder gives: `secret.txt` denied, `guarded.txt` protected beside the
 /// defaults.
-fn options() -> NodeProcessOptions {
-    let mut options = NodeProcessOptions::default();
+fn options() -> ToolSetOptions {
+    let mut options = ToolSetOptions::default();
     options.denied = Arc::new(DeniedPaths::new(&["secret.txt"]).unwrap());
     options.protected = Arc::new(ProtectedPaths::new(true, &["/guarded.txt"]).unwrap());
     options
@@ -219,7 +219,7 @@ fn create_coding_tools_with_default_options_protects_the_default_list() {
     // The README's "use it from Rust" example.
     let dir = workspace();
     let registry =
-        confine_tools::create_coding_tools(dir.path(), NodeProcessOptions::default()).unwrap();
+        confine_tools::create_coding_tools(dir.path(), ToolSetOptions::default()).unwrap();
     let probed = attack(
         "create_coding_tools",
         dir.path(),

@@ -12,9 +12,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use confine_tools::{
-    NodeProcessOptions, RunCommandOptions, ToolCall, ToolRegistry, execute_tool_call,
-};
+use confine_tools::{RunCommandOptions, ToolCall, ToolRegistry, ToolSetOptions, execute_tool_call};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -24,16 +22,16 @@ use support::{alive, assert_dead, assert_no_pify, call_lines, marked, marker};
 /// Generous bounds: a loaded machine with two cores shared by many builds.
 const SLOW_MS: u64 = 120_000;
 
-fn options(max_ms: Option<u64>) -> NodeProcessOptions {
+fn options(max_ms: Option<u64>) -> ToolSetOptions {
     let mut commands = RunCommandOptions::default();
     commands.max_timeout = max_ms.map(Duration::from_millis);
     commands.timeout = Some(Duration::from_millis(max_ms.unwrap_or(SLOW_MS)));
-    let mut options = NodeProcessOptions::default();
+    let mut options = ToolSetOptions::default();
     options.commands = Some(commands);
     options
 }
 
-fn registry(root: &Path, options: NodeProcessOptions) -> ToolRegistry {
+fn registry(root: &Path, options: ToolSetOptions) -> ToolRegistry {
     confine_tools::create_workspace_tools(root, marked(options))
         .expect("tools over a fresh directory")
 }
@@ -254,7 +252,7 @@ async fn every_limit_at_n_and_n_plus_one() {
     // The command: 32,768 bytes run, 32,769 are refused.
     let at = format!(
         "true{}",
-        " ".repeat(confine_tools::run_command::MAX_COMMAND_BYTES - 4)
+        " ".repeat(confine_tools::limits::MAX_COMMAND_BYTES - 4)
     );
     let (is_error, rec) = call(&reg, json!({"command": at})).await;
     assert!(!is_error, "{rec}");
@@ -357,7 +355,7 @@ fn tiny_crate(root: &Path) {
 }
 
 /// The real workload: a project's test suite, its failure and its summary read back.
-async fn cargo_test_through_run_command(options: NodeProcessOptions) -> Value {
+async fn cargo_test_through_run_command(options: ToolSetOptions) -> Value {
     let tmp = tempfile::tempdir().unwrap();
     tiny_crate(tmp.path());
     let reg = registry(tmp.path(), options);

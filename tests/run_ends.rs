@@ -8,9 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use confine_tools::{
-    NodeProcessOptions, RunCommandOptions, ToolCall, ToolRegistry, execute_tool_call,
-};
+use confine_tools::{RunCommandOptions, ToolCall, ToolRegistry, ToolSetOptions, execute_tool_call};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -23,9 +21,9 @@ const BOUND_MS: u64 = 30_000;
 fn registry(root: &Path) -> ToolRegistry {
     let mut commands = RunCommandOptions::default();
     commands.timeout = Some(Duration::from_millis(BOUND_MS));
-    let mut options = NodeProcessOptions::default();
+    let mut options = ToolSetOptions::default();
     options.commands = Some(commands);
-    options.timeout = Some(Duration::from_millis(BOUND_MS));
+    options.node.timeout = Some(Duration::from_millis(BOUND_MS));
     confine_tools::create_workspace_tools(root, marked(options))
         .expect("tools over a fresh directory")
 }

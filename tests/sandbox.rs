@@ -1,5 +1,5 @@
 //! The opt-in kernel sandbox of `node_process`, end to end with a real Node.js: through the
-//! tool (`NodeProcessOptions::sandbox`) and through the built `confine call --sandbox`. Every
+//! tool (`ToolSetOptions::sandbox`) and through the built `confine call --sandbox`. Every
 //! probe runs confined and unconfined on both paths; the unconfined twin shows the probe
 //! succeeds without the option, so each refusal is the sandbox's doing.
 //!
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use confine_nodeexec::{LandlockSupport, Sandbox};
-use confine_tools::NodeProcessOptions;
+use confine_tools::ToolSetOptions;
 use serde_json::{Value, json};
 
 mod support;
@@ -29,7 +29,7 @@ fn kernel_abi() -> u32 {
 /// How node_process is reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Route {
-    /// `confine_tools::create_coding_tools` with `NodeProcessOptions::sandbox`.
+    /// `confine_tools::create_coding_tools` with `ToolSetOptions::sandbox`.
     Tool,
     /// The built binary: `confine call [--sandbox]`.
     Binary,
@@ -43,9 +43,9 @@ enum Mode {
     RequireAbi(u32),
 }
 
-fn options(mode: Mode) -> NodeProcessOptions {
-    let mut options = marked(NodeProcessOptions::default());
-    options.timeout = Some(Duration::from_millis(TIMEOUT_MS));
+fn options(mode: Mode) -> ToolSetOptions {
+    let mut options = marked(ToolSetOptions::default());
+    options.node.timeout = Some(Duration::from_millis(TIMEOUT_MS));
     options.sandbox = match mode {
         Mode::Open => None,
         Mode::Sandboxed => Some(Sandbox::new()),

@@ -102,7 +102,7 @@ fn an_editor_saving_by_rename_races_write_file_and_the_name_is_never_missing() {
     let root = dirs.root.clone();
     std::fs::write(root.join("tgt"), content("editor", 0)).unwrap();
     let registry =
-        confine_tools::create_coding_tools(&root, confine_tools::NodeProcessOptions::default())
+        confine_tools::create_coding_tools(&root, confine_tools::ToolSetOptions::default())
             .expect("a registry");
     let rt = runtime();
     let race = Race::default();
@@ -186,7 +186,7 @@ fn an_editor_saving_by_rename_races_edit_file_and_the_name_is_never_missing() {
     let root = dirs.root.clone();
     std::fs::write(root.join("tgt"), content("editor", 0)).unwrap();
     let registry =
-        confine_tools::create_workspace_tools(&root, confine_tools::NodeProcessOptions::default())
+        confine_tools::create_workspace_tools(&root, confine_tools::ToolSetOptions::default())
             .expect("a registry");
     let rt = runtime();
     let race = Race::default();
@@ -260,7 +260,7 @@ fn edit_file_never_commits_over_a_save_it_did_not_read() {
     let root = dirs.root.clone();
     std::fs::write(root.join("tgt"), content("editor", 0)).unwrap();
     let registry =
-        confine_tools::create_workspace_tools(&root, confine_tools::NodeProcessOptions::default())
+        confine_tools::create_workspace_tools(&root, confine_tools::ToolSetOptions::default())
             .expect("a registry");
     let rt = runtime();
     let stop = AtomicBool::new(false);

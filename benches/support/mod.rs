@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use confine_cli::tools::{NodeProcessOptions, ToolCall};
+use confine_cli::tools::{ToolCall, ToolSetOptions};
 
 /// The first `node` on `PATH`, canonicalized.
 pub fn node() -> PathBuf {
@@ -20,10 +20,10 @@ pub fn node() -> PathBuf {
 }
 
 /// `node_process` options running `node` with a 10 s timeout.
-pub fn node_options(node: &Path) -> NodeProcessOptions {
-    let mut options = NodeProcessOptions::default();
-    options.node = Some(node.to_path_buf());
-    options.timeout = Some(Duration::from_secs(10));
+pub fn node_options(node: &Path) -> ToolSetOptions {
+    let mut options = ToolSetOptions::default();
+    options.node.executable = Some(node.to_path_buf());
+    options.node.timeout = Some(Duration::from_secs(10));
     options
 }
 

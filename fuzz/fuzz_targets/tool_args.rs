@@ -58,7 +58,7 @@ fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
         let (tmp, root) = argument_target();
-        let mut options = confine_tools::NodeProcessOptions::default();
+        let mut options = confine_tools::ToolSetOptions::default();
         options.commands = Some(Default::default());
         let registry = confine_tools::create_workspace_tools(&root, options).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use confine_tools::{BuildError, NodeProcessOptions, SelectError, ToolRegistry};
+use confine_tools::{BuildError, SelectError, ToolRegistry, ToolSetOptions};
 
 /// Where the tools work and how node_process is bounded.
 #[derive(Debug, Clone, clap::Args)]
@@ -339,10 +339,10 @@ impl ToolArgs {
 
     /// The node_process options these flags ask for (the protected paths are the defaults;
     /// [`ToolArgs::registry`] sets those the flags ask for).
-    pub fn node_options(&self) -> NodeProcessOptions {
-        let mut options = NodeProcessOptions::default();
-        options.node = self.node.clone();
-        options.timeout = self.timeout_ms.map(Duration::from_millis);
+    pub fn node_options(&self) -> ToolSetOptions {
+        let mut options = ToolSetOptions::default();
+        options.node.executable = self.node.clone();
+        options.node.timeout = self.timeout_ms.map(Duration::from_millis);
         for entry in &self.env {
             let value = match &entry.value {
                 Some(value) => Some(value.clone()),
@@ -398,7 +398,7 @@ impl ToolArgs {
             }),
             job_slots: std::sync::Arc::new(confine_tools::JobSlots::new(
                 self.max_jobs
-                    .map_or(confine_tools::jobs::DEFAULT_MAX_JOBS, |n| n as usize),
+                    .map_or(confine_tools::limits::DEFAULT_MAX_JOBS, |n| n as usize),
             )),
             network: self.network_policy()?,
             private: self.private_dirs()?,

@@ -33,7 +33,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use confine_nodeexec::{Containment, LandlockSupport, ProcessBound, Sandbox, SandboxRules};
-use confine_tools::{NodeProcessOptions, ToolCall, execute_tool_call};
+use confine_tools::{ToolCall, ToolSetOptions, execute_tool_call};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -157,9 +157,9 @@ pub fn run(args: Args) -> ExitCode {
 
 async fn examine(args: &Args, scratch: &Path, protected: confine_tools::ProtectedPaths) -> Report {
     let landlock = LandlockSupport::probe();
-    let mut options = NodeProcessOptions::default();
-    options.node = args.node.clone();
-    options.timeout = Some(PROBE_TIMEOUT);
+    let mut options = ToolSetOptions::default();
+    options.node.executable = args.node.clone();
+    options.node.timeout = Some(PROBE_TIMEOUT);
     let node = confine_tools::create_node_process_tool(scratch, options.clone())
         .ok()
         .map(|tool| tool.node().to_owned());
@@ -224,7 +224,7 @@ async fn examine(args: &Args, scratch: &Path, protected: confine_tools::Protecte
 
 /// Run [`DENIED_PROBE`] through `node_process` with `--sandbox` in a scratch workspace whose
 /// `secret.txt` is denied: `""` where denied entries are covered for children.
-async fn denied_check(scratch: &Path, mut options: NodeProcessOptions) -> Value {
+async fn denied_check(scratch: &Path, mut options: ToolSetOptions) -> Value {
     let workspace = scratch.join("denied");
     if std::fs::create_dir_all(&workspace).is_err()
         || std::fs::write(workspace.join("secret.txt"), DENIED_TEXT).is_err()
@@ -256,7 +256,7 @@ async fn denied_check(scratch: &Path, mut options: NodeProcessOptions) -> Value 
 
 /// Run [`PROTECTED_PROBE`] through `node_process` with `--sandbox` in a scratch repository
 /// whose `.git/hooks` exists: `EROFS` where the protected paths are read-only for children.
-async fn protected_check(scratch: &Path, options: NodeProcessOptions) -> Value {
+async fn protected_check(scratch: &Path, options: ToolSetOptions) -> Value {
     let repository = scratch.join("repository");
     if std::fs::create_dir_all(repository.join(".git/hooks")).is_err() {
         return json!({"ran": false, "reason": "cannot make a scratch repository"});
@@ -284,7 +284,7 @@ async fn protected_check(scratch: &Path, options: NodeProcessOptions) -> Value {
 }
 
 /// Run [`SANDBOX_PROBE`] through `node_process` with `--sandbox`'s options.
-async fn sandbox_check(scratch: &Path, options: NodeProcessOptions) -> Value {
+async fn sandbox_check(scratch: &Path, options: ToolSetOptions) -> Value {
     let Ok(registry) = confine_tools::create_coding_tools(scratch, options) else {
         return json!({"ran": false, "reason": "the tools could not be built"});
     };

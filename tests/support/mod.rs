@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 
-use confine_tools::{NodeProcessOptions, ToolCall, ToolRegistry, ToolResult, execute_tool_call};
+use confine_tools::{ToolCall, ToolRegistry, ToolResult, ToolSetOptions, execute_tool_call};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -39,7 +39,7 @@ pub fn census_env() -> (String, String) {
 }
 
 /// `options` with the census mark added to the children's variables.
-pub fn marked(mut options: NodeProcessOptions) -> NodeProcessOptions {
+pub fn marked(mut options: ToolSetOptions) -> ToolSetOptions {
     options.env.push(census_env());
     options
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use confine_tools::{NodeProcessOptions, ToolCall, execute_tool_call};
+use confine_tools::{ToolCall, ToolSetOptions, execute_tool_call};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -275,8 +275,8 @@ fn run_calls(file: CallsFile, report: &mut FileReport) {
     {
         return report.check(false, || format!("cannot build the case tree: {e}"));
     }
-    let mut options = NodeProcessOptions::default();
-    options.timeout = file.options.timeout_ms.map(Duration::from_millis);
+    let mut options = ToolSetOptions::default();
+    options.node.timeout = file.options.timeout_ms.map(Duration::from_millis);
     match confine_tools::DeniedPaths::new(&file.options.deny) {
         Ok(denied) => options.denied = std::sync::Arc::new(denied),
         Err(e) => return report.check(false, || format!("a deny glob is refused: {e}")),

@@ -116,9 +116,13 @@ fn test_support_in_product(name: &str, doc: &toml::Table) -> Vec<String> {
 
 /// Print the violations; non-zero on any.
 pub fn run(root: &Path) -> ExitCode {
-    let found = violations(root);
+    let mut found = violations(root);
+    found.extend(crate::tool_layers::violations(root));
     if found.is_empty() {
-        println!("layers: ok ({} crates)", LAYERS.len());
+        println!(
+            "layers: ok ({} crates; the tools crate's modules)",
+            LAYERS.len()
+        );
         ExitCode::SUCCESS
     } else {
         for v in &found {

@@ -14,6 +14,7 @@ mod layers;
 mod load;
 mod skips;
 mod test;
+mod tool_layers;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

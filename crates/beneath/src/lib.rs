@@ -22,7 +22,9 @@
 //!   beneath a directory without opening anything else on the way (a FIFO, a device), and
 //!   what a name beneath it names now;
 //! - [`resolve_path`]: a host path resolved as `realpath(3)` does, component by component,
-//!   tolerating a missing tail (the one resolution on path strings: the path guard's).
+//!   tolerating a missing tail (the one resolution on path strings: the path guard's), and
+//!   [`resolve_beneath`], its twin for a name beneath a held directory (what the deny list
+//!   judges: symlinks followed by `readlinkat`, never out of the directory).
 //!
 //! Everything is hand-written over `rustix`'s safe system-call wrappers (no `unsafe` here).
 //! cap-std holds most of this too, but not as separable primitives: its `Dir` hides the
@@ -107,6 +109,6 @@ pub use id::FileId;
 pub use open::{Symlinks, open_beneath, open_parent_beneath};
 pub use regular::{identity_beneath, open_regular_beneath};
 pub use remove::{remove_entry_tree, remove_if_same};
-pub use resolve::{MAX_SYMLINKS, ResolveError, Resolved, resolve_path};
+pub use resolve::{MAX_SYMLINKS, ResolveError, Resolved, resolve_beneath, resolve_path};
 pub use temp::Temporary;
 pub use walk::{Entry, EntryKind, TreeWalkError, WalkDir, walk_tree};

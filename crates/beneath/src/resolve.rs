@@ -9,9 +9,16 @@
 //! path guard (`resolve_in_sandbox`) and the jail judge paths that the caller then uses by
 //! name. The jail's own opens then go through [`open_beneath`](crate::open_beneath) on the
 //! bound's descriptor, which is what makes its check and its use the same.
+//!
+//! Its twin for names beneath a held directory, [`resolve_beneath`], follows the same rules
+//! (the same bound on symlinks, a missing tail kept as written) with `readlinkat` on the
+//! directory's descriptor, and refuses to leave the directory: it judges a name (the deny
+//! list's), it opens nothing.
 
-use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::AsFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::FileType;
@@ -157,9 +164,103 @@ pub fn resolve_path(abs: &Path, trusted: Option<&Path>) -> Result<Resolved, Reso
     })
 }
 
+/// The path `rel` names beneath the directory `dir`, its symlinks followed (the leaf's when
+/// `follow_leaf`), as plain names relative to `dir`: `None` when it leaves `dir` (a `..` above
+/// it, an absolute symlink) or follows more than [`MAX_SYMLINKS`] symlinks. A component that
+/// does not exist ends the resolution: the rest is kept as written. Only for judging a name:
+/// nothing is opened by it, so a caller that then opens must judge what it opened too.
+pub fn resolve_beneath(dir: impl AsFd, rel: &Path, follow_leaf: bool) -> Option<PathBuf> {
+    let dir = dir.as_fd();
+    let mut todo: VecDeque<OsString> = rel.components().map(|c| c.as_os_str().to_owned()).collect();
+    let mut out = PathBuf::new();
+    let mut links = 0usize;
+    while let Some(part) = todo.pop_front() {
+        match part.as_bytes() {
+            b"." | b"" => continue,
+            b".." => {
+                if !out.pop() {
+                    return None;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let candidate = out.join(&part);
+        if todo.is_empty() && !follow_leaf {
+            return Some(candidate);
+        }
+        match rustix::fs::readlinkat(dir, &candidate, Vec::new()) {
+            Ok(target) => {
+                links += 1;
+                if links > MAX_SYMLINKS {
+                    return None;
+                }
+                let target = PathBuf::from(OsStr::from_bytes(target.as_bytes()));
+                if target.is_absolute() {
+                    return None;
+                }
+                for c in target.components().rev() {
+                    todo.push_front(c.as_os_str().to_owned());
+                }
+            }
+            // Not a symlink (EINVAL), or missing from here on: the rest as written.
+            Err(Errno::INVAL) => out = candidate,
+            Err(_) => {
+                out = candidate;
+                for rest in todo.drain(..) {
+                    out.push(rest);
+                }
+                return Some(out);
+            }
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resolve_beneath_follows_at_most_40_symlinks() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::write(root.join(".env"), "").unwrap();
+        // l0 -> .env, l{i} -> l{i-1}: naming l{n-1} follows n links.
+        std::os::unix::fs::symlink(".env", root.join("l0")).unwrap();
+        for i in 1..=MAX_SYMLINKS {
+            std::os::unix::fs::symlink(format!("l{}", i - 1), root.join(format!("l{i}"))).unwrap();
+        }
+        let dir = std::fs::File::open(root).unwrap();
+        let last = format!("l{}", MAX_SYMLINKS - 1);
+        assert_eq!(
+            resolve_beneath(&dir, Path::new(&last), true),
+            Some(".env".into())
+        );
+        let one_more = format!("l{MAX_SYMLINKS}");
+        assert_eq!(resolve_beneath(&dir, Path::new(&one_more), true), None);
+    }
+
+    #[test]
+    fn resolve_beneath_follows_symlinks_beneath_the_directory() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::create_dir_all(root.join("real/sub")).unwrap();
+        std::fs::write(root.join("real/sub/.env"), "").unwrap();
+        std::os::unix::fs::symlink("real", root.join("dirlink")).unwrap();
+        std::os::unix::fs::symlink("sub/.env", root.join("real/envlink")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join("abs")).unwrap();
+        std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
+        let dir = std::fs::File::open(root).unwrap();
+        let r = |s: &str, f: bool| resolve_beneath(&dir, Path::new(s), f);
+        assert_eq!(r("dirlink/envlink", true), Some("real/sub/.env".into()));
+        assert_eq!(r("dirlink/envlink", false), Some("real/envlink".into()));
+        assert_eq!(r("dirlink/missing/x", true), Some("real/missing/x".into()));
+        assert_eq!(r("abs", true), None);
+        assert_eq!(r("abs", false), Some("abs".into()));
+        assert_eq!(r("loop", true), None);
+        assert_eq!(r("real/../../x", true), None);
+    }
 
     #[test]
     fn a_missing_tail_is_kept_and_the_existing_prefix_known() {

@@ -163,5 +163,5 @@ pub use allow::AllowList;
 pub use entry::{Entry, EntryError};
 pub use presets::ClientEnv;
 pub use proxy::{Proxy, ProxyOptions};
-pub use ticket::{Decision, MAX_DECISIONS, Ticket};
+pub use ticket::{Decision, MAX_DECISIONS, Ticket, random_bytes};
 pub use waiting::{WaitingPlace, WaitingRoom};

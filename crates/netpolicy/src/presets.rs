@@ -138,16 +138,7 @@ impl ClientEnv {
 
     /// The absolute path of `program` in `PATH`, if it is there as an executable file.
     fn find(&self, program: &str) -> Option<PathBuf> {
-        use std::os::unix::fs::PermissionsExt;
-        self.get("PATH")?
-            .split(':')
-            .take(256)
-            .filter(|d| d.starts_with('/'))
-            .map(|d| Path::new(d).join(program))
-            .find(|p| {
-                std::fs::metadata(p)
-                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            })
+        confine_nodeexec::find_on_path(program, self.get("PATH")?)
     }
 }
 

@@ -155,15 +155,20 @@ impl Ticket {
     }
 }
 
-/// 128 random bits from the kernel (`/dev/urandom`), in hex. Where that cannot be read, the
+/// The one reader of randomness of the workspace's crates: `buf` filled from the kernel
+/// (`/dev/urandom`). The proxy's tickets and the HTTP front's token come from here.
+pub fn random_bytes(buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read as _;
+    std::fs::File::open("/dev/urandom")?.read_exact(buf)
+}
+
+/// 128 random bits from the kernel ([`random_bytes`]), in hex. Where that cannot be read, the
 /// bits come from std's randomly keyed hasher instead: the token attributes decisions, it
 /// guards nothing (see the crate docs), so a weaker source only weakens attribution.
 fn random_token() -> String {
     use std::hash::{BuildHasher, Hasher};
-    use std::io::Read;
     let mut bytes = [0u8; 16];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if read.is_err() {
+    if random_bytes(&mut bytes).is_err() {
         for (i, half) in bytes.chunks_mut(8).enumerate() {
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
             h.write_usize(i);

@@ -392,7 +392,7 @@ pub use error::{Error, ErrorKind};
 pub use input::{Input, Stdin, WindowSize};
 pub use network::{Network, NetworkMechanism};
 pub use owner::Owner;
-pub use run::{Containment, Outcome, ProcessBound, Started};
+pub use run::{Containment, Outcome, ProcessBound, Started, find_on_path};
 pub use sandbox::{
     DEFAULT_ADDRESS_SPACE, DEFAULT_MIN_ABI, DEFAULT_OPEN_FILES, GIT_IDENTITY, HomeTools,
     LandlockSupport, MAX_TESTED_ABI, PrivateDirs, SECRET_PLACES, Sandbox, SandboxRules,

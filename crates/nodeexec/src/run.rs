@@ -726,13 +726,12 @@ impl Drop for Running {
 }
 
 /// The file to execute for `program`: as given where it names a path (holds a `/`), else the
-/// first executable file of that name in the directories of the run's `PATH` (the embedder's
-/// where the run's environment has none), as std's `Command` and `execvp` search.
+/// first executable file of that name on the run's `PATH` (the embedder's where the run's
+/// environment has none), see [`find_on_path`].
 fn program_path(
     program: &std::path::Path,
     env: &[(std::ffi::OsString, std::ffi::OsString)],
 ) -> io::Result<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     if program.as_os_str().as_encoded_bytes().contains(&b'/') {
         return Ok(program.to_owned());
     }
@@ -742,12 +741,23 @@ fn program_path(
         .map(|(_, value)| value.clone())
         .or_else(|| std::env::var_os("PATH"))
         .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .map(|dir| dir.join(program))
+    find_on_path(program, &path).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+}
+
+/// The one lookup of a program on a `PATH` value: the first executable regular file named
+/// `program` in its directories, in order, as `execvp` searches; an empty or relative
+/// directory is skipped (it would be looked up from the current directory, which may be a
+/// workspace).
+pub fn find_on_path(
+    program: impl AsRef<std::path::Path>,
+    path: impl AsRef<std::ffi::OsStr>,
+) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(path.as_ref())
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program.as_ref()))
         .find(|file| {
             std::fs::metadata(file)
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
-        .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
 }

@@ -45,7 +45,7 @@ pub use error::{RootError, RootErrorKind};
 
 /// A file's identity: `(st_dev, st_ino)` (the descriptor layer's type, under the name this
 /// crate has always given it).
-pub use confine_beneath::FileId as FileIdentity;
+pub use confine_beneath::FileId;
 
 /// A captured workspace root: the original entry, its canonical path, its identity and an open
 /// directory handle.
@@ -53,7 +53,7 @@ pub use confine_beneath::FileId as FileIdentity;
 pub struct WorkspaceRoot {
     original: PathBuf,
     canonical: PathBuf,
-    identity: FileIdentity,
+    identity: FileId,
     dir: Dir,
 }
 
@@ -74,8 +74,8 @@ impl WorkspaceRoot {
             return Err(RootError::new(RootErrorKind::NotDirectory, None));
         }
         let dir = Dir::open_ambient_dir(&canonical, ambient_authority()).map_err(classify)?;
-        let identity = FileIdentity::of_std(&meta);
-        let held = FileIdentity::of_fd(&dir).map_err(classify)?;
+        let identity = FileId::of_std(&meta);
+        let held = FileId::of_fd(&dir).map_err(classify)?;
         if held != identity {
             // Swapped between the stat and the open: refuse rather than adopt either.
             return Err(RootError::new(RootErrorKind::Changed, None));
@@ -99,7 +99,7 @@ impl WorkspaceRoot {
             return Err(changed(None));
         }
         let meta = std::fs::metadata(&self.canonical).map_err(|e| changed(Some(e)))?;
-        if !meta.is_dir() || FileIdentity::of_std(&meta) != self.identity {
+        if !meta.is_dir() || FileId::of_std(&meta) != self.identity {
             return Err(changed(None));
         }
         // The held handle needs no re-stat: an open directory descriptor keeps naming the
@@ -129,7 +129,7 @@ impl WorkspaceRoot {
             ResolveFlags::NO_SYMLINKS,
         ) {
             Ok(fd) => {
-                let now = FileIdentity::of_fd(&fd).map_err(|e| changed(Some(e)))?;
+                let now = FileId::of_fd(&fd).map_err(|e| changed(Some(e)))?;
                 return if now == self.identity {
                     Ok(())
                 } else {
@@ -158,7 +158,7 @@ impl WorkspaceRoot {
             own.get_or_insert(meta);
         }
         match own {
-            Some(meta) if FileIdentity::of_std(&meta) != self.identity => Err(changed(None)),
+            Some(meta) if FileId::of_std(&meta) != self.identity => Err(changed(None)),
             // `None`: the root is `/`, whose identity cannot change under a running process.
             _ => Ok(()),
         }
@@ -180,7 +180,7 @@ impl WorkspaceRoot {
     }
 
     /// The recorded `(device, inode)` identity.
-    pub fn identity(&self) -> FileIdentity {
+    pub fn identity(&self) -> FileId {
         self.identity
     }
 }

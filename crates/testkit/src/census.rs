@@ -9,7 +9,7 @@
 //! - [`unique`]: a marker for one test, put in the command line of the descendants it checks
 //!   by name (`node -e … <marker>-group`); it begins with the suite's marker;
 //! - [`env`]: `CONFINE_CENSUS=<the suite's marker>`, set in every child a suite starts (through
-//!   `confine_nodeexec::Command::env`, `NodeProcessOptions::env` or `confine call --env`); every
+//!   `confine_nodeexec::Command::env`, `ToolSetOptions::env` or `confine call --env`); every
 //!   descendant inherits it unless it clears its environment.
 //!
 //! After the suites: `cargo xtask test` runs the tests with `CONFINE_CENSUS_RUN=<run>` (a fresh

@@ -38,7 +38,7 @@ pub(crate) async fn off_reactor<T: Send + 'static>(
         return work();
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
-    Pool::shared().submit(Box::new(move || {
+    BlockingPool::shared().submit(Box::new(move || {
         let result = std::panic::catch_unwind(AssertUnwindSafe(work));
         Box::new(move || {
             // The caller may have stopped waiting (its call was cancelled): nothing to do.
@@ -60,7 +60,7 @@ pub(crate) async fn off_reactor<T: Send + 'static>(
 type Job = Box<dyn FnOnce() -> Box<dyn FnOnce() + Send> + Send>;
 
 /// The threads that run the jobs. See the module docs for when a thread is started.
-pub(crate) struct Pool {
+pub(crate) struct BlockingPool {
     state: Mutex<State>,
     work: Condvar,
     idle_for: Duration,
@@ -84,7 +84,7 @@ struct State {
 /// As tokio's blocking pool: far above any number of calls a server has in flight.
 const MAX_THREADS: usize = 512;
 
-impl Pool {
+impl BlockingPool {
     fn new(idle_for: Duration, name: &'static str) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
@@ -96,7 +96,7 @@ impl Pool {
 
     /// The process's pool for the tools' filesystem work.
     fn shared() -> &'static Arc<Self> {
-        static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
+        static POOL: OnceLock<Arc<BlockingPool>> = OnceLock::new();
         POOL.get_or_init(|| Self::new(Duration::from_secs(10), "confine-fs"))
     }
 
@@ -181,7 +181,7 @@ mod tests {
         })
     }
 
-    fn snapshot(pool: &Pool) -> (usize, usize, usize) {
+    fn snapshot(pool: &BlockingPool) -> (usize, usize, usize) {
         let s = pool.lock();
         (s.threads, s.in_flight, s.peak)
     }
@@ -192,7 +192,7 @@ mod tests {
     /// the calls in flight).
     #[test]
     fn threads_never_outnumber_the_jobs_in_flight() {
-        let pool = Pool::new(Duration::from_secs(10), "test-pool");
+        let pool = BlockingPool::new(Duration::from_secs(10), "test-pool");
         let callers = 4;
         std::thread::scope(|scope| {
             for _ in 0..callers {
@@ -220,7 +220,7 @@ mod tests {
     /// A job that never ends does not hold up the next: it gets a thread of its own.
     #[test]
     fn a_stalled_job_does_not_hold_up_the_next() {
-        let pool = Pool::new(Duration::from_secs(10), "test-pool");
+        let pool = BlockingPool::new(Duration::from_secs(10), "test-pool");
         let (release, stalled) = mpsc::channel::<()>();
         let (started_tx, started) = mpsc::channel();
         pool.submit(job(move || {
@@ -239,7 +239,7 @@ mod tests {
     /// first come, first served on one thread.
     #[test]
     fn jobs_run_in_order_and_idle_threads_end() {
-        let pool = Pool::new(Duration::from_millis(50), "test-pool");
+        let pool = BlockingPool::new(Duration::from_millis(50), "test-pool");
         let (tx, rx) = mpsc::channel();
         for i in 0..100 {
             let tx = tx.clone();

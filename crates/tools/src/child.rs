@@ -10,8 +10,8 @@ use confine_nodeexec::ErrorKind as ExecErrorKind;
 use confine_rootid::WorkspaceRoot;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::node_process::NodeProcessOptions;
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::workspace::{NodeOptions, ToolSetOptions, Workspace};
 
 /// Variables an embedder cannot pass either.
 const REFUSED_ENV: &[&str] = &["NODE_OPTIONS"];
@@ -54,11 +54,7 @@ pub(crate) struct RunErrors {
 impl Children {
     /// The children of a tool over `root` built with `options`; `node`, the Node.js executable
     /// when known, is what the sandbox must let them read (its whole installation).
-    pub(crate) fn new(
-        root: Arc<WorkspaceRoot>,
-        options: &NodeProcessOptions,
-        node: Option<&Path>,
-    ) -> Self {
+    pub(crate) fn new(ws: &Workspace, options: &ToolSetOptions, node: Option<&Path>) -> Self {
         let sandbox = options.sandbox.clone().map(|mut sandbox| {
             if let Some(node) = node {
                 sandbox.allow_installation(node);
@@ -66,14 +62,14 @@ impl Children {
             sandbox
         });
         let repository =
-            confine_beneath::FileId::at(root.dir(), crate::protect::REPOSITORY_ENTRY).is_ok();
+            confine_beneath::FileId::at(ws.root.dir(), crate::protect::REPOSITORY_ENTRY).is_ok();
         Self {
-            root,
+            root: ws.root.clone(),
             repository,
             env: passed_env(&options.env),
             sandbox,
-            protected: options.protected.clone(),
-            denied: options.denied.clone(),
+            protected: ws.protected.clone(),
+            denied: ws.denied.clone(),
             slots: options.slots.clone().unwrap_or_default(),
             keep_privileges: options.keep_privileges,
             network: options.network.clone(),
@@ -168,15 +164,14 @@ impl Children {
             let plan = self
                 .protected
                 .sandbox_plan(self.root.dir(), self.repository)
-                .map_err(|_| {
-                    CallError::Failed(ToolError::failed(ErrorKind::NodeSandboxUnavailable))
-                })?;
+                .map_err(|_| failed(ErrorKind::NodeSandboxUnavailable))?;
             // The denied entries that exist now, covered for the child (the same namespace;
             // beyond the walk's bounds the start is NODE_SANDBOX_UNAVAILABLE: never a child
             // with a denied entry left readable).
-            let hidden = self.denied.existing_beneath(self.root.dir()).map_err(|_| {
-                CallError::Failed(ToolError::failed(ErrorKind::NodeSandboxUnavailable))
-            })?;
+            let hidden = self
+                .denied
+                .existing_beneath(self.root.dir())
+                .map_err(|_| failed(ErrorKind::NodeSandboxUnavailable))?;
             // Mounts name their targets by path: the root's canonical path joined with what the
             // walks found beneath its descriptor.
             let root = self.root.canonical();
@@ -264,10 +259,11 @@ fn passed_env(env: &[(String, String)]) -> Vec<(String, String)> {
 
 /// The Node.js executable of `options`: the one given, canonicalized, if it is an executable
 /// regular file; else the first `node` on PATH.
-pub(crate) fn node_executable(options: &NodeProcessOptions) -> Option<PathBuf> {
-    match &options.node {
+pub(crate) fn node_executable(options: &NodeOptions) -> Option<PathBuf> {
+    match &options.executable {
         Some(path) => canonical_executable(path),
-        None => find_on_path("node"),
+        None => confine_nodeexec::find_on_path("node", std::env::var_os("PATH")?)
+            .and_then(|found| canonical_executable(&found)),
     }
 }
 
@@ -277,12 +273,4 @@ fn canonical_executable(path: &Path) -> Option<PathBuf> {
     let canonical = std::fs::canonicalize(path).ok()?;
     let meta = std::fs::metadata(&canonical).ok()?;
     (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(canonical)
-}
-
-/// The first executable `name` on PATH, canonicalized.
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .find_map(|dir| canonical_executable(&dir.join(name)))
 }

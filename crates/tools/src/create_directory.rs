@@ -6,8 +6,6 @@
 //! component, false when a directory (or a symlink to a directory inside the workspace) was
 //! already there. A file or another non-directory in the way is `NOT_A_DIRECTORY`.
 
-use std::sync::Arc;
-
 use confine_pathgrammar::RelPath;
 use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
@@ -16,10 +14,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
 use crate::entry::{normalize, run_writing};
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::parent::open_dirs;
 use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
-use crate::write_file::parent::open_dirs;
+use crate::workspace::Workspace;
 
 /// The arguments of `create_directory`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -42,31 +41,13 @@ pub struct MkdirOutput {
 /// The `create_directory` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct CreateDirectoryTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
-    protected: Arc<ProtectedPaths>,
+    ws: Workspace,
 }
 
 impl CreateDirectoryTool {
     /// A create_directory tool over an already captured root, refusing the default protected paths.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-            protected: Arc::default(),
-        }
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
-        self
-    }
-
-    /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
-    pub(crate) fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
-        self.protected = protected;
-        self
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws }
     }
 }
 
@@ -86,7 +67,7 @@ fn mkdir(
     let segments: Vec<&str> = path.segments().collect();
     let (_dir, created) = open_dirs(root, &segments, protected, cancel).map_err(|e| match e {
         CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
-            CallError::Failed(ToolError::failed(ErrorKind::NotADirectory))
+            failed(ErrorKind::NotADirectory)
         }
         other => other,
     })?;
@@ -119,9 +100,9 @@ impl TypedTool for CreateDirectoryTool {
         cancel: &CancellationToken,
     ) -> Result<MkdirOutput, CallError> {
         run_writing(
-            &self.root,
-            &self.protected,
-            &self.denied,
+            &self.ws.root,
+            &self.ws.protected,
+            &self.ws.denied,
             valid,
             cancel,
             mkdir,

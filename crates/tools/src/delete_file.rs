@@ -12,11 +12,9 @@
 //! a process racing inside that window can only make this call remove the one entry it put
 //! there, inside the held parent, never anything outside it.
 
-use std::sync::Arc;
-
 use confine_beneath::{FsErrorKind, remove_if_same};
 use confine_pathgrammar::RelPath;
-use confine_rootid::{FileIdentity, WorkspaceRoot};
+use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 use schemars::JsonSchema;
@@ -24,10 +22,13 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
-use crate::entry::{check_beneath, failed, lstat_at, normalize, open_existing_parent, run_writing};
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::entry::{check_beneath, lstat_at, normalize, run_writing};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::fsmap::FsTokens;
+use crate::parent::{Missing, open_parent};
 use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
+use crate::workspace::Workspace;
 
 /// The arguments of `delete_file`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -47,31 +48,13 @@ pub struct DeleteOutput {
 /// The `delete_file` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct DeleteFileTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
-    protected: Arc<ProtectedPaths>,
+    ws: Workspace,
 }
 
 impl DeleteFileTool {
     /// A delete_file tool over an already captured root, refusing the default protected paths.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-            protected: Arc::default(),
-        }
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
-        self
-    }
-
-    /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
-    pub(crate) fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
-        self.protected = protected;
-        self
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws }
     }
 }
 
@@ -88,7 +71,7 @@ fn delete(
     protected.check_written(path)?;
     root.verify()?;
     denied.check_path(root, path)?;
-    let (parent, name) = open_existing_parent(root, path, ErrorKind::WriteFailed)?;
+    let (parent, name) = open_parent(root, path, Missing::Refuse(ErrorKind::WriteFailed))?;
     protected.check_in(root, &parent.dir, name, false)?;
     denied.check_in(root, &parent.dir, name, false)?;
     let st = match lstat_at(&parent.dir, name) {
@@ -96,7 +79,7 @@ fn delete(
         Err(Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
         Err(_) => return Err(failed(ErrorKind::WriteFailed)),
     };
-    let id = FileIdentity::of(&st);
+    let id = FileId::of(&st);
     if id == root.identity() {
         return Err(failed(ErrorKind::PathOutsideWorkspace));
     }
@@ -125,20 +108,20 @@ fn delete(
     }
     // A directory: still the one examined? `rmdir` then removes it only if it is empty.
     match lstat_at(&parent.dir, name) {
-        Ok(now) if FileIdentity::of(&now) == id => {}
+        Ok(now) if FileId::of(&now) == id => {}
         Ok(_) | Err(Errno::NOENT) => return Err(failed(ErrorKind::PathChangedDuringRead)),
         Err(_) => return Err(failed(ErrorKind::WriteFailed)),
     }
     match rustix::fs::unlinkat(&parent.dir, name, AtFlags::REMOVEDIR) {
         Ok(()) => done(),
-        Err(e) => Err(failed(match FsErrorKind::of_errno(e) {
-            FsErrorKind::Exists => ErrorKind::DeleteDirectoryNotEmpty,
-            FsErrorKind::NotFound => ErrorKind::FileNotFound,
-            // It stopped being a directory in between.
-            FsErrorKind::NotDirectory => ErrorKind::PathChangedDuringRead,
-            _ => ErrorKind::WriteFailed,
-        })
-        .with_source(std::io::Error::from(e))),
+        Err(e) => {
+            const TOKENS: FsTokens = FsTokens::at_name(ErrorKind::WriteFailed)
+                .exists(ErrorKind::DeleteDirectoryNotEmpty)
+                .not_found(ErrorKind::FileNotFound)
+                // It stopped being a directory in between.
+                .not_directory(ErrorKind::PathChangedDuringRead);
+            Err(TOKENS.of(e.into()))
+        }
     }
 }
 
@@ -165,9 +148,9 @@ impl TypedTool for DeleteFileTool {
         cancel: &CancellationToken,
     ) -> Result<DeleteOutput, CallError> {
         run_writing(
-            &self.root,
-            &self.protected,
-            &self.denied,
+            &self.ws.root,
+            &self.ws.protected,
+            &self.ws.denied,
             valid,
             cancel,
             delete,

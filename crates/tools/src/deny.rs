@@ -4,8 +4,9 @@
 //! and under the sandbox the children find the denied entries that exist at a run's start
 //! covered (see `docs/SECURITY.md`).
 //!
-//! The patterns are those of the protected paths ([`crate::protect`]), compiled by the same
-//! glob engine as `find_files` (globset): gitignore-style and relative to the root; a pattern
+//! The patterns are those of the protected paths ([`crate::protect`]): both lists stand on one
+//! pattern type ([`crate::patterns`]), compiled by the same glob engine as `find_files`
+//! (globset): gitignore-style and relative to the root; a pattern
 //! holding a `/` (other than a trailing one) is anchored at the root, one without matches a
 //! name at any depth; `*` and `?` stop at `/`, `**` crosses it. A pattern denies what it
 //! matches **and everything beneath it**, and `dir/**` denies `dir` itself too: a listing of
@@ -51,17 +52,16 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use cap_std::fs::Dir;
-use confine_beneath::{EntryKind, Symlinks};
+use confine_beneath::{EntryKind, Symlinks, resolve_beneath as resolve};
 use confine_pathgrammar::RelPath;
-use confine_rootid::{FileIdentity, WorkspaceRoot};
-use globset::{GlobSet, GlobSetBuilder};
+use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::OFlags;
 
-use crate::error::{CallError, ErrorKind, ToolError};
-use crate::protect::{ancestors, anchored, compile, expansions, literal_part, place_of};
+use crate::error::{CallError, ErrorKind, failed};
+use crate::patterns::{PathPatterns, PatternError, literal_part};
 
 /// The most patterns a deny list holds.
-pub const MAX_DENIED_PATTERNS: usize = 256;
+pub const MAX_DENIED_PATTERNS: usize = crate::patterns::MAX_PATTERNS;
 
 /// The most entries the walk for the sandbox's covers looks at
 /// ([`DeniedPaths::existing_beneath`]); beyond it a sandboxed run is refused.
@@ -71,25 +71,10 @@ pub const MAX_COVER_SCAN: usize = 100_000;
 /// sandboxed run is refused.
 pub const MAX_COVERED: usize = 1024;
 
-/// The most symlinks followed while a path is resolved for the check (the kernel's own
-/// bound); beyond it the path counts as unresolvable, which the open refuses as well.
-const MAX_LINKS: usize = 40;
-
-/// A pattern the deny list refused: empty, too long, holding NUL, a negation, a glob that
-/// does not compile, or one pattern too many.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reason}: {pattern:?}")]
-pub struct DenyError {
-    pattern: String,
-    reason: &'static str,
-}
-
 /// A list of denied paths (see the module docs), compiled. The default denies nothing.
 #[derive(Debug, Clone)]
 pub struct DeniedPaths {
-    patterns: Vec<String>,
-    matches: GlobSet,
-    holders: GlobSet,
+    list: PathPatterns,
 }
 
 impl Default for DeniedPaths {
@@ -109,76 +94,42 @@ pub enum CoverError {
 
 impl DeniedPaths {
     /// The list of `patterns`, in order.
-    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Self, DenyError> {
-        let patterns: Vec<String> = patterns.iter().map(|p| p.as_ref().to_owned()).collect();
-        let mut matches = GlobSetBuilder::new();
-        let mut holders = GlobSetBuilder::new();
-        for (i, pattern) in patterns.iter().enumerate() {
-            let refuse = |reason| DenyError {
-                pattern: pattern.clone(),
-                reason,
-            };
-            if i >= MAX_DENIED_PATTERNS {
-                return Err(refuse("more than 256 denied patterns"));
-            }
-            let anchored = anchored(pattern).map_err(refuse)?;
-            for glob in expansions(&anchored) {
-                matches.add(compile(&glob).map_err(|_| refuse("not a valid glob"))?);
-            }
-            if !moves_with_its_name(&anchored) {
-                for glob in ancestors(&anchored) {
-                    holders.add(compile(&glob).map_err(|_| refuse("not a valid glob"))?);
-                }
-            }
-        }
-        let build = |b: GlobSetBuilder| {
-            b.build().map_err(|_| DenyError {
-                pattern: String::new(),
-                reason: "the patterns do not compile together",
-            })
-        };
-        Ok(Self {
-            patterns,
-            matches: build(matches)?,
-            holders: build(holders)?,
-        })
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Self, PatternError> {
+        let patterns = patterns.iter().map(|p| p.as_ref().to_owned()).collect();
+        let list = PathPatterns::new(patterns, "more than 256 denied patterns", |anchored| {
+            !moves_with_its_name(anchored)
+        })?;
+        Ok(Self { list })
     }
 
     /// Nothing denied.
     pub fn none() -> Self {
         Self {
-            patterns: Vec::new(),
-            matches: GlobSet::empty(),
-            holders: GlobSet::empty(),
+            list: PathPatterns::empty(),
         }
     }
 
     /// The patterns as given.
     pub fn patterns(&self) -> &[String] {
-        &self.patterns
+        self.list.patterns()
     }
 
     /// Whether the list is empty (nothing is denied).
     pub fn is_empty(&self) -> bool {
-        self.patterns.is_empty()
+        self.list.is_empty()
     }
 
     /// Whether `rel` (relative to the root, plain names) is denied: it or a directory above it
     /// matches a pattern.
     pub fn is_denied(&self, rel: &Path) -> bool {
-        if self.patterns.is_empty() || rel.as_os_str().is_empty() {
-            return false;
-        }
-        rel.ancestors()
-            .filter(|p| !p.as_os_str().is_empty())
-            .any(|p| self.matches.is_match(p))
+        self.list.matches(rel)
     }
 
     /// Whether a directory at `rel` could hold a denied path whose status depends on where the
     /// directory stands (see the module docs), or is denied itself: never moved away, nor
     /// anything moved there.
     pub fn may_hold(&self, rel: &Path) -> bool {
-        !rel.as_os_str().is_empty() && (self.holders.is_match(rel) || self.is_denied(rel))
+        self.list.holds(rel) || self.is_denied(rel)
     }
 
     /// The denied entries that exist beneath `root` (a descriptor of the workspace root, walked
@@ -200,10 +151,7 @@ impl DeniedPaths {
         max_found: usize,
     ) -> Result<Vec<PathBuf>, CoverError> {
         let mut starts: Vec<PathBuf> = Vec::new();
-        for pattern in &self.patterns {
-            let Ok(anchored) = anchored(pattern) else {
-                continue;
-            };
+        for anchored in self.list.anchored() {
             let (literal, all_literal) = literal_part(&anchored);
             // The directory the walk starts in: above a literal leaf, the literal part else.
             let start = match all_literal {
@@ -257,7 +205,7 @@ fn moves_with_its_name(anchored: &str) -> bool {
 }
 
 fn refused() -> CallError {
-    CallError::Failed(ToolError::failed(ErrorKind::PathDenied))
+    failed(ErrorKind::PathDenied)
 }
 
 impl DeniedPaths {
@@ -308,12 +256,12 @@ impl DeniedPaths {
         &self,
         root: &WorkspaceRoot,
         path: &Path,
-        opened: FileIdentity,
+        opened: FileId,
     ) -> Result<(), CallError> {
         if self.is_empty() {
             return Ok(());
         }
-        let changed = || CallError::Failed(ToolError::failed(ErrorKind::PathChangedDuringRead));
+        let changed = || failed(ErrorKind::PathChangedDuringRead);
         let real = resolve(root.dir(), path, true).ok_or_else(changed)?;
         if self.is_denied(&real) {
             return Err(refused());
@@ -322,7 +270,7 @@ impl DeniedPaths {
         let fd = confine_beneath::open_beneath(root.dir(), &real, flags, Symlinks::Refuse)
             .map_err(|_| changed())?;
         let now = rustix::fs::fstat(&fd).map_err(|_| changed())?;
-        match FileIdentity::of(&now) == opened {
+        match FileId::of(&now) == opened {
             true => Ok(()),
             false => Err(changed()),
         }
@@ -341,22 +289,16 @@ impl DeniedPaths {
         if self.is_empty() {
             return Ok(());
         }
-        let place = match place_of(root, dir)? {
-            Some(place) => place.join(name),
-            None => {
-                return Err(CallError::Failed(ToolError::failed(
-                    ErrorKind::PathOutsideWorkspace,
-                )));
-            }
-        };
-        let hit = match holders {
-            true => self.may_hold(&place),
-            false => self.is_denied(&place),
-        };
-        match hit {
-            true => Err(refused()),
-            false => Ok(()),
-        }
+        crate::patterns::check_in(
+            root,
+            dir,
+            name,
+            ErrorKind::PathDenied,
+            |place| match holders {
+                true => self.may_hold(place),
+                false => self.is_denied(place),
+            },
+        )
     }
 
     /// Where a held directory a walk starts in really stands beneath the root: its path, or
@@ -370,69 +312,15 @@ impl DeniedPaths {
         if self.is_empty() {
             return Ok(None);
         }
-        let outside = || CallError::Failed(ToolError::failed(ErrorKind::PathOutsideWorkspace));
+        let outside = || failed(ErrorKind::PathOutsideWorkspace);
         let place = confine_beneath::path_beneath(dir, root.dir())
-            .map_err(|_| CallError::Failed(ToolError::failed(ErrorKind::PathChangedDuringRead)))?
+            .map_err(|_| failed(ErrorKind::PathChangedDuringRead))?
             .ok_or_else(outside)?;
         if self.is_denied(&place) {
             return Err(refused());
         }
         Ok(Some(place.to_str().ok_or_else(refused)?.to_owned()))
     }
-}
-
-/// The path `rel` names beneath the directory `dir`, its symlinks followed (the leaf's when
-/// `follow_leaf`), as plain names relative to `dir`: `None` when it leaves `dir` (a `..` above
-/// it, an absolute symlink) or loops. A component that does not exist ends the resolution:
-/// the rest is kept as written. Only for judging a name: nothing is opened by this path.
-pub(crate) fn resolve(dir: &Dir, rel: &Path, follow_leaf: bool) -> Option<PathBuf> {
-    use std::ffi::OsString;
-    use std::os::unix::ffi::OsStrExt;
-    let mut todo: std::collections::VecDeque<OsString> =
-        rel.components().map(|c| c.as_os_str().to_owned()).collect();
-    let mut out = PathBuf::new();
-    let mut links = 0usize;
-    while let Some(part) = todo.pop_front() {
-        match part.as_bytes() {
-            b"." | b"" => continue,
-            b".." => {
-                if !out.pop() {
-                    return None;
-                }
-                continue;
-            }
-            _ => {}
-        }
-        let candidate = out.join(&part);
-        if todo.is_empty() && !follow_leaf {
-            return Some(candidate);
-        }
-        match rustix::fs::readlinkat(dir, &candidate, Vec::new()) {
-            Ok(target) => {
-                links += 1;
-                if links > MAX_LINKS {
-                    return None;
-                }
-                let target = PathBuf::from(std::ffi::OsStr::from_bytes(target.as_bytes()));
-                if target.is_absolute() {
-                    return None;
-                }
-                for c in target.components().rev() {
-                    todo.push_front(c.as_os_str().to_owned());
-                }
-            }
-            // Not a symlink (EINVAL), or missing from here on: the rest as written.
-            Err(rustix::io::Errno::INVAL) => out = candidate,
-            Err(_) => {
-                out = candidate;
-                for rest in todo.drain(..) {
-                    out.push(rest);
-                }
-                return Some(out);
-            }
-        }
-    }
-    Some(out)
 }
 
 #[cfg(test)]
@@ -547,43 +435,5 @@ mod tests {
             list.existing_bounded(root, 10, 9),
             Err(CoverError::TooManyDenied)
         );
-    }
-
-    #[test]
-    fn resolve_follows_at_most_40_symlinks() {
-        let t = tempfile::tempdir().unwrap();
-        let root = t.path();
-        std::fs::write(root.join(".env"), "").unwrap();
-        // l0 -> .env, l{i} -> l{i-1}: naming l{n-1} follows n links.
-        std::os::unix::fs::symlink(".env", root.join("l0")).unwrap();
-        for i in 1..=MAX_LINKS {
-            std::os::unix::fs::symlink(format!("l{}", i - 1), root.join(format!("l{i}"))).unwrap();
-        }
-        let dir = Dir::open_ambient_dir(root, cap_std::ambient_authority()).unwrap();
-        let last = format!("l{}", MAX_LINKS - 1);
-        assert_eq!(resolve(&dir, p(&last), true), Some(".env".into()));
-        let one_more = format!("l{MAX_LINKS}");
-        assert_eq!(resolve(&dir, p(&one_more), true), None);
-    }
-
-    #[test]
-    fn resolve_follows_symlinks_beneath_the_directory() {
-        let t = tempfile::tempdir().unwrap();
-        let root = t.path();
-        std::fs::create_dir_all(root.join("real/sub")).unwrap();
-        std::fs::write(root.join("real/sub/.env"), "").unwrap();
-        std::os::unix::fs::symlink("real", root.join("dirlink")).unwrap();
-        std::os::unix::fs::symlink("sub/.env", root.join("real/envlink")).unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", root.join("abs")).unwrap();
-        std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
-        let dir = Dir::open_ambient_dir(root, cap_std::ambient_authority()).unwrap();
-        let r = |s: &str, f: bool| resolve(&dir, p(s), f);
-        assert_eq!(r("dirlink/envlink", true), Some("real/sub/.env".into()));
-        assert_eq!(r("dirlink/envlink", false), Some("real/envlink".into()));
-        assert_eq!(r("dirlink/missing/x", true), Some("real/missing/x".into()));
-        assert_eq!(r("abs", true), None);
-        assert_eq!(r("abs", false), Some("abs".into()));
-        assert_eq!(r("loop", true), None);
-        assert_eq!(r("real/../../x", true), None);
     }
 }

@@ -51,27 +51,27 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 
 use confine_atomicwrite::Step;
 use confine_beneath::{FsErrorKind, Symlinks};
 use confine_pathgrammar::RelPath;
-use confine_rootid::{FileIdentity, WorkspaceRoot};
+use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::{AtFlags, OFlags};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
-use crate::deny::DeniedPaths;
-use crate::entry::{failed, lstat_at, normalize, open_existing_parent};
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::entry::{lstat_at, normalize};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::fsmap::FsTokens;
+use crate::install::install_checked;
+use crate::parent::{Missing, Parent, open_parent, symlink_target_kind};
 use crate::protect::ProtectedPaths;
-use crate::read_file::{read_bounded, regular_file};
+use crate::read::{read_bounded, regular_file};
+use crate::target_lock::{TargetKey, lock_target};
 use crate::tool::{ToolHints, TypedTool};
-use crate::write_file::install_checked;
-use crate::write_file::lock::{TargetKey, lock_target};
-use crate::write_file::parent::{Parent, symlink_target_kind};
+use crate::workspace::Workspace;
 
 mod closest;
 pub use closest::{MAX_CLOSEST_CHARS, MAX_OCCURRENCE_LINES};
@@ -131,31 +131,13 @@ pub struct ValidEdit {
 /// The `edit_file` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct EditFileTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
-    protected: Arc<ProtectedPaths>,
+    ws: Workspace,
 }
 
 impl EditFileTool {
     /// An edit_file tool over an already captured root, refusing the default protected paths.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-            protected: Arc::default(),
-        }
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
-        self
-    }
-
-    /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
-    pub(crate) fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
-        self.protected = protected;
-        self
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws }
     }
 }
 
@@ -247,12 +229,17 @@ fn open_target(root: &WorkspaceRoot, parent: &Parent, name: &str) -> Result<File
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
     match confine_beneath::open_beneath(&parent.dir, name, flags, Symlinks::Refuse) {
         Ok(fd) => Ok(File::from(fd)),
-        Err(e) => Err(failed(match FsErrorKind::of(&e) {
-            FsErrorKind::NotFound | FsErrorKind::NotDirectory => ErrorKind::FileNotFound,
-            FsErrorKind::Symlink => symlink_target_kind(root, parent, name),
-            FsErrorKind::NotRegular => ErrorKind::FileNotRegular,
-            _ => ErrorKind::ReadFailed,
-        })),
+        Err(e) => {
+            const TOKENS: FsTokens = FsTokens::at_name(ErrorKind::ReadFailed)
+                .not_found(ErrorKind::FileNotFound)
+                .not_directory(ErrorKind::FileNotFound)
+                .not_regular(ErrorKind::FileNotRegular);
+            Err(failed(match FsErrorKind::of(&e) {
+                // The leaf is a symlink (opened without following it).
+                FsErrorKind::Symlink => symlink_target_kind(root, parent, name),
+                kind => TOKENS.token(kind),
+            }))
+        }
     }
 }
 
@@ -277,12 +264,12 @@ fn check_unchanged(
     parent: &Parent,
     name: &str,
     file: &File,
-    opened: FileIdentity,
+    opened: FileId,
     read: &[u8],
 ) -> Result<(), CallError> {
     let conflict = || failed(ErrorKind::EditConflict);
     let now = lstat_at(&parent.dir, name).map_err(|e| conflict().with_source(e))?;
-    if FileIdentity::of(&now) != opened {
+    if FileId::of(&now) != opened {
         return Err(conflict());
     }
     match same_content(file, read) {
@@ -321,7 +308,7 @@ fn edit(
         // rename in between would otherwise lose its content to an edit of an older text.
         (Step::CheckInstalled, Some(aside)) => {
             match rustix::fs::statat(&parent.dir, aside, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) if FileIdentity::of(&st) == opened => Ok(()),
+                Ok(st) if FileId::of(&st) == opened => Ok(()),
                 _ => Err(failed(ErrorKind::EditConflict)),
             }
         }
@@ -336,12 +323,9 @@ fn edit(
         match e.kind() {
             // The target was replaced by something else since it was read.
             K::TargetSymlink | K::TargetNotRegular => ErrorKind::EditConflict,
-            K::TempNotRegular => ErrorKind::WriteTempNotRegular,
-            K::TempIdentityChanged => ErrorKind::WriteTempIdentityChanged,
-            K::TempCleanupFailed => ErrorKind::WriteTempCleanupFailed,
-            // Another writer renamed over the edited file after the commit: nothing removed.
-            K::TargetReplaced => ErrorKind::WriteTargetReplaced,
-            _ => ErrorKind::WriteFailed,
+            // `WRITE_TARGET_REPLACED`: another writer renamed over the edited file after the
+            // commit, nothing removed; the rest as for every installation.
+            kind => kind.into(),
         }
     };
     let installed = install_checked(
@@ -425,16 +409,17 @@ impl TypedTool for EditFileTool {
             return Err(Cancelled.into());
         }
         // Refused whole, a dry run included: an edit of a protected file is never prepared.
-        self.protected.check_written(&valid.path)?;
-        let root = self.root.clone();
+        self.ws.protected.check_written(&valid.path)?;
+        let root = self.ws.root.clone();
         let path = valid.path.clone();
-        let protected = self.protected.clone();
-        let denied = self.denied.clone();
+        let protected = self.ws.protected.clone();
+        let denied = self.ws.denied.clone();
         let (parent, name) = off_reactor(move || {
             root.verify()?;
             // A dry run too: its diff would show the file's text.
             denied.check_path(&root, &path)?;
-            let (parent, name) = open_existing_parent(&root, &path, ErrorKind::WriteFailed)?;
+            let (parent, name) =
+                open_parent(&root, &path, Missing::Refuse(ErrorKind::WriteFailed))?;
             protected.check_in(&root, &parent.dir, name, false)?;
             denied.check_in(&root, &parent.dir, name, false)?;
             Ok((parent, name.to_owned()))
@@ -445,9 +430,9 @@ impl TypedTool for EditFileTool {
             name: name.clone(),
         };
         let held = lock_target(key, cancel).await?;
-        let root = self.root.clone();
+        let root = self.ws.root.clone();
         let cancel = cancel.clone();
-        let protected = self.protected.clone();
+        let protected = self.ws.protected.clone();
         off_reactor(move || {
             // The lock travels with the work: it is released when the work ends, even if the
             // caller's future was dropped meanwhile.
@@ -577,9 +562,10 @@ mod tests {
         std::fs::write(ws.join("f.txt"), "before").unwrap();
         let root = WorkspaceRoot::capture(&ws).unwrap();
         let path = confine_pathgrammar::normalize("f.txt").unwrap();
-        let (parent, name) = open_existing_parent(&root, &path, ErrorKind::WriteFailed).unwrap();
+        let (parent, name) =
+            open_parent(&root, &path, Missing::Refuse(ErrorKind::WriteFailed)).unwrap();
         let file = open_target(&root, &parent, name).unwrap();
-        let opened = FileIdentity::of_std(&file.metadata().unwrap());
+        let opened = FileId::of_std(&file.metadata().unwrap());
         let check = || check_unchanged(&parent, name, &file, opened, b"before");
         let conflict = Err(failed(ErrorKind::EditConflict));
         assert_eq!(check(), Ok(()));

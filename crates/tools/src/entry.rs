@@ -1,6 +1,6 @@
 //! What the file tools share: an entry named beneath the root (its parent directory opened on
-//! descriptors beneath the root's handle, and its leaf name, never followed), the kind of an
-//! entry, and running filesystem work off the async reactor.
+//! descriptors beneath the root's handle by [`crate::parent::open_parent`], and its leaf name,
+//! never followed), the kind of an entry, and running filesystem work off the async reactor.
 //!
 //! The parent is opened as `read_file` opens a file: beneath the root handle (openat2
 //! `RESOLVE_BENEATH` through cap-std), so a `..`, an absolute symlink or a symlink leaving the
@@ -11,12 +11,10 @@
 //! the root while held is caught by climbing `..` from the descriptor to the root's identity
 //! before each effect.
 
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use confine_beneath::FsErrorKind;
 use confine_pathgrammar::RelPath;
-use confine_rootid::{FileIdentity, WorkspaceRoot};
+use confine_rootid::WorkspaceRoot;
 use rustix::fs::{FileType, Stat};
 
 use std::sync::Arc;
@@ -25,47 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
 use crate::deny::DeniedPaths;
-use crate::error::{CallError, ErrorKind, ToolError};
+use crate::error::{CallError, ErrorKind, ToolError, failed};
+use crate::parent::Parent;
 use crate::protect::ProtectedPaths;
-use crate::write_file::parent::Parent;
-
-pub(crate) fn failed(kind: ErrorKind) -> CallError {
-    CallError::Failed(ToolError::failed(kind))
-}
-
-/// Open the existing parent directory of `path` beneath the root, without creating anything,
-/// and return it with the leaf name. A missing component is `FILE_NOT_FOUND`, a component that
-/// is not a directory `NOT_A_DIRECTORY`; `other` for anything else.
-pub(crate) fn open_existing_parent<'p>(
-    root: &WorkspaceRoot,
-    path: &'p RelPath,
-    other: ErrorKind,
-) -> Result<(Parent, &'p str), CallError> {
-    let segments: Vec<&str> = path.segments().collect();
-    let (name, parents) = segments.split_last().ok_or_else(|| failed(other))?;
-    let prefix: PathBuf = parents.iter().collect();
-    let dir = if prefix.as_os_str().is_empty() {
-        root.dir()
-            .try_clone()
-            .map_err(|e| failed(other).with_source(e))?
-    } else {
-        crate::fsmap::open_dir_beneath(root.dir(), &prefix).map_err(|e| dir_error(&e, other))?
-    };
-    let id = FileIdentity::of_fd(&dir).map_err(|e| failed(other).with_source(e))?;
-    Ok((Parent { dir, id, prefix }, name))
-}
-
-/// The token for a failure to open a directory beneath the root.
-pub(crate) fn dir_error(e: &io::Error, other: ErrorKind) -> CallError {
-    failed(match FsErrorKind::of(e) {
-        FsErrorKind::Escape => ErrorKind::PathOutsideWorkspace,
-        FsErrorKind::NotFound => ErrorKind::FileNotFound,
-        // A loop, or a chain past the kernel's 40 links, in the way.
-        FsErrorKind::Symlink => ErrorKind::SymlinkLoop,
-        FsErrorKind::NotDirectory => ErrorKind::NotADirectory,
-        _ => other,
-    })
-}
 
 /// The held parent must still lie beneath the root before an effect in it.
 pub(crate) fn check_beneath(root: &WorkspaceRoot, parent: &Parent) -> Result<(), CallError> {

@@ -367,6 +367,11 @@ pub enum CallError {
     Failed(#[from] ToolError),
 }
 
+/// The one constructor of a failure record as a call's error: `kind`'s token and message.
+pub(crate) fn failed(kind: ErrorKind) -> CallError {
+    CallError::Failed(ToolError::failed(kind))
+}
+
 impl CallError {
     /// A failure keeping `cause` as its source (see [`ToolError::with_source`]); a
     /// cancellation is returned unchanged.
@@ -391,9 +396,45 @@ impl From<confine_rootid::RootError> for CallError {
     }
 }
 
+/// The one mapping of an installation's failure (`confine-atomicwrite`) to this crate's
+/// tokens: each kind to the token of the same name. A name the installation refuses cannot
+/// reach it (every name passed the grammar first), so it is `WRITE_FAILED` like any other
+/// failure. A tool that reads a kind otherwise (a symlink at the target) matches it first.
+impl From<confine_atomicwrite::ErrorKind> for ErrorKind {
+    fn from(kind: confine_atomicwrite::ErrorKind) -> Self {
+        use confine_atomicwrite::ErrorKind as K;
+        match kind {
+            K::TargetSymlink => Self::WriteTargetSymlink,
+            K::TargetNotRegular => Self::WriteTargetNotRegular,
+            K::TempNotRegular => Self::WriteTempNotRegular,
+            K::TempIdentityChanged => Self::WriteTempIdentityChanged,
+            K::TempCleanupFailed => Self::WriteTempCleanupFailed,
+            K::TargetReplaced => Self::WriteTargetReplaced,
+            _ => Self::WriteFailed,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_installations_kinds_keep_their_tokens() {
+        use confine_atomicwrite::ErrorKind as K;
+        for kind in [
+            K::TargetSymlink,
+            K::TargetNotRegular,
+            K::TempNotRegular,
+            K::TempIdentityChanged,
+            K::TempCleanupFailed,
+            K::TargetReplaced,
+            K::Failed,
+        ] {
+            assert_eq!(ErrorKind::from(kind).code(), kind.code());
+        }
+        assert_eq!(ErrorKind::from(K::InvalidName), ErrorKind::WriteFailed);
+    }
 
     #[test]
     fn the_cause_is_kept_as_source_and_never_serialized() {

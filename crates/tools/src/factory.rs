@@ -1,15 +1,16 @@
 //! Tool factories: capture the root once, build the tools over it.
 //!
-//! Every public factory, of one tool or of a set, builds through [`Parts`]: the captured
-//! root, the options with their deny and protected lists, the set's run slots and job table.
+//! Every public factory, of one tool or of a set, builds through [`Parts`]: the set's
+//! [`Workspace`] (the captured root with the options' deny and protected lists), the options,
+//! the set's run slots and job table.
 //! A tool is made nowhere else, so no factory can build one without the lists (the coding
 //! tools once were). A factory that takes no options builds with the defaults of
-//! [`NodeProcessOptions`]: nothing denied, [`crate::DEFAULT_PROTECTED`] protected.
+//! [`ToolSetOptions`]: nothing denied, [`crate::DEFAULT_PROTECTED`] protected.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use confine_rootid::{RootError, WorkspaceRoot};
+use confine_rootid::WorkspaceRoot;
 
 use crate::create_directory::CreateDirectoryTool;
 use crate::delete_file::DeleteFileTool;
@@ -17,42 +18,17 @@ use crate::edit_file::EditFileTool;
 use crate::file_info::FileInfoTool;
 use crate::find_files::FindFilesTool;
 use crate::grep::GrepTool;
-use crate::jobs::{
-    DEFAULT_MAX_JOBS, JobInputTool, JobListTool, JobOutputTool, JobResizeTool, JobSlots,
-    JobStopTool, JobTable,
-};
+use crate::jobs::{JobInputTool, JobListTool, JobOutputTool, JobResizeTool, JobStopTool, JobTable};
 use crate::list_directory::ListDirectoryTool;
 use crate::move_file::MoveFileTool;
-use crate::node_process::{NodeProcessOptions, NodeProcessTool};
+use crate::node_process::NodeProcessTool;
 use crate::read_file::ReadFileTool;
 use crate::read_lines::ReadLinesTool;
 use crate::read_media::ReadMediaTool;
 use crate::run_command::RunCommandTool;
 use crate::tool::{Tool, ToolRegistry};
+use crate::workspace::{BuildError, DEFAULT_MAX_JOBS, JobSlots, ToolSetOptions, Workspace};
 use crate::write_file::WriteFileTool;
-
-/// Why a tool could not be built. A Rust error, never a tool record.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum BuildError {
-    /// The root cannot be used: `INVALID_WORKSPACE_ROOT`, `WORKSPACE_ROOT_NOT_FOUND` or
-    /// `WORKSPACE_ROOT_NOT_DIRECTORY`.
-    #[error(transparent)]
-    Root(#[from] RootError),
-    /// The Node.js executable could not be found or canonicalized.
-    #[error("NODE_EXECUTABLE_NOT_FOUND")]
-    NodeNotFound,
-}
-
-impl BuildError {
-    /// The stable token.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Root(e) => e.code(),
-            Self::NodeNotFound => "NODE_EXECUTABLE_NOT_FOUND",
-        }
-    }
-}
 
 /// Capture `root` for tools (shared by all tools built from it).
 pub(crate) fn capture_root(root: impl AsRef<Path>) -> Result<Arc<WorkspaceRoot>, BuildError> {
@@ -60,24 +36,24 @@ pub(crate) fn capture_root(root: impl AsRef<Path>) -> Result<Arc<WorkspaceRoot>,
 }
 
 /// The `read_file` tool over `root`, with nothing denied (the defaults of
-/// [`NodeProcessOptions`]). For a deny list, build it as a set:
+/// [`ToolSetOptions`]). For a deny list, build it as a set:
 /// `create_selected_tools(root, options, &["read_file"])`.
 pub fn create_read_tool(root: impl AsRef<Path>) -> Result<ReadFileTool, BuildError> {
-    Ok(Parts::new(root, NodeProcessOptions::default())?.read_file())
+    Ok(Parts::new(root, ToolSetOptions::default())?.read_file())
 }
 
 /// The `write_file` tool over `root`, refusing the default protected paths
 /// ([`crate::DEFAULT_PROTECTED`]) as every set built with default options does. For other
 /// lists, build it as a set: `create_selected_tools(root, options, &["write_file"])`.
 pub fn create_write_tool(root: impl AsRef<Path>) -> Result<WriteFileTool, BuildError> {
-    Ok(Parts::new(root, NodeProcessOptions::default())?.write_file())
+    Ok(Parts::new(root, ToolSetOptions::default())?.write_file())
 }
 
 /// The `node_process` tool over `root`, with the deny and protected lists of `options` for
 /// its sandboxed children.
 pub fn create_node_process_tool(
     root: impl AsRef<Path>,
-    options: NodeProcessOptions,
+    options: ToolSetOptions,
 ) -> Result<NodeProcessTool, BuildError> {
     Parts::new(root, options)?.node_process()
 }
@@ -90,7 +66,7 @@ const CODING_TOOLS: &[&str] = &["read_file", "write_file", "node_process"];
 /// of `options` hold for all three, as for every set.
 pub fn create_coding_tools(
     root: impl AsRef<Path>,
-    options: NodeProcessOptions,
+    options: ToolSetOptions,
 ) -> Result<ToolRegistry, BuildError> {
     create_selected_tools(root, options, CODING_TOOLS).map_err(|e| match e {
         SelectError::Build(e) => e,
@@ -143,17 +119,17 @@ pub enum SelectError {
 /// and protected lists) and the set's job table. Every factory, of one tool or of a set,
 /// builds its tools here and only here, so that no factory can leave a list out.
 struct Parts {
-    root: Arc<WorkspaceRoot>,
-    options: NodeProcessOptions,
+    ws: Workspace,
+    options: ToolSetOptions,
     jobs: Arc<JobTable>,
 }
 
 impl Parts {
     /// Capture `root`; the process tools of the set share one bound on concurrent runs,
-    /// whether the embedder gave one ([`NodeProcessOptions::slots`]) or not, and one job
+    /// whether the embedder gave one ([`ToolSetOptions::slots`]) or not, and one job
     /// table counted against the embedder's [`JobSlots`] if it gave one, else one of the
     /// set's own.
-    fn new(root: impl AsRef<Path>, options: NodeProcessOptions) -> Result<Self, BuildError> {
+    fn new(root: impl AsRef<Path>, options: ToolSetOptions) -> Result<Self, BuildError> {
         let root = capture_root(root)?;
         let mut options = options;
         options.slots.get_or_insert_with(Default::default);
@@ -165,70 +141,50 @@ impl Parts {
             None => Arc::new(JobSlots::default()),
         };
         Ok(Self {
-            root,
+            ws: Workspace::new(root, &options),
             options,
             jobs: Arc::new(JobTable::new(job_slots)),
         })
     }
 
     fn read_file(&self) -> ReadFileTool {
-        ReadFileTool::new(self.root.clone()).deny(self.options.denied.clone())
+        ReadFileTool::new(self.ws.clone())
     }
 
     fn write_file(&self) -> WriteFileTool {
-        WriteFileTool::new(self.root.clone())
-            .protect(self.options.protected.clone())
-            .deny(self.options.denied.clone())
+        WriteFileTool::new(self.ws.clone())
     }
 
     /// `node_process` alone needs a Node.js executable.
     fn node_process(&self) -> Result<NodeProcessTool, BuildError> {
-        NodeProcessTool::new(self.root.clone(), self.options.clone())
+        NodeProcessTool::new(&self.ws, &self.options)
     }
 
     /// One tool of the set by name; `None` for an unknown name, or a command tool where the
     /// options enable no commands. `run_command` accepts `background` only `with_job_tools`.
     fn tool(&self, name: &str, with_job_tools: bool) -> Option<Result<Arc<dyn Tool>, BuildError>> {
-        let root = &self.root;
+        let ws = || self.ws.clone();
         let options = &self.options;
         let jobs = &self.jobs;
-        let protected = &options.protected;
-        let d = options.denied.clone();
         let tool: Arc<dyn Tool> = match name {
             "read_file" => Arc::new(self.read_file()),
             "write_file" => Arc::new(self.write_file()),
             "node_process" => {
                 return Some(self.node_process().map(|t| Arc::new(t) as Arc<dyn Tool>));
             }
-            "edit_file" => Arc::new(
-                EditFileTool::new(root.clone())
-                    .protect(protected.clone())
-                    .deny(d),
-            ),
-            "read_lines" => Arc::new(ReadLinesTool::new(root.clone()).deny(d)),
-            "read_media" => Arc::new(ReadMediaTool::new(root.clone()).deny(d)),
-            "file_info" => Arc::new(FileInfoTool::new(root.clone()).deny(d)),
-            "create_directory" => Arc::new(
-                CreateDirectoryTool::new(root.clone())
-                    .protect(protected.clone())
-                    .deny(d),
-            ),
-            "move_file" => Arc::new(
-                MoveFileTool::new(root.clone())
-                    .protect(protected.clone())
-                    .deny(d),
-            ),
-            "delete_file" => Arc::new(
-                DeleteFileTool::new(root.clone())
-                    .protect(protected.clone())
-                    .deny(d),
-            ),
-            "list_directory" => Arc::new(ListDirectoryTool::new(root.clone()).deny(d)),
-            "find_files" => Arc::new(FindFilesTool::new(root.clone()).deny(d)),
-            "grep" => Arc::new(GrepTool::new(root.clone()).deny(d)),
+            "edit_file" => Arc::new(EditFileTool::new(ws())),
+            "read_lines" => Arc::new(ReadLinesTool::new(ws())),
+            "read_media" => Arc::new(ReadMediaTool::new(ws())),
+            "file_info" => Arc::new(FileInfoTool::new(ws())),
+            "create_directory" => Arc::new(CreateDirectoryTool::new(ws())),
+            "move_file" => Arc::new(MoveFileTool::new(ws())),
+            "delete_file" => Arc::new(DeleteFileTool::new(ws())),
+            "list_directory" => Arc::new(ListDirectoryTool::new(ws())),
+            "find_files" => Arc::new(FindFilesTool::new(ws())),
+            "grep" => Arc::new(GrepTool::new(ws())),
             RUN_COMMAND => {
                 let commands = options.commands.as_ref()?;
-                let tool = RunCommandTool::with_jobs(root.clone(), options, commands, jobs.clone());
+                let tool = RunCommandTool::with_jobs(&self.ws, options, commands, jobs.clone());
                 Arc::new(if with_job_tools {
                     tool
                 } else {
@@ -265,7 +221,7 @@ impl Parts {
 /// once) over one captured root. An unknown name fails before the root is captured.
 pub fn create_selected_tools<S: AsRef<str>>(
     root: impl AsRef<Path>,
-    options: NodeProcessOptions,
+    options: ToolSetOptions,
     names: &[S],
 ) -> Result<ToolRegistry, SelectError> {
     if let Some(unknown) = names
@@ -300,7 +256,7 @@ pub fn create_selected_tools<S: AsRef<str>>(
 /// The whole workspace tool set ([`WORKSPACE_TOOLS`]) over one captured root.
 pub fn create_workspace_tools(
     root: impl AsRef<Path>,
-    options: NodeProcessOptions,
+    options: ToolSetOptions,
 ) -> Result<ToolRegistry, BuildError> {
     let mut names = WORKSPACE_TOOLS.to_vec();
     if options.commands.is_some() {
@@ -315,15 +271,14 @@ pub fn create_workspace_tools(
 /// The read-only tools ([`READ_ONLY_TOOLS`]) over one captured root, as a registry
 /// (`--read-only`). No Node.js is needed.
 pub fn create_read_only_tools(root: impl AsRef<Path>) -> Result<ToolRegistry, BuildError> {
-    create_selected_tools(root, NodeProcessOptions::default(), READ_ONLY_TOOLS).map_err(|e| match e
-    {
+    create_selected_tools(root, ToolSetOptions::default(), READ_ONLY_TOOLS).map_err(|e| match e {
         SelectError::Build(e) => e,
         SelectError::Unknown(_) => unreachable!("every read-only tool name is known"),
     })
 }
 
 /// The name of the command tool: served (last) only where the embedder enabled it
-/// ([`NodeProcessOptions::commands`]), never among the read-only tools.
+/// ([`ToolSetOptions::commands`]), never among the read-only tools.
 pub const RUN_COMMAND: &str = "run_command";
 
 /// The command tool and the background-job tools that come with it, in the order served
@@ -338,6 +293,6 @@ pub const COMMAND_TOOLS: &[&str] = &[
 ];
 
 /// Whether `name` is a command tool and `options` enable them.
-fn offers_commands(options: &NodeProcessOptions, name: &str) -> bool {
+fn offers_commands(options: &ToolSetOptions, name: &str) -> bool {
     COMMAND_TOOLS.contains(&name) && options.commands.is_some()
 }

@@ -7,8 +7,6 @@
 //! `mode` its permission bits as an octal string (`"644"`; setuid, setgid and sticky bits
 //! included when set, as `"4755"`).
 
-use std::sync::Arc;
-
 use confine_pathgrammar::RelPath;
 use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
@@ -16,9 +14,11 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
-use crate::entry::{failed, kind_of, lstat_at, normalize, open_existing_parent, run_on_root};
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::entry::{kind_of, lstat_at, normalize, run_on_root};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::parent::{Missing, open_parent};
 use crate::tool::{ToolHints, TypedTool};
+use crate::workspace::Workspace;
 
 /// The arguments of `file_info`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -46,23 +46,13 @@ pub struct InfoOutput {
 /// The `file_info` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct FileInfoTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
+    ws: Workspace,
 }
 
 impl FileInfoTool {
     /// A file_info tool over an already captured root.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-        }
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
-        self
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws }
     }
 }
 
@@ -77,7 +67,7 @@ fn info(
     }
     root.verify()?;
     denied.check_path(root, path)?;
-    let (parent, name) = open_existing_parent(root, path, ErrorKind::ReadFailed)?;
+    let (parent, name) = open_parent(root, path, Missing::Refuse(ErrorKind::ReadFailed))?;
     denied.check_in(root, &parent.dir, name, false)?;
     let st = match lstat_at(&parent.dir, name) {
         Ok(st) => st,
@@ -122,7 +112,7 @@ impl TypedTool for FileInfoTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<InfoOutput, CallError> {
-        run_on_root(&self.root, &self.denied, valid, cancel, info).await
+        run_on_root(&self.ws.root, &self.ws.denied, valid, cancel, info).await
     }
 }
 

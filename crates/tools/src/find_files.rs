@@ -1,26 +1,19 @@
 //! `find_files`: paths beneath a directory matching a glob, found by the descriptor walk.
 
-use std::sync::Arc;
-
 use confine_pathgrammar::RelPath;
-use confine_rootid::WorkspaceRoot;
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
-use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::list_directory::check_dir_path;
+use crate::glob::{PathGlob, compile_glob};
 use crate::tool::{ToolHints, TypedTool};
-use crate::traverse::{FileAt, Ignores, Visitor, WalkSpec, open_start, walk};
+use crate::traverse::{FileAt, Ignores, Visitor, WalkSpec, check_dir_path, open_start, walk};
+use crate::workspace::Workspace;
 
 /// The most paths one call returns.
 pub const MAX_FIND_RESULTS: usize = 1_000;
-
-/// The longest glob accepted, in bytes.
-pub const MAX_PATTERN_BYTES: usize = 4_096;
 
 /// The arguments of `find_files`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -63,43 +56,10 @@ pub struct FindRequest {
     include_ignored: bool,
 }
 
-/// One compiled glob, matched against `/`-separated relative paths.
-///
-/// A set of one glob rather than globset's `GlobMatcher`: the set picks a matching strategy
-/// from the glob's shape (`**/*.rs` is a lookup of the extension, `**/name` of the file name,
-/// a literal a comparison), where the matcher always runs its regex; the answer is the same.
-#[derive(Clone, Debug)]
-pub(crate) struct PathGlob(GlobSet);
-
-impl PathGlob {
-    /// Whether `path` matches.
-    pub(crate) fn is_match(&self, path: &str) -> bool {
-        self.0.is_match(path)
-    }
-}
-
-/// Compile a glob with the shell's and `.gitignore`'s meaning (`*` stops at `/`).
-pub(crate) fn compile_glob(pattern: &str) -> Result<PathGlob, ToolError> {
-    if pattern.is_empty() || pattern.len() > MAX_PATTERN_BYTES || pattern.contains('\0') {
-        return Err(ToolError::invalid(ErrorKind::InvalidGlob));
-    }
-    let glob = GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .backslash_escape(true)
-        .build()
-        .map_err(|_| ToolError::invalid(ErrorKind::InvalidGlob))?;
-    GlobSetBuilder::new()
-        .add(glob)
-        .build()
-        .map(PathGlob)
-        .map_err(|_| ToolError::invalid(ErrorKind::InvalidGlob))
-}
-
 /// The `find_files` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct FindFilesTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
+    ws: Workspace,
     /// Subtrees walked ahead on the thread pool (false only for the tests' reference).
     parallel: bool,
 }
@@ -140,12 +100,8 @@ impl Visitor for Matches<'_> {
 
 impl FindFilesTool {
     /// A find tool over an already captured root.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-            parallel: true,
-        }
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws, parallel: true }
     }
 
     /// The same tool walking on the calling thread alone: the reference the parallel walk's
@@ -153,12 +109,6 @@ impl FindFilesTool {
     #[cfg(test)]
     pub(crate) fn sequential(mut self) -> Self {
         self.parallel = false;
-        self
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
         self
     }
 
@@ -171,19 +121,19 @@ impl FindFilesTool {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
-        self.root.verify()?;
+        self.ws.root.verify()?;
         if let Some(path) = &req.path {
-            self.denied.check_path(&self.root, path)?;
+            self.ws.denied.check_path(&self.ws.root, path)?;
         }
-        let start = open_start(&self.root, req.path.as_ref(), ErrorKind::ReadFailed)?;
-        let real_start = self.denied.walk_start(&self.root, &start)?;
+        let start = open_start(&self.ws.root, req.path.as_ref(), ErrorKind::ReadFailed)?;
+        let real_start = self.ws.denied.walk_start(&self.ws.root, &start)?;
         let ignores = if req.include_ignored {
             Ignores::default()
         } else {
-            Ignores::above(&self.root, req.path.as_ref())
+            Ignores::above(&self.ws.root, req.path.as_ref())
         };
         let spec = WalkSpec {
-            root_id: self.root.identity(),
+            root_id: self.ws.root.identity(),
             prefix: req
                 .path
                 .as_ref()
@@ -192,7 +142,7 @@ impl FindFilesTool {
             cancel,
             limit: MAX_FIND_RESULTS,
             parallel: self.parallel,
-            denied: real_start.map(|r| (&*self.denied, r)),
+            denied: real_start.map(|r| (&*self.ws.denied, r)),
         };
         let walked = walk(start, ignores, &spec, &Matches(&req.glob), &())?;
         let mut paths = walked.items;

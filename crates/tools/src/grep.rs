@@ -28,12 +28,10 @@
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use confine_beneath::{Symlinks, WalkDir};
 use confine_pathgrammar::RelPath;
-use confine_rootid::WorkspaceRoot;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use rayon::prelude::*;
@@ -43,15 +41,14 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
-use crate::deny::DeniedPaths;
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::find_files::{MAX_PATTERN_BYTES, PathGlob, compile_glob};
-use crate::list_directory::check_dir_path;
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::glob::{MAX_PATTERN_BYTES, PathGlob, compile_glob};
 use crate::scan::{LineCut, SEARCH_READ, ScanReader, is_cancelled};
 use crate::tool::{ToolHints, TypedTool};
 use crate::traverse::{
-    AHEAD_ITEM_BYTES, FileAt, Ignores, Visitor, WalkSpec, failed, start_error, walk,
+    AHEAD_ITEM_BYTES, FileAt, Ignores, Visitor, WalkSpec, check_dir_path, start_error, walk,
 };
+use crate::workspace::Workspace;
 
 pub use crate::scan::MAX_SEARCHED_LINE;
 
@@ -156,20 +153,15 @@ pub struct GrepRequest {
 /// The `grep` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct GrepTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
+    ws: Workspace,
     /// Subtrees walked ahead on the thread pool (false only for the tests' reference).
     parallel: bool,
 }
 
 impl GrepTool {
     /// A grep tool over an already captured root.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-            parallel: true,
-        }
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws, parallel: true }
     }
 
     /// The same tool walking on the calling thread alone: the reference the parallel walk's
@@ -177,12 +169,6 @@ impl GrepTool {
     #[cfg(test)]
     pub(crate) fn sequential(mut self) -> Self {
         self.parallel = false;
-        self
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
         self
     }
 
@@ -195,14 +181,15 @@ impl GrepTool {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
-        self.root.verify()?;
+        self.ws.root.verify()?;
         if let Some(path) = &req.path {
-            self.denied.check_path(&self.root, path)?;
+            self.ws.denied.check_path(&self.ws.root, path)?;
         }
         let rel = Path::new(req.path.as_ref().map_or("", RelPath::as_str));
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
-        let fd = confine_beneath::open_beneath(self.root.dir(), rel, flags, Symlinks::FollowInside)
-            .map_err(|e| start_error(&self.root, rel, &e, ErrorKind::ReadFailed))?;
+        let fd =
+            confine_beneath::open_beneath(self.ws.root.dir(), rel, flags, Symlinks::FollowInside)
+                .map_err(|e| start_error(&self.ws.root, rel, &e, ErrorKind::ReadFailed))?;
         let st = rustix::fs::fstat(&fd).map_err(|_| failed(ErrorKind::ReadFailed))?;
         match FileType::from_raw_mode(st.st_mode) {
             FileType::Directory => {}
@@ -222,8 +209,9 @@ impl GrepTool {
                     req.max + 1,
                     &mut matches,
                 )?;
-                self.denied
-                    .check_read(&self.root, rel, confine_rootid::FileIdentity::of(&st))?;
+                self.ws
+                    .denied
+                    .check_read(&self.ws.root, rel, confine_beneath::FileId::of(&st))?;
                 let truncated = one.stopped || matches.len() > req.max;
                 matches.truncate(req.max);
                 return Ok(GrepOutput {
@@ -237,11 +225,11 @@ impl GrepTool {
             }
             _ => return Err(failed(ErrorKind::FileNotRegular)),
         }
-        let real_start = self.denied.walk_start(&self.root, &fd)?;
+        let real_start = self.ws.denied.walk_start(&self.ws.root, &fd)?;
         let start = WalkDir::from_fd(fd).map_err(|_| failed(ErrorKind::ReadFailed))?;
         let counts = Counts::default();
         let spec = WalkSpec {
-            root_id: self.root.identity(),
+            root_id: self.ws.root.identity(),
             prefix: req
                 .path
                 .as_ref()
@@ -250,9 +238,9 @@ impl GrepTool {
             cancel,
             limit: req.max,
             parallel: self.parallel,
-            denied: real_start.map(|r| (&*self.denied, r)),
+            denied: real_start.map(|r| (&*self.ws.denied, r)),
         };
-        let ignores = Ignores::above(&self.root, req.path.as_ref());
+        let ignores = Ignores::above(&self.ws.root, req.path.as_ref());
         let search = Search { req };
         let walked = walk(start, ignores, &spec, &search, &counts)?;
         let mut matches = walked.items;

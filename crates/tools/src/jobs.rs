@@ -71,21 +71,19 @@
 //! exits, whatever it left running is killed as for a run.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use confine_nodeexec::ErrorKind as ExecErrorKind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
 use crate::tool::{ToolHints, TypedTool};
+use crate::workspace::JobSlots;
 
-/// The default most jobs running at once per server.
-pub const DEFAULT_MAX_JOBS: usize = 4;
 /// The default time bound of a job.
 pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How many ended jobs are kept for reading.
@@ -196,59 +194,6 @@ impl Job {
     }
 }
 
-/// The bound on background jobs running at once, shared by every [`JobTable`] built with the
-/// same `Arc` ([`RunCommandOptions::job_slots`](crate::RunCommandOptions::job_slots)): one
-/// per embedder (an MCP server and all its sessions), so the bound is the embedder's, not a
-/// client's. It also numbers the jobs, so that no two tables sharing it hand out the same id.
-/// It holds no job: which jobs a client may see stays with its own table (see the
-/// [module docs](self)).
-#[derive(Debug)]
-pub struct JobSlots {
-    max_jobs: usize,
-    running: Arc<Semaphore>,
-    next: AtomicU64,
-}
-
-impl JobSlots {
-    /// A bound of `max_jobs` jobs running at once (at least one).
-    pub fn new(max_jobs: usize) -> Self {
-        let max_jobs = max_jobs.clamp(1, Semaphore::MAX_PERMITS);
-        Self {
-            max_jobs,
-            running: Arc::new(Semaphore::new(max_jobs)),
-            next: AtomicU64::new(0),
-        }
-    }
-
-    /// The most jobs running at once.
-    pub fn max_jobs(&self) -> usize {
-        self.max_jobs
-    }
-
-    /// How many jobs hold a slot now (running, or ended and not yet reaped).
-    pub fn running(&self) -> usize {
-        self.max_jobs - self.running.available_permits()
-    }
-
-    /// A slot for one more job, or `JOB_LIMIT_REACHED`; and the job's id.
-    fn take(&self) -> Result<(OwnedSemaphorePermit, String), CallError> {
-        let slot = self
-            .running
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| CallError::Failed(ToolError::failed(ErrorKind::JobLimitReached)))?;
-        let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
-        Ok((slot, format!("job-{n}")))
-    }
-}
-
-impl Default for JobSlots {
-    /// [`DEFAULT_MAX_JOBS`].
-    fn default() -> Self {
-        Self::new(DEFAULT_MAX_JOBS)
-    }
-}
-
 /// The jobs of one tool set (one registry; over MCP, one session or the stateless requests):
 /// shared by `run_command` and the three job tools, counted against a [`JobSlots`] that may
 /// be shared with other tables. Dropping it stops every job it holds.
@@ -335,7 +280,7 @@ impl JobTable {
             .iter()
             .find(|j| j.id == id)
             .cloned()
-            .ok_or_else(|| CallError::Failed(ToolError::failed(ErrorKind::JobNotFound)))
+            .ok_or_else(|| failed(ErrorKind::JobNotFound))
     }
 
     /// Start `cmd` (built by `run_command`, with `tmp`, its `TMPDIR`, kept until it ends) as a
@@ -469,7 +414,9 @@ pub struct JobStarted {
     pub command: String,
 }
 
-/// The `job_output` (and `job_stop`) record, in this key order.
+/// The `job_output` record, in this key order. `job_stop` answers with the same record on
+/// purpose (its contract is "the job's final `job_output` record": the status after the stop,
+/// the output not yet read), so one type serves both and the two cannot drift apart.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobOutput {
@@ -807,10 +754,6 @@ fn invalid_job_input() -> ToolError {
     ToolError::invalid(ErrorKind::InvalidJobInput)
 }
 
-fn job_failed(kind: ErrorKind) -> CallError {
-    CallError::Failed(ToolError::failed(kind))
-}
-
 impl TypedTool for JobInputTool {
     type Input = JobInputInput;
     type Valid = JobInputRequest;
@@ -871,11 +814,11 @@ impl TypedTool for JobInputTool {
     ) -> Result<JobInputOutput, CallError> {
         let job = self.jobs.find(&valid.job_id)?;
         if job.input_kind == JobInputKind::None {
-            return Err(job_failed(ErrorKind::JobNotInteractive));
+            return Err(failed(ErrorKind::JobNotInteractive));
         }
         let input = match job.input.get() {
             Some(input) if job.ended().is_none() && !input.is_closed() => input,
-            _ => return Err(job_failed(ErrorKind::JobInputClosed)),
+            _ => return Err(failed(ErrorKind::JobInputClosed)),
         };
         let start = tokio::time::Instant::now();
         let deadline = start + valid.wait;
@@ -894,8 +837,8 @@ impl TypedTool for JobInputTool {
                     Err(e) if matches!(
                         e.kind(),
                         std::io::ErrorKind::NotConnected | std::io::ErrorKind::BrokenPipe
-                    ) => return Err(job_failed(ErrorKind::JobInputClosed)),
-                    Err(e) => return Err(job_failed(ErrorKind::RunCommandFailed).with_source(e)),
+                    ) => return Err(failed(ErrorKind::JobInputClosed)),
+                    Err(e) => return Err(failed(ErrorKind::RunCommandFailed).with_source(e)),
                 },
             }
         };
@@ -1003,11 +946,11 @@ impl TypedTool for JobResizeTool {
     ) -> Result<JobResized, CallError> {
         let job = self.jobs.find(&valid.job_id)?;
         if job.input_kind != JobInputKind::Terminal {
-            return Err(job_failed(ErrorKind::JobNotInteractive));
+            return Err(failed(ErrorKind::JobNotInteractive));
         }
         let resized = match job.input.get() {
             Some(input) if job.ended().is_none() => input.resize(valid.size),
-            _ => return Err(job_failed(ErrorKind::JobInputClosed)),
+            _ => return Err(failed(ErrorKind::JobInputClosed)),
         };
         match resized {
             Ok(()) => Ok(JobResized {
@@ -1016,9 +959,9 @@ impl TypedTool for JobResizeTool {
                 rows: valid.size.rows,
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {
-                Err(job_failed(ErrorKind::JobInputClosed))
+                Err(failed(ErrorKind::JobInputClosed))
             }
-            Err(e) => Err(job_failed(ErrorKind::RunCommandFailed).with_source(e)),
+            Err(e) => Err(failed(ErrorKind::RunCommandFailed).with_source(e)),
         }
     }
 }

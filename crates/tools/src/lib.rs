@@ -3,29 +3,31 @@
 //! The tools: `read_file`, `write_file`, `node_process`, `edit_file`, `read_lines`,
 //! `read_media`, `list_directory`, `find_files`, `grep`, `file_info`, `create_directory`,
 //! `move_file`, `delete_file` ([`WORKSPACE_TOOLS`]; [`READ_ONLY_TOOLS`] are those that change
-//! nothing), and, where the embedder enables commands ([`NodeProcessOptions::commands`]),
+//! nothing), and, where the embedder enables commands ([`ToolSetOptions::commands`]),
 //! `run_command` and the background-job tools `job_output`, `job_stop`, `job_list`,
 //! `job_input` and `job_resize`
 //! ([`COMMAND_TOOLS`]), which share one [`JobTable`] per registry, counted against a bound
-//! that the registries of one embedder may share ([`JobSlots`], see [`jobs`]). Each tool's
-//! arguments, record and tokens are described in its module and in `docs/TOOLS.md`.
+//! that the registries of one embedder may share ([`JobSlots`]). Each tool's arguments,
+//! record and tokens are described in `docs/TOOLS.md` (and in its tool type's
+//! [`TypedTool::DESCRIPTION`] and schema, which the model sees).
 //!
 //! # Public surface
 //!
-//! What a user needs, and all that is public:
+//! What a user needs, and all that is public, each item under one path (the root, or
+//! [`limits`] for the bounds):
 //!
 //! - **Building** (one way: factories, each capturing the root once): [`create_read_tool`],
 //!   [`create_write_tool`] and [`create_node_process_tool`] for one tool;
 //!   [`create_coding_tools`] (those three), [`create_workspace_tools`] (the whole set),
 //!   [`create_read_only_tools`] and [`create_selected_tools`] (any subset by name) for a
 //!   [`ToolRegistry`]. Every factory builds its tools through one path, which gives each tool
-//!   the deny and protected lists of the options ([`NodeProcessOptions::denied`],
-//!   [`NodeProcessOptions::protected`]); a factory that takes no options applies their
+//!   the deny and protected lists of the options ([`ToolSetOptions::denied`],
+//!   [`ToolSetOptions::protected`]); a factory that takes no options applies their
 //!   defaults (nothing denied, [`DEFAULT_PROTECTED`] protected). Their options:
-//!   [`NodeProcessOptions`], [`RunCommandOptions`] (with [`JobSlots`] to share one bound on
+//!   [`ToolSetOptions`] (with [`NodeOptions`] for `node_process`), [`RunCommandOptions`] (with [`JobSlots`] to share one bound on
 //!   running jobs between sets), [`ProtectedPaths`] ([`DEFAULT_PROTECTED`]), [`DeniedPaths`];
 //!   their failures:
-//!   [`BuildError`], [`SelectError`], [`ProtectError`], [`DenyError`], [`CoverError`],
+//!   [`BuildError`], [`SelectError`], [`PatternError`] (a deny or protected pattern), [`CoverError`],
 //!   [`DuplicateToolName`].
 //! - **Calling**: [`execute_tool_call`] (and [`execute_tool_call_record`]) with a [`ToolCall`],
 //!   giving a [`ToolResult`] or [`Cancelled`]; [`ToolRegistry::definitions`] for the model's
@@ -34,10 +36,14 @@
 //! - **Writing a tool of your own**: the [`Tool`] trait (or [`TypedTool`] with
 //!   [`parse_arguments`] and [`schema_of`]), [`BoxFuture`], and the error types [`ToolError`],
 //!   [`CallError`], [`ErrorKind`] and [`ErrorCode`].
-//! - **Each tool's types**: one module per tool (for example [`read_file`]) with its argument
-//!   and record types and its tool type, named after the tool ([`ReadFileTool`] serves
-//!   `read_file`); a tool type is made only by the factories. Limits a caller meets:
-//!   [`MAX_READ_BYTES`], [`MAX_MEDIA_BYTES`].
+//! - **Each tool's type**, named after the tool ([`ReadFileTool`] serves `read_file`), made
+//!   only by the factories; [`WriteInput`] for [`WriteFileTool::check_input`]. The bounds a
+//!   caller meets: [`limits`] ([`limits::MAX_READ_BYTES`], [`limits::MAX_MEDIA_BYTES`], …).
+//!
+//! Inside, the crate has three levels: the factories (which assemble a set), the tools (one
+//! module each, none using another's), and the shared parts below them (the trait and
+//! tokens, the set's workspace and options, the deny and protected lists on one pattern
+//! type, the file primitives, the walk, the process glue); `cargo xtask layers` holds it.
 //!
 //! The file tools do their filesystem work on a thread pool of their own (never on the
 //! reactor), resolve every path on descriptors beneath the root (the `confine-beneath` crate), and check
@@ -77,7 +83,7 @@
 //! followed whatever races run. An absolute symlink is refused even when it points inside the
 //! root (cap-std's rule, kept on purpose: its meaning depends on where the root is mounted).
 //! Messages never carry host paths. The embedder may deny paths to the model altogether
-//! ([`DeniedPaths`] as [`NodeProcessOptions::denied`]: `PATH_DENIED`, see [`deny`]) and
+//! ([`DeniedPaths`] as [`ToolSetOptions::denied`]: `PATH_DENIED`) and
 //! protect the files the host runs or obeys from writes ([`ProtectedPaths`]).
 //!
 //! # Platform support
@@ -88,62 +94,71 @@
 
 mod blocking;
 mod child;
-pub mod create_directory;
-pub mod delete_file;
-pub mod deny;
-pub mod edit_file;
+mod create_directory;
+mod delete_file;
+mod deny;
+mod edit_file;
 mod entry;
 mod error;
 mod factory;
-pub mod file_info;
-pub mod find_files;
+mod file_info;
+mod find_files;
 mod fsmap;
-pub mod grep;
-pub mod jobs;
-pub mod list_directory;
-pub mod move_file;
+mod glob;
+mod grep;
+mod install;
+mod jobs;
+pub mod limits;
+mod list_directory;
+mod move_file;
 mod network;
-pub mod node_process;
+mod node_process;
+mod parent;
+mod patterns;
 mod progress;
-pub mod protect;
+mod protect;
 mod protect_watch;
-pub mod read_file;
-pub mod read_lines;
-pub mod read_media;
-pub mod run_command;
+mod read;
+mod read_file;
+mod read_lines;
+mod read_media;
+mod run_command;
 mod scan;
+mod target_lock;
+mod temp_names;
 mod tool;
 mod traverse;
-pub mod write_file;
+mod workspace;
+mod write_file;
 
 pub use create_directory::CreateDirectoryTool;
 pub use delete_file::DeleteFileTool;
-pub use deny::{CoverError, DeniedPaths, DenyError};
+pub use deny::{CoverError, DeniedPaths};
 pub use edit_file::EditFileTool;
 pub use error::{CallError, Cancelled, ErrorCode, ErrorKind, ToolError};
 pub use factory::{
-    BuildError, COMMAND_TOOLS, READ_ONLY_TOOLS, RUN_COMMAND, SelectError, WORKSPACE_TOOLS,
-    create_coding_tools, create_node_process_tool, create_read_only_tools, create_read_tool,
-    create_selected_tools, create_workspace_tools, create_write_tool,
+    COMMAND_TOOLS, READ_ONLY_TOOLS, RUN_COMMAND, SelectError, WORKSPACE_TOOLS, create_coding_tools,
+    create_node_process_tool, create_read_only_tools, create_read_tool, create_selected_tools,
+    create_workspace_tools, create_write_tool,
 };
 pub use file_info::FileInfoTool;
 pub use find_files::FindFilesTool;
 pub use grep::GrepTool;
-pub use jobs::{
-    JobInputTool, JobListTool, JobOutputTool, JobResizeTool, JobSlots, JobStopTool, JobTable,
-};
+pub use jobs::{JobInputTool, JobListTool, JobOutputTool, JobResizeTool, JobStopTool, JobTable};
 pub use list_directory::ListDirectoryTool;
 pub use move_file::MoveFileTool;
 pub use network::NetworkPolicy;
-pub use node_process::{NodeProcessOptions, NodeProcessTool};
+pub use node_process::NodeProcessTool;
+pub use patterns::PatternError;
 pub use progress::{ProgressReport, ProgressSink, with_progress};
-pub use protect::{DEFAULT_PROTECTED, ProtectError, ProtectedPaths};
-pub use read_file::{MAX_READ_BYTES, ReadFileTool};
+pub use protect::{DEFAULT_PROTECTED, ProtectedPaths};
+pub use read_file::ReadFileTool;
 pub use read_lines::ReadLinesTool;
-pub use read_media::{MAX_MEDIA_BYTES, ReadMediaTool};
-pub use run_command::{RunCommandOptions, RunCommandTool};
+pub use read_media::ReadMediaTool;
+pub use run_command::RunCommandTool;
 pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,
     ToolResult, TypedTool, execute_tool_call, execute_tool_call_record, parse_arguments, schema_of,
 };
-pub use write_file::WriteFileTool;
+pub use workspace::{BuildError, JobSlots, NodeOptions, RunCommandOptions, ToolSetOptions};
+pub use write_file::{WriteFileTool, WriteInput};

@@ -5,20 +5,19 @@
 //! is read (the walk's bounded window), and cancellation is checked between entries.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use confine_beneath::{EntryKind, FileId};
 use confine_pathgrammar::RelPath;
-use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
-use crate::deny::DeniedPaths;
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::temp_names::is_temporary;
 use crate::tool::{ToolHints, TypedTool};
-use crate::traverse::{failed, is_temporary, join, open_start, plain_name, read_window};
+use crate::traverse::{check_dir_path, join, open_start, plain_name, read_window};
+use crate::workspace::Workspace;
 
 /// The most entries one call returns.
 pub const MAX_LIST_ENTRIES: usize = 1_000;
@@ -64,23 +63,13 @@ pub struct ListOutput {
 /// The `list_directory` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct ListDirectoryTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
+    ws: Workspace,
 }
 
 impl ListDirectoryTool {
     /// A list tool over an already captured root.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-        }
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
-        self
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws }
     }
 
     /// List `path` (the root when `None`); blocking.
@@ -92,12 +81,12 @@ impl ListDirectoryTool {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
-        self.root.verify()?;
+        self.ws.root.verify()?;
         if let Some(path) = path {
-            self.denied.check_path(&self.root, path)?;
+            self.ws.denied.check_path(&self.ws.root, path)?;
         }
-        let mut dir = open_start(&self.root, path, ErrorKind::ReadFailed)?;
-        let real_start = self.denied.walk_start(&self.root, &dir)?;
+        let mut dir = open_start(&self.ws.root, path, ErrorKind::ReadFailed)?;
+        let real_start = self.ws.denied.walk_start(&self.ws.root, &dir)?;
         let mut denied = 0;
         // Only the smallest names are kept while the directory is read, however many it holds.
         // A name whose path would pass 4,096 bytes is left out (and counted) as a walk leaves
@@ -117,7 +106,7 @@ impl ListDirectoryTool {
                 }
                 Some(name) if is_temporary(name) => false,
                 Some(name) => match &real_start {
-                    Some(real) if self.denied.is_denied(Path::new(&join(real, name))) => {
+                    Some(real) if self.ws.denied.is_denied(Path::new(&join(real, name))) => {
                         denied += 1;
                         false
                     }
@@ -176,17 +165,8 @@ impl ListDirectoryTool {
     }
 
     fn root_id(&self) -> FileId {
-        self.root.identity()
+        self.ws.root.identity()
     }
-}
-
-/// Validate an optional directory path.
-pub(crate) fn check_dir_path(path: Option<&str>) -> Result<Option<RelPath>, ToolError> {
-    path.map(|p| {
-        confine_pathgrammar::normalize(p)
-            .map_err(|_| ToolError::invalid(ErrorKind::InvalidRelativePath))
-    })
-    .transpose()
 }
 
 impl TypedTool for ListDirectoryTool {

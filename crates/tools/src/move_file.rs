@@ -11,11 +11,8 @@
 //! (the path grammar leaves no empty path), and an entry with the root's identity is refused.
 //! A directory moved into itself is refused by the kernel (`WRITE_FAILED`).
 
-use std::sync::Arc;
-
-use confine_beneath::FsErrorKind;
 use confine_pathgrammar::RelPath;
-use confine_rootid::{FileIdentity, WorkspaceRoot};
+use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::RenameFlags;
 use rustix::io::Errno;
 use schemars::JsonSchema;
@@ -23,11 +20,13 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
-use crate::entry::{check_beneath, failed, lstat_at, normalize, open_existing_parent, run_writing};
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::entry::{check_beneath, lstat_at, normalize, run_writing};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
+use crate::fsmap::FsTokens;
+use crate::parent::{Missing, open_parent};
 use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
-use crate::write_file::parent::open_parent;
+use crate::workspace::Workspace;
 
 /// The arguments of `move_file`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -59,31 +58,13 @@ pub struct ValidMove {
 /// The `move_file` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct MoveFileTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
-    protected: Arc<ProtectedPaths>,
+    ws: Workspace,
 }
 
 impl MoveFileTool {
     /// A move_file tool over an already captured root, refusing the default protected paths.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-            protected: Arc::default(),
-        }
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
-        self
-    }
-
-    /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
-    pub(crate) fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
-        self.protected = protected;
-        self
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws }
     }
 }
 
@@ -104,7 +85,8 @@ fn rename(
     // Either end denied, or a directory that may hold denied paths: refused.
     denied.check_moved(root, &valid.source)?;
     denied.check_moved(root, &valid.destination)?;
-    let (from, from_name) = open_existing_parent(root, &valid.source, ErrorKind::WriteFailed)?;
+    let (from, from_name) =
+        open_parent(root, &valid.source, Missing::Refuse(ErrorKind::WriteFailed))?;
     protected.check_in(root, &from.dir, from_name, true)?;
     denied.check_in(root, &from.dir, from_name, true)?;
     let st = match lstat_at(&from.dir, from_name) {
@@ -112,16 +94,20 @@ fn rename(
         Err(Errno::NOENT) => return Err(failed(ErrorKind::FileNotFound)),
         Err(_) => return Err(failed(ErrorKind::WriteFailed)),
     };
-    if FileIdentity::of(&st) == root.identity() {
+    if FileId::of(&st) == root.identity() {
         return Err(failed(ErrorKind::PathOutsideWorkspace));
     }
-    let (to, to_name) =
-        open_parent(root, &valid.destination, protected, cancel).map_err(|e| match e {
-            CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
-                failed(ErrorKind::NotADirectory)
-            }
-            other => other,
-        })?;
+    let (to, to_name) = open_parent(
+        root,
+        &valid.destination,
+        Missing::Create { protected, cancel },
+    )
+    .map_err(|e| match e {
+        CallError::Failed(f) if f.kind() == Some(ErrorKind::WriteParentNotDirectory) => {
+            failed(ErrorKind::NotADirectory)
+        }
+        other => other,
+    })?;
     protected.check_in(root, &to.dir, to_name, true)?;
     denied.check_in(root, &to.dir, to_name, true)?;
     if cancel.is_cancelled() {
@@ -139,12 +125,10 @@ fn rename(
     ) {
         Ok(()) => {}
         Err(e) => {
-            return Err(failed(match FsErrorKind::of_errno(e) {
-                FsErrorKind::Exists => ErrorKind::MoveDestinationExists,
-                FsErrorKind::NotFound => ErrorKind::FileNotFound,
-                _ => ErrorKind::WriteFailed,
-            })
-            .with_source(std::io::Error::from(e)));
+            const TOKENS: FsTokens = FsTokens::at_name(ErrorKind::WriteFailed)
+                .exists(ErrorKind::MoveDestinationExists)
+                .not_found(ErrorKind::FileNotFound);
+            return Err(TOKENS.of(e.into()));
         }
     }
     // A directory renamed into a protected place after the checks: moved back, refused.
@@ -196,9 +180,9 @@ impl TypedTool for MoveFileTool {
         cancel: &CancellationToken,
     ) -> Result<MoveOutput, CallError> {
         run_writing(
-            &self.root,
-            &self.protected,
-            &self.denied,
+            &self.ws.root,
+            &self.ws.protected,
+            &self.ws.denied,
             valid,
             cancel,
             rename,

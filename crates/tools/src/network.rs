@@ -160,7 +160,7 @@ mod tests {
     #[test]
     fn an_unavailable_policy_runs_nothing() {
         let tmp = tempfile::tempdir().unwrap();
-        let options = crate::NodeProcessOptions {
+        let options = crate::ToolSetOptions {
             commands: Some(crate::RunCommandOptions::default()),
             network: Some(Arc::new(NetworkPolicy::unavailable_for_tests())),
             ..Default::default()

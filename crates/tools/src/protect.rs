@@ -3,7 +3,7 @@
 //! that changes the workspace (`PATH_PROTECTED`) and kept read-only for sandboxed children.
 //!
 //! A list is gitignore-style globs relative to the root ([`DEFAULT_PROTECTED`] by default,
-//! the embedder adds more): a pattern holding a `/` (other than a trailing one) is anchored
+//! the embedder adds more), on the pattern type the deny list uses too ([`crate::patterns`]): a pattern holding a `/` (other than a trailing one) is anchored
 //! at the root, one without matches a name at any depth; `*` and `?` stop at `/`, `**`
 //! crosses it; a leading `/` anchors, a trailing `/` is dropped. A pattern protects what it
 //! matches and everything beneath it, and `dir/**` protects `dir` itself too (so the hooks
@@ -38,9 +38,9 @@ use cap_std::fs::Dir;
 use confine_beneath::{EntryKind, Symlinks};
 use confine_pathgrammar::RelPath;
 use confine_rootid::WorkspaceRoot;
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::error::{CallError, ErrorKind, ToolError};
+use crate::error::{CallError, ErrorKind, failed};
+use crate::patterns::{PathPatterns, PatternError, literal_part};
 
 /// The default protected paths: everything in the root's repository that makes the user's
 /// later `git` run a program or read another repository's configuration, and what other tools
@@ -85,29 +85,15 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
 pub const REPOSITORY_ENTRY: &str = ".git";
 
 /// The most patterns a list holds.
-pub const MAX_PROTECTED_PATTERNS: usize = 256;
-
-/// The longest pattern, in bytes.
-pub const MAX_PATTERN_BYTES: usize = 1024;
-
-/// A pattern the list refused: empty, too long, holding NUL, a negation, a glob that does not
-/// compile, or one pattern too many.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reason}: {pattern:?}")]
-pub struct ProtectError {
-    pattern: String,
-    reason: &'static str,
-}
+pub const MAX_PROTECTED_PATTERNS: usize = crate::patterns::MAX_PATTERNS;
 
 /// A list of protected paths (see the module docs), compiled.
 #[derive(Debug, Clone)]
 pub struct ProtectedPaths {
-    patterns: Vec<String>,
+    list: PathPatterns,
     defaults: usize,
-    matches: GlobSet,
-    /// `matches` without the patterns naming the root's repository (`.git/…`).
-    matches_outside: GlobSet,
-    holders: GlobSet,
+    /// `list` without the patterns naming the root's repository (`.git/…`).
+    outside: PathPatterns,
 }
 
 impl Default for ProtectedPaths {
@@ -119,48 +105,29 @@ impl Default for ProtectedPaths {
 
 impl ProtectedPaths {
     /// The list: [`DEFAULT_PROTECTED`] when `defaults`, then `extra`, in that order.
-    pub fn new<S: AsRef<str>>(defaults: bool, extra: &[S]) -> Result<Self, ProtectError> {
+    pub fn new<S: AsRef<str>>(defaults: bool, extra: &[S]) -> Result<Self, PatternError> {
         let mut patterns: Vec<String> = Vec::new();
         if defaults {
             patterns.extend(DEFAULT_PROTECTED.iter().map(|&p| p.to_owned()));
         }
         let default_count = patterns.len();
         patterns.extend(extra.iter().map(|p| p.as_ref().to_owned()));
-        let mut matches = GlobSetBuilder::new();
-        let mut matches_outside = GlobSetBuilder::new();
-        let mut holders = GlobSetBuilder::new();
-        for (i, pattern) in patterns.iter().enumerate() {
-            let refuse = |reason| ProtectError {
-                pattern: pattern.clone(),
-                reason,
-            };
-            if i >= MAX_PROTECTED_PATTERNS {
-                return Err(refuse("more than 256 protected patterns"));
-            }
-            let anchored = anchored(pattern).map_err(refuse)?;
-            for glob in expansions(&anchored) {
-                let compiled = compile(&glob).map_err(|_| refuse("not a valid glob"))?;
-                if !in_repository(&anchored) {
-                    matches_outside.add(compiled.clone());
-                }
-                matches.add(compiled);
-            }
-            for glob in ancestors(&anchored) {
-                holders.add(compile(&glob).map_err(|_| refuse("not a valid glob"))?);
-            }
-        }
-        let build = |b: GlobSetBuilder| {
-            b.build().map_err(|_| ProtectError {
-                pattern: String::new(),
-                reason: "the patterns do not compile together",
-            })
+        const TOO_MANY: &str = "more than 256 protected patterns";
+        let list = PathPatterns::new(patterns, TOO_MANY, |_| true)?;
+        let outside: Vec<String> = list
+            .patterns()
+            .iter()
+            .filter(|p| crate::patterns::anchored(p).is_ok_and(|a| !in_repository(&a)))
+            .cloned()
+            .collect();
+        let outside = match outside.len() == list.patterns().len() {
+            true => list.clone(),
+            false => PathPatterns::new(outside, TOO_MANY, |_| true)?,
         };
         Ok(Self {
-            patterns,
+            list,
             defaults: default_count,
-            matches: build(matches)?,
-            matches_outside: build(matches_outside)?,
-            holders: build(holders)?,
+            outside,
         })
     }
 
@@ -171,7 +138,7 @@ impl ProtectedPaths {
 
     /// The patterns as given, the defaults first.
     pub fn patterns(&self) -> &[String] {
-        &self.patterns
+        self.list.patterns()
     }
 
     /// How many of [`patterns`](Self::patterns) are the defaults (0 or all of
@@ -182,13 +149,13 @@ impl ProtectedPaths {
 
     /// Whether the list is empty (nothing is protected).
     pub fn is_empty(&self) -> bool {
-        self.patterns.is_empty()
+        self.list.is_empty()
     }
 
     /// Whether `rel` (relative to the root, plain names) is protected: it or a directory above
     /// it matches a pattern.
     pub fn is_protected(&self, rel: &Path) -> bool {
-        if self.patterns.is_empty() || rel.as_os_str().is_empty() {
+        if self.is_empty() || rel.as_os_str().is_empty() {
             return false;
         }
         if self.defaults > 0 && rel == Path::new(REPOSITORY_ENTRY) {
@@ -200,25 +167,22 @@ impl ProtectedPaths {
     /// Whether `rel` or a directory above it matches a pattern (not the repository entry),
     /// the repository's patterns left out unless `repository`.
     fn matches_list(&self, rel: &Path, repository: bool) -> bool {
-        let set = match repository {
-            true => &self.matches,
-            false => &self.matches_outside,
-        };
-        rel.ancestors()
-            .filter(|p| !p.as_os_str().is_empty())
-            .any(|p| set.is_match(p))
+        match repository {
+            true => self.list.matches(rel),
+            false => self.outside.matches(rel),
+        }
     }
 
     /// Whether `rel` could hold a protected path beneath it (for the defaults: `.git`), or is
     /// protected itself: an entry there is never moved away, nor anything moved in.
     pub fn may_hold(&self, rel: &Path) -> bool {
-        !rel.as_os_str().is_empty() && (self.holders.is_match(rel) || self.is_protected(rel))
+        self.list.holds(rel) || self.is_protected(rel)
     }
 
     /// The existing paths of the list beneath `root` (a descriptor of the workspace root),
     /// outermost first: what the sandbox keeps read-only for children. A pattern's literal
     /// part is looked up directly; a pattern with wildcards is matched against the entries
-    /// of the directories its literal part names, at most [`MAX_EXPANDED`] paths in all
+    /// of the directories its literal part names, at most `MAX_EXPANDED` (4,096) paths in all
     /// (beyond that, `Err` with the count reached: a caller must not run a child with part
     /// of the list left writable).
     pub fn existing_beneath(&self, root: impl AsFd) -> Result<Vec<PathBuf>, usize> {
@@ -228,10 +192,10 @@ impl ProtectedPaths {
     /// The patterns anchored at the root (every one compiled in [`new`](Self::new)), those
     /// naming the root's repository (`.git/…`) left out unless `repository`.
     fn anchored(&self, repository: bool) -> impl Iterator<Item = String> + '_ {
-        self.patterns
-            .iter()
-            .filter_map(|pattern| anchored(pattern).ok())
-            .filter(move |a| repository || !in_repository(a))
+        match repository {
+            true => self.list.anchored(),
+            false => self.outside.anchored(),
+        }
     }
 
     /// [`existing_beneath`](Self::existing_beneath), the patterns naming the root's
@@ -395,7 +359,7 @@ fn make_placeholders(root: std::os::fd::BorrowedFd<'_>) {
 }
 
 fn refused() -> CallError {
-    CallError::Failed(ToolError::failed(ErrorKind::PathProtected))
+    failed(ErrorKind::PathProtected)
 }
 
 impl ProtectedPaths {
@@ -429,52 +393,17 @@ impl ProtectedPaths {
         if self.is_empty() {
             return Ok(());
         }
-        let place = match place_of(root, dir)? {
-            Some(place) => place.join(name),
-            None => {
-                return Err(CallError::Failed(ToolError::failed(
-                    ErrorKind::PathOutsideWorkspace,
-                )));
-            }
-        };
-        let hit = match holders {
-            true => self.may_hold(&place),
-            false => self.is_protected(&place),
-        };
-        match hit {
-            true => Err(refused()),
-            false => Ok(()),
-        }
+        crate::patterns::check_in(
+            root,
+            dir,
+            name,
+            ErrorKind::PathProtected,
+            |place| match holders {
+                true => self.may_hold(place),
+                false => self.is_protected(place),
+            },
+        )
     }
-}
-
-/// How often [`place_of`] looks again at a directory another process keeps moving.
-const PLACE_TRIES: usize = 4;
-
-/// Where the held directory `dir` stands beneath the root (`None`: not beneath it). A
-/// directory renamed while it is named can make a look fail (`ESTALE`, `ENOENT`): looked at
-/// again, at most [`PLACE_TRIES`] times, then `PATH_CHANGED_DURING_READ` (it kept moving:
-/// nothing was done); any other failure is `WRITE_FAILED`.
-pub(crate) fn place_of(root: &WorkspaceRoot, dir: &Dir) -> Result<Option<PathBuf>, CallError> {
-    let mut last = None;
-    for _ in 0..PLACE_TRIES {
-        match confine_beneath::path_beneath(dir, root.dir()) {
-            Ok(place) => return Ok(place),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ESTALE | libc::ENOENT)) => {
-                last = Some(e);
-            }
-            Err(e) => {
-                return Err(
-                    CallError::Failed(ToolError::failed(ErrorKind::WriteFailed)).with_source(e)
-                );
-            }
-        }
-    }
-    let moved = CallError::Failed(ToolError::failed(ErrorKind::PathChangedDuringRead));
-    Err(match last {
-        Some(e) => moved.with_source(e),
-        None => moved,
-    })
 }
 
 /// The most paths [`ProtectedPaths::existing_beneath`] gives (and entries it looks at).
@@ -510,86 +439,6 @@ fn walk_matching(
         Ok(kind == EntryKind::Directory)
     });
     walked.map_err(|_| MAX_EXPANDED + 1)
-}
-
-/// A pattern made relative to the root: `/x` and `x/` lose the slash, a pattern without a
-/// `/` gets `**/` in front (it matches at any depth).
-pub(crate) fn anchored(pattern: &str) -> Result<String, &'static str> {
-    if pattern.is_empty() || pattern.trim().is_empty() {
-        return Err("an empty pattern");
-    }
-    if pattern.len() > MAX_PATTERN_BYTES {
-        return Err("a pattern over 1024 bytes");
-    }
-    if pattern.contains('\0') {
-        return Err("a pattern holding NUL");
-    }
-    if pattern.starts_with('!') {
-        return Err("negation (!) is not offered");
-    }
-    let trimmed = pattern.strip_suffix('/').unwrap_or(pattern);
-    let (body, rooted) = match trimmed.strip_prefix('/') {
-        Some(rest) => (rest, true),
-        None => (trimmed, false),
-    };
-    if body.is_empty()
-        || body
-            .split('/')
-            .any(|c| c.is_empty() || c == "." || c == "..")
-    {
-        return Err("a pattern must name paths beneath the root");
-    }
-    Ok(if rooted || body.contains('/') {
-        body.to_owned()
-    } else {
-        format!("**/{body}")
-    })
-}
-
-/// The leading components of an anchored pattern that hold no wildcard (`a/b` for
-/// `a/b/*.pem`; the whole stem for `a/b/c` and `a/b/c/**`), and whether that is all of it.
-/// [`anchored`] refuses empty, `.` and `..` components, so the counts compare alike.
-pub(crate) fn literal_part(anchored: &str) -> (PathBuf, bool) {
-    let stem = anchored.strip_suffix("/**").unwrap_or(anchored);
-    let literal: Vec<&str> = stem
-        .split('/')
-        .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
-        .collect();
-    let all = literal.len() == stem.split('/').count();
-    (literal.iter().collect(), all)
-}
-
-/// The globs that match what an anchored pattern protects (itself; `x/**` also `x`).
-pub(crate) fn expansions(anchored: &str) -> Vec<String> {
-    let mut out = vec![anchored.to_owned()];
-    if let Some(stem) = anchored.strip_suffix("/**") {
-        out.push(stem.to_owned());
-    }
-    out
-}
-
-/// The globs matching the directories above what an anchored pattern protects: its leading
-/// components (`.git` for `.git/hooks/**`); after a `**` component, anything beneath.
-pub(crate) fn ancestors(anchored: &str) -> Vec<String> {
-    let stem = anchored.strip_suffix("/**").unwrap_or(anchored);
-    let parts: Vec<&str> = stem.split('/').collect();
-    let mut out = Vec::new();
-    for n in 1..parts.len() {
-        let prefix = parts[..n].join("/");
-        if parts[n - 1] == "**" {
-            out.push(prefix);
-            break;
-        }
-        out.push(prefix);
-    }
-    out
-}
-
-pub(crate) fn compile(glob: &str) -> Result<globset::Glob, globset::Error> {
-    GlobBuilder::new(glob)
-        .literal_separator(true)
-        .backslash_escape(true)
-        .build()
 }
 
 #[cfg(test)]
@@ -695,9 +544,9 @@ mod tests {
         ] {
             assert!(ProtectedPaths::new(false, &[bad]).is_err(), "{bad:?}");
         }
-        let long = "a".repeat(MAX_PATTERN_BYTES);
+        let long = "a".repeat(crate::patterns::MAX_PATTERN_BYTES);
         assert!(ProtectedPaths::new(false, &[long.as_str()]).is_ok());
-        let longer = "a".repeat(MAX_PATTERN_BYTES + 1);
+        let longer = "a".repeat(crate::patterns::MAX_PATTERN_BYTES + 1);
         assert!(ProtectedPaths::new(false, &[longer.as_str()]).is_err());
     }
 

@@ -1,30 +1,17 @@
 //! `read_file`: a regular UTF-8 file beneath the workspace, at most 65,536 bytes.
 
-use std::io::{self, Read};
-use std::path::Path;
-use std::sync::Arc;
-
 use confine_pathgrammar::RelPath;
-use confine_rootid::{FileIdentity, WorkspaceRoot};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
-use crate::deny::DeniedPaths;
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::fsmap::open_error;
+use crate::error::{CallError, ErrorKind, ToolError, failed};
+use crate::read::read_whole;
 use crate::tool::{ToolHints, TypedTool};
-use confine_beneath::{identity_beneath, open_regular_beneath};
+use crate::workspace::Workspace;
 
-/// The most bytes `read_file` returns; one more is read to detect an oversized file.
-pub const MAX_READ_BYTES: usize = 65_536;
-
-/// Bytes read between two cancellation checks.
-const CHUNK: usize = 16 * 1024;
-
-/// The smallest read asked for, when the size hint says little is left.
-const MIN_READ: usize = 512;
+pub use crate::read::MAX_READ_BYTES;
 
 /// The arguments of `read_file`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -49,23 +36,13 @@ pub struct ReadOutput {
 /// The `read_file` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct ReadFileTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
+    ws: Workspace,
 }
 
 impl ReadFileTool {
     /// A read tool over an already captured root.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-        }
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
-        self
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws }
     }
 
     /// Read `path` (already normalized) beneath the root.
@@ -74,7 +51,7 @@ impl ReadFileTool {
         path: &RelPath,
         cancel: &CancellationToken,
     ) -> Result<ReadOutput, CallError> {
-        let buf = read_whole(&self.root, &self.denied, path, MAX_READ_BYTES, cancel)?;
+        let buf = read_whole(&self.ws.root, &self.ws.denied, path, MAX_READ_BYTES, cancel)?;
         let bytes = buf.len();
         let content =
             String::from_utf8(buf).map_err(|e| failed(ErrorKind::FileNotUtf8).with_source(e))?;
@@ -84,126 +61,6 @@ impl ReadFileTool {
             bytes,
         })
     }
-}
-
-/// The bytes of the regular file at `path` beneath `root`, at most `limit` of them
-/// (`FILE_TOO_LARGE` past it; never more than `limit + 1` bytes read).
-///
-/// The root is verified first; the file is located with `O_PATH` and checked to be a regular
-/// file before it is opened (a device or a FIFO is never opened; non-blocking all the same);
-/// after the read the name must still lead, beneath the root, to the object that was read
-/// (`PATH_CHANGED_DURING_READ`). A denied path is refused before the open and judged again
-/// after the read (`PATH_DENIED`, see [`crate::deny`]). Cancellation is checked before, during and after the read.
-/// `read_file` and `read_media` both read this way.
-pub(crate) fn read_whole(
-    root: &WorkspaceRoot,
-    denied: &DeniedPaths,
-    path: &RelPath,
-    limit: usize,
-    cancel: &CancellationToken,
-) -> Result<Vec<u8>, CallError> {
-    if cancel.is_cancelled() {
-        return Err(Cancelled.into());
-    }
-    root.verify()?;
-    denied.check_path(root, path)?;
-    let rel = Path::new(path.as_str());
-    let dir = root.dir();
-    let (mut file, st) = open_regular_beneath(dir, rel).map_err(|e| match e.raw_os_error() {
-        Some(libc::ESTALE) => failed(ErrorKind::PathChangedDuringRead),
-        _ => open_error(&e, ErrorKind::ReadFailed),
-    })?;
-    // A regular file (checked before it was opened), of this identity and size hint.
-    let opened = FileIdentity::of(&st);
-    let size = u64::try_from(st.st_size).unwrap_or(0);
-
-    let buf = read_bounded_to(&mut file, size, limit, cancel, || {})?;
-
-    let now = identity_beneath(dir, rel)
-        .map_err(|e| failed(ErrorKind::PathChangedDuringRead).with_source(e))?;
-    if now != opened {
-        return Err(failed(ErrorKind::PathChangedDuringRead));
-    }
-    denied.check_read(root, rel, opened)?;
-    if cancel.is_cancelled() {
-        return Err(Cancelled.into());
-    }
-    Ok(buf)
-}
-
-/// Read at most `MAX_READ_BYTES + 1` bytes, checking `cancel` before every read; `after_read`
-/// runs after each (a seam for tests).
-///
-/// `size` is a hint, never trusted: reading goes on until end of file or one byte past the
-/// limit. It only lets a file of the size it claims be read in one `read`: a short read that
-/// ends exactly at the reported size is end of file for a regular file.
-pub(crate) fn read_bounded(
-    file: &mut impl Read,
-    size: u64,
-    cancel: &CancellationToken,
-    after_read: impl FnMut(),
-) -> Result<Vec<u8>, CallError> {
-    read_bounded_to(file, size, MAX_READ_BYTES, cancel, after_read)
-}
-
-/// [`read_bounded`] with another limit: at most `limit + 1` bytes are ever read, and a file
-/// over `limit` bytes is `FILE_TOO_LARGE` (`read_media` reads images up to its own limit).
-pub(crate) fn read_bounded_to(
-    file: &mut impl Read,
-    size: u64,
-    limit: usize,
-    cancel: &CancellationToken,
-    mut after_read: impl FnMut(),
-) -> Result<Vec<u8>, CallError> {
-    if size > limit as u64 {
-        return Err(failed(ErrorKind::FileTooLarge));
-    }
-    let size = size as usize;
-    let mut buf = Vec::with_capacity(size + 1);
-    loop {
-        if cancel.is_cancelled() {
-            return Err(Cancelled.into());
-        }
-        let room = limit + 1 - buf.len();
-        let expected = size.saturating_sub(buf.len()) + 1;
-        let want = room.min(CHUNK).min(expected.max(MIN_READ));
-        let start = buf.len();
-        buf.resize(start + want, 0);
-        let n = loop {
-            match file.read(&mut buf[start..]) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return Err(failed(ErrorKind::ReadFailed)),
-            }
-        };
-        buf.truncate(start + n);
-        after_read();
-        if buf.len() > limit {
-            return Err(failed(ErrorKind::FileTooLarge));
-        }
-        if n == 0 || (n < want && buf.len() == size) {
-            return Ok(buf);
-        }
-    }
-}
-
-/// The opened file's metadata and identity, once it is known to be a regular file
-/// (`FILE_NOT_REGULAR` otherwise; `READ_FAILED` when it cannot be read).
-pub(crate) fn regular_file(
-    file: &std::fs::File,
-) -> Result<(std::fs::Metadata, FileIdentity), CallError> {
-    let meta = file
-        .metadata()
-        .map_err(|e| failed(ErrorKind::ReadFailed).with_source(e))?;
-    if !meta.is_file() {
-        return Err(failed(ErrorKind::FileNotRegular));
-    }
-    let opened = FileIdentity::of_std(&meta);
-    Ok((meta, opened))
-}
-
-fn failed(kind: ErrorKind) -> CallError {
-    CallError::Failed(ToolError::failed(kind))
 }
 
 impl TypedTool for ReadFileTool {
@@ -240,6 +97,7 @@ impl TypedTool for ReadFileTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::read::read_bounded;
 
     #[test]
     fn read_cancelled_during_the_read_stops_between_chunks() {

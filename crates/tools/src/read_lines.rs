@@ -24,7 +24,6 @@
 
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
-use std::sync::Arc;
 
 use confine_pathgrammar::RelPath;
 use confine_rootid::WorkspaceRoot;
@@ -33,11 +32,12 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
-use crate::entry::{failed, normalize, run_on_root};
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::entry::{normalize, run_on_root};
+use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
 use crate::fsmap::open_error;
 use crate::scan::{ScanReader, is_cancelled};
 use crate::tool::{ToolHints, TypedTool};
+use crate::workspace::Workspace;
 use confine_beneath::{identity_beneath, open_regular_beneath};
 
 /// The most lines one call returns (and the default `limit`).
@@ -93,23 +93,13 @@ pub struct ValidReadLines {
 /// The `read_lines` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct ReadLinesTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
+    ws: Workspace,
 }
 
 impl ReadLinesTool {
     /// A read_lines tool over an already captured root.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-        }
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
-        self
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws }
     }
 }
 
@@ -196,7 +186,7 @@ fn read_lines(
     let (file, st) =
         open_regular_beneath(root.dir(), rel).map_err(|e| open_error(&e, ErrorKind::ReadFailed))?;
     // A regular file (checked before it was opened) of this identity.
-    let opened = confine_rootid::FileIdentity::of(&st);
+    let opened = confine_beneath::FileId::of(&st);
     let mut reader = BufReader::with_capacity(64 * 1024, ScanReader::new(file, &st, cancel));
     let mut keep = Vec::with_capacity(KEEP_BYTES);
     let mut text = String::new();
@@ -286,7 +276,7 @@ impl TypedTool for ReadLinesTool {
         valid: ValidReadLines,
         cancel: &CancellationToken,
     ) -> Result<ReadLinesOutput, CallError> {
-        run_on_root(&self.root, &self.denied, valid, cancel, read_lines).await
+        run_on_root(&self.ws.root, &self.ws.denied, valid, cancel, read_lines).await
     }
 }
 

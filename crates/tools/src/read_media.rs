@@ -19,8 +19,6 @@
 //! it into an `image` content item (`data`, `mimeType`) and keeps the rest as
 //! `structuredContent`.
 
-use std::sync::Arc;
-
 use base64::Engine as _;
 use confine_pathgrammar::RelPath;
 use confine_rootid::WorkspaceRoot;
@@ -29,10 +27,11 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
-use crate::entry::{failed, normalize, run_on_root};
-use crate::error::{CallError, ErrorKind, ToolError};
-use crate::read_file::read_whole;
+use crate::entry::{normalize, run_on_root};
+use crate::error::{CallError, ErrorKind, ToolError, failed};
+use crate::read::read_whole;
 use crate::tool::{ToolHints, TypedTool};
+use crate::workspace::Workspace;
 
 /// The largest image `read_media` returns, in bytes (5 MiB).
 pub const MAX_MEDIA_BYTES: usize = 5 * 1024 * 1024;
@@ -67,23 +66,13 @@ pub struct ReadMediaOutput {
 /// The `read_media` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct ReadMediaTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
+    ws: Workspace,
 }
 
 impl ReadMediaTool {
     /// A read_media tool over an already captured root.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-        }
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
-        self
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws }
     }
 }
 
@@ -161,7 +150,7 @@ impl TypedTool for ReadMediaTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<ReadMediaOutput, CallError> {
-        run_on_root(&self.root, &self.denied, valid, cancel, read_media).await
+        run_on_root(&self.ws.root, &self.ws.denied, valid, cancel, read_media).await
     }
 }
 
@@ -209,15 +198,14 @@ mod tests {
         let mut endless = Counting(0);
         let cancel = CancellationToken::new();
         // A size hint of 0, as a procfs file or a lying filesystem gives.
-        let got =
-            crate::read_file::read_bounded_to(&mut endless, 0, MAX_MEDIA_BYTES, &cancel, || {});
+        let got = crate::read::read_bounded_to(&mut endless, 0, MAX_MEDIA_BYTES, &cancel, || {});
         assert!(
             matches!(got, Err(CallError::Failed(e)) if e.kind() == Some(ErrorKind::FileTooLarge))
         );
         assert_eq!(endless.0, MAX_MEDIA_BYTES + 1);
         // A size hint over the limit is refused before any read.
         let mut hinted = Counting(0);
-        let got = crate::read_file::read_bounded_to(
+        let got = crate::read::read_bounded_to(
             &mut hinted,
             MAX_MEDIA_BYTES as u64 + 1,
             MAX_MEDIA_BYTES,

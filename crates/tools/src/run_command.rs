@@ -16,10 +16,10 @@
 //! `/bin/sh -c <command>` through [`nodeexec`](confine_nodeexec), exactly as `node_process` runs Node.js: the
 //! canonical root as working directory, stdin on the null device, the same containment (no
 //! process the command starts outlives the call, whether it ends by exit, timeout or
-//! cancellation), the same opt-in sandbox policy ([`NodeProcessOptions::sandbox`], built by the
+//! cancellation), the same opt-in sandbox policy ([`ToolSetOptions::sandbox`], built by the
 //! same code, with the same token `NODE_SANDBOX_UNAVAILABLE` where the kernel cannot enforce
 //! it). The environment is the `node_process` allowlist (PATH, LANG, LC_*, TZ and the
-//! embedder's [`NodeProcessOptions::env`]) plus the host's `HOME` and `USER` (git, cargo and npm
+//! embedder's [`ToolSetOptions::env`]) plus the host's `HOME` and `USER` (git, cargo and npm
 //! look for them) and `TMPDIR`, a directory `.pify-run-<uuid>/` made for the call beneath the
 //! root (mode 0700) and removed with its contents when the call ends, on every path (a guard
 //! removes it when the future is dropped).
@@ -42,17 +42,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use confine_nodeexec::ErrorKind as ExecErrorKind;
-use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::child::{Children, RunErrors, node_executable};
-use crate::error::{CallError, ErrorKind, ToolError};
+use crate::error::{CallError, ErrorKind, ToolError, failed};
 use crate::jobs::{DEFAULT_JOB_TIMEOUT, JobInputKind, JobStarted, JobTable, TERMINAL_CELLS};
-use crate::node_process::NodeProcessOptions;
 use crate::progress::{ProgressReport, current_sink};
 use crate::tool::{ToolHints, TypedTool};
+use crate::workspace::{RunCommandOptions, ToolSetOptions, Workspace};
 use tmpdir::RunTmp;
 
 /// The most UTF-8 bytes of a command.
@@ -80,29 +79,6 @@ const RUN_ERRORS: RunErrors = RunErrors {
 };
 /// Host variables passed beside the `node_process` allowlist.
 const EXTRA_INHERITED_ENV: &[&str] = &["HOME", "USER"];
-
-/// How `run_command` is bounded (by the embedder; the model can only ask for less time, or
-/// more up to `max_timeout`). The environment and the sandbox are those of
-/// [`NodeProcessOptions`].
-#[derive(Clone, Debug, Default)]
-#[non_exhaustive]
-pub struct RunCommandOptions {
-    /// The time bound when a call names none; `None` is 120 s.
-    pub timeout: Option<Duration>,
-    /// The most a call may ask for; `None` is 600 s. A default above it is lowered to it.
-    pub max_timeout: Option<Duration>,
-    /// The most background jobs running at once ([`crate::jobs`]); `None` is 4. Unused when
-    /// [`job_slots`](Self::job_slots) is given (its bound is the one counted).
-    pub max_jobs: Option<usize>,
-    /// The bound on running jobs this set counts against: give every set of one embedder
-    /// (each session of a server, say) the same `Arc` so the bound is the embedder's, not
-    /// each set's. `None`: a bound of the set's own, of `max_jobs`. Each set still sees only
-    /// its own jobs ([`crate::jobs`]).
-    pub job_slots: Option<Arc<crate::jobs::JobSlots>>,
-    /// A job's time bound when the call names none; `None` is one hour. Lowered to
-    /// `max_timeout` where above it.
-    pub job_timeout: Option<Duration>,
-}
 
 /// The arguments of `run_command`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -200,8 +176,8 @@ pub struct RunCommandTool {
 impl RunCommandTool {
     /// A command tool whose background jobs go to `jobs` (shared with the job tools).
     pub(crate) fn with_jobs(
-        root: Arc<WorkspaceRoot>,
-        node: &NodeProcessOptions,
+        ws: &Workspace,
+        set: &ToolSetOptions,
         options: &RunCommandOptions,
         jobs: Arc<JobTable>,
     ) -> Self {
@@ -215,13 +191,13 @@ impl RunCommandTool {
             .min(max_timeout);
         // As for node_process, Node.js must read its own installation, wherever it lives, so
         // that a command can run it; the shell and the system's tools are readable already.
-        let executable = node_executable(node);
+        let executable = node_executable(&set.node);
         let job_timeout = options
             .job_timeout
             .unwrap_or(DEFAULT_JOB_TIMEOUT)
             .min(max_timeout);
         Self {
-            children: Children::new(root, node, executable.as_deref()),
+            children: Children::new(ws, set, executable.as_deref()),
             timeout,
             max_timeout,
             job_timeout,
@@ -447,8 +423,4 @@ impl TypedTool for RunCommandTool {
             .await
             .map(RunCommandAnswer::Ran)
     }
-}
-
-fn failed(kind: ErrorKind) -> CallError {
-    CallError::Failed(ToolError::failed(kind))
 }

@@ -84,7 +84,9 @@ use rustix::fs::OFlags;
 use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
+use crate::error::{CallError, Cancelled, ErrorKind, failed};
+use crate::fsmap::FsTokens;
+use crate::temp_names::is_temporary;
 
 /// The largest `.gitignore` read; a larger one is used up to this size.
 const MAX_GITIGNORE_BYTES: u64 = 1 << 20;
@@ -101,20 +103,9 @@ pub(crate) const FILES_PER_BATCH: usize = 1024;
 /// back to any tool).
 const MAX_PATH_BYTES: usize = confine_pathgrammar::MAX_PATH_BYTES;
 
-pub(crate) fn failed(kind: ErrorKind) -> CallError {
-    CallError::Failed(ToolError::failed(kind))
-}
-
 /// Whether a count is zero (a record leaves a zero `denied` out).
 pub(crate) fn is_zero(n: &usize) -> bool {
     *n == 0
-}
-
-/// True for the project's own temporaries, which no walk shows.
-pub(crate) fn is_temporary(name: &str) -> bool {
-    name.starts_with(".pify-node-")
-        || name.starts_with(".pify-run-")
-        || (name.starts_with('.') && name.contains(".pify-tmp-"))
 }
 
 /// The entry's name when the grammar accepts it as one segment, as it stands.
@@ -172,24 +163,21 @@ pub(crate) fn start_error(
     other: ErrorKind,
 ) -> CallError {
     match FsErrorKind::of(e) {
-        FsErrorKind::Escape => failed(ErrorKind::PathOutsideWorkspace),
-        FsErrorKind::NotFound => failed(ErrorKind::FileNotFound),
-        FsErrorKind::Symlink => failed(ErrorKind::SymlinkLoop),
         FsErrorKind::NotDirectory => {
             // The path itself is something else, or a component above it is.
             let flags = OFlags::PATH;
             match confine_beneath::open_beneath(root.dir(), rel, flags, Symlinks::FollowInside) {
                 Ok(_) => failed(ErrorKind::NotADirectory),
-                Err(e) if FsErrorKind::of(&e) == FsErrorKind::Escape => {
-                    failed(ErrorKind::PathOutsideWorkspace)
+                Err(e) => {
+                    failed(FsTokens::resolving(ErrorKind::FileNotFound).token(FsErrorKind::of(&e)))
                 }
-                Err(e) if FsErrorKind::of(&e) == FsErrorKind::Symlink => {
-                    failed(ErrorKind::SymlinkLoop)
-                }
-                Err(_) => failed(ErrorKind::FileNotFound),
             }
         }
-        _ => failed(other),
+        kind => failed(
+            FsTokens::resolving(other)
+                .not_found(ErrorKind::FileNotFound)
+                .token(kind),
+        ),
     }
 }
 
@@ -656,8 +644,8 @@ struct Walker<'a, V: Visitor> {
     ahead: bool,
 }
 
-/// The walk's offers to the pool.
-struct Pool<'p, 's> {
+/// The walk's offers to the rayon pool (a scope's walkers ahead), not the blocking pool.
+struct Offers<'p, 's> {
     scope: &'p rayon::Scope<'s>,
     /// Offered and not yet taken back.
     outstanding: usize,
@@ -709,7 +697,7 @@ pub(crate) fn walk<V: Visitor>(
     };
     let ran = if spec.parallel && rayon::current_num_threads() > 1 {
         rayon::in_place_scope(|scope| {
-            let mut pool = Pool {
+            let mut pool = Offers {
                 scope,
                 outstanding: 0,
                 cancel: spec.cancel.child_token(),
@@ -743,7 +731,7 @@ impl<'a, V: Visitor> Walker<'a, V> {
         first: Frame<V::Item, V::Tally>,
         ignores: &mut Ignores,
         tally: &V::Tally,
-        mut pool: Option<&mut Pool<'_, 'a>>,
+        mut pool: Option<&mut Offers<'_, 'a>>,
     ) -> Result<Option<Ran<V::Item>>, CallError> {
         let spec = self.spec;
         let mut stack: Vec<Frame<V::Item, V::Tally>> = Vec::new();
@@ -900,7 +888,7 @@ impl<'a, V: Visitor> Walker<'a, V> {
         &self,
         top: &mut Frame<V::Item, V::Tally>,
         ignores: &Ignores,
-        pool: &mut Pool<'_, 'a>,
+        pool: &mut Offers<'_, 'a>,
     ) {
         if top.alone {
             return;
@@ -1124,6 +1112,17 @@ fn next_window<T, L>(
     frame.found = Vec::new();
     frame.batch_from = 0;
     Ok(())
+}
+
+/// Validate an optional directory path.
+pub(crate) fn check_dir_path(
+    path: Option<&str>,
+) -> Result<Option<RelPath>, crate::error::ToolError> {
+    path.map(|p| {
+        confine_pathgrammar::normalize(p)
+            .map_err(|_| crate::error::ToolError::invalid(ErrorKind::InvalidRelativePath))
+    })
+    .transpose()
 }
 
 #[cfg(test)]

@@ -28,11 +28,6 @@
 //! pool, never on the async worker threads, so a slow disk stalls only the calls that wait
 //! for it.
 
-use std::ffi::OsStr;
-use std::io;
-use std::sync::Arc;
-
-use confine_atomicwrite::{Hooks, Step};
 use confine_pathgrammar::RelPath;
 use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
@@ -40,16 +35,14 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
-use crate::deny::DeniedPaths;
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
 use crate::protect::ProtectedPaths;
 use crate::tool::{ToolHints, TypedTool};
+use crate::workspace::Workspace;
 
-pub(crate) mod lock;
-pub(crate) mod parent;
-
-use lock::{TargetKey, lock_target, try_lock_target};
-use parent::{Parent, open_parent, symlink_target_kind};
+use crate::install::install_checked;
+use crate::parent::{Missing, Parent, open_parent, symlink_target_kind};
+use crate::target_lock::{TargetKey, lock_target, try_lock_target};
 
 /// The most UTF-8 bytes `write_file` accepts as content.
 pub const MAX_WRITE_BYTES: usize = 65_536;
@@ -99,31 +92,13 @@ impl ValidWrite {
 /// The `write_file` tool over one workspace.
 #[derive(Debug, Clone)]
 pub struct WriteFileTool {
-    root: Arc<WorkspaceRoot>,
-    denied: Arc<DeniedPaths>,
-    protected: Arc<ProtectedPaths>,
+    ws: Workspace,
 }
 
 impl WriteFileTool {
     /// A write tool over an already captured root, refusing the default protected paths.
-    pub(crate) fn new(root: Arc<WorkspaceRoot>) -> Self {
-        Self {
-            root,
-            denied: Arc::default(),
-            protected: Arc::default(),
-        }
-    }
-
-    /// Refuse the paths of `denied` (`PATH_DENIED`; default: none).
-    pub(crate) fn deny(mut self, denied: Arc<DeniedPaths>) -> Self {
-        self.denied = denied;
-        self
-    }
-
-    /// Refuse `protected` instead of the default protected paths (`PATH_PROTECTED`).
-    pub(crate) fn protect(mut self, protected: Arc<ProtectedPaths>) -> Self {
-        self.protected = protected;
-        self
+    pub(crate) fn new(ws: Workspace) -> Self {
+        Self { ws }
     }
 
     /// Validate arguments: the grammar, then the size. Pure.
@@ -148,19 +123,26 @@ impl WriteFileTool {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
-        self.protected.check_written(&valid.path)?;
+        self.ws.protected.check_written(&valid.path)?;
         // Verifying the root, creating directories, writing, the two fsyncs and the rename
         // block: they run off the async workers (see the `blocking` module), in one job when
         // no other writer of this process holds the target (the common case), else in two,
         // with the lock awaited on the async side between them.
-        let (root, path, stop) = (self.root.clone(), valid.path.clone(), cancel.clone());
+        let (root, path, stop) = (self.ws.root.clone(), valid.path.clone(), cancel.clone());
         let content = valid.content.clone();
-        let protected = self.protected.clone();
-        let denied = self.denied.clone();
+        let protected = self.ws.protected.clone();
+        let denied = self.ws.denied.clone();
         let first = off_reactor(move || {
             root.verify()?;
             denied.check_path(&root, &path)?;
-            let (parent, name) = open_parent(&root, &path, &protected, &stop)?;
+            let (parent, name) = open_parent(
+                &root,
+                &path,
+                Missing::Create {
+                    protected: &protected,
+                    cancel: &stop,
+                },
+            )?;
             protected.check_in(&root, &parent.dir, name, false)?;
             denied.check_in(&root, &parent.dir, name, false)?;
             let name = name.to_owned();
@@ -185,8 +167,8 @@ impl WriteFileTool {
                     name: name.clone(),
                 };
                 let held = lock_target(key, cancel).await?;
-                let (root, stop) = (self.root.clone(), cancel.clone());
-                let protected = self.protected.clone();
+                let (root, stop) = (self.ws.root.clone(), cancel.clone());
+                let protected = self.ws.protected.clone();
                 off_reactor(move || {
                     install_held(&root, &protected, held, &parent, &name, &content, &stop)
                 })
@@ -239,113 +221,9 @@ fn token(
     parent: &Parent,
     name: &str,
 ) -> ErrorKind {
-    use confine_atomicwrite::ErrorKind as K;
     match e.kind() {
-        K::TargetSymlink => symlink_target_kind(root, parent, name),
-        K::TargetNotRegular => ErrorKind::WriteTargetNotRegular,
-        K::TempNotRegular => ErrorKind::WriteTempNotRegular,
-        K::TempIdentityChanged => ErrorKind::WriteTempIdentityChanged,
-        K::TempCleanupFailed => ErrorKind::WriteTempCleanupFailed,
-        K::TargetReplaced => ErrorKind::WriteTargetReplaced,
-        _ => ErrorKind::WriteFailed,
-    }
-}
-
-fn failed(kind: ErrorKind) -> CallError {
-    CallError::Failed(ToolError::failed(kind))
-}
-
-/// Install `bytes` as `name` in the held `parent` through [`confine_atomicwrite::install_with`], with
-/// the checks of the module docs between its steps; `check` runs last before the commit
-/// ([`Step::Rename`]) and after the parent's check once committed ([`Step::CheckInstalled`],
-/// given the name where the displaced old file waits, if any): edit_file's conflict checks. A refusal by a check is reported as itself, an
-/// installation error by the token `token` gives it. The caller holds the target's lock.
-/// After the commit the parent's real place is judged against `protected` again: a parent
-/// renamed into a protected place meanwhile undoes the commit (`PATH_PROTECTED`).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn install_checked(
-    root: &WorkspaceRoot,
-    protected: &ProtectedPaths,
-    parent: &Parent,
-    name: &str,
-    bytes: &[u8],
-    cancel: &CancellationToken,
-    check: &CallerCheck<'_>,
-    token: &dyn Fn(&confine_atomicwrite::Error) -> ErrorKind,
-) -> Result<confine_atomicwrite::Installed, CallError> {
-    let mut guard = Guard {
-        root,
-        protected,
-        parent,
-        name,
-        cancel,
-        caller: check,
-        reason: None,
-    };
-    confine_atomicwrite::install_with(&parent.dir, name, bytes, &mut guard).map_err(|e| {
-        match guard.reason.take() {
-            Some(reason) => reason,
-            // For the operator's log: the step and the system's error (never a path).
-            None => failed(token(&e)).with_source(match e.io_error() {
-                Some(io) => format!("{e}: {io}"),
-                None => e.to_string(),
-            }),
-        }
-    })
-}
-
-/// A caller's own check at a step of the installation, given the step's name (see
-/// [`install_checked`]).
-pub(crate) type CallerCheck<'a> = dyn Fn(Step, Option<&OsStr>) -> Result<(), CallError> + 'a;
-
-/// The tool's checks between the installation's steps.
-struct Guard<'a> {
-    root: &'a WorkspaceRoot,
-    protected: &'a ProtectedPaths,
-    parent: &'a Parent,
-    name: &'a str,
-    cancel: &'a CancellationToken,
-    caller: &'a CallerCheck<'a>,
-    /// Why the guard stopped the installation, reported instead of `WRITE_FAILED`.
-    reason: Option<CallError>,
-}
-
-impl Guard<'_> {
-    fn check(&self, step: Step, temp: Option<&OsStr>) -> Result<(), CallError> {
-        if !step.is_after_commit() && self.cancel.is_cancelled() {
-            return Err(Cancelled.into());
-        }
-        match step {
-            Step::Rename => {
-                self.root.verify()?;
-                self.parent.recheck(self.root)?;
-                (self.caller)(step, temp)
-            }
-            Step::CheckInstalled => match self.parent.still_beneath(self.root)? {
-                true => {
-                    // Renamed into a protected place after the checks: undone, refused.
-                    self.protected
-                        .check_in(self.root, &self.parent.dir, self.name, false)?;
-                    (self.caller)(step, temp)
-                }
-                // The directory was moved out of the workspace under us: the file must not
-                // stay installed out there.
-                false => Err(failed(ErrorKind::PathOutsideWorkspace)),
-            },
-            _ => Ok(()),
-        }
-    }
-}
-
-impl Hooks for Guard<'_> {
-    fn before(&mut self, step: Step, temp: Option<&OsStr>) -> io::Result<()> {
-        self.check(step, temp).map_err(|e| {
-            self.reason = Some(e);
-            io::Error::other("refused by the installation guard")
-        })?;
-        #[cfg(test)]
-        tests::after_check(step, temp);
-        Ok(())
+        confine_atomicwrite::ErrorKind::TargetSymlink => symlink_target_kind(root, parent, name),
+        kind => kind.into(),
     }
 }
 
@@ -379,42 +257,12 @@ impl TypedTool for WriteFileTool {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Mutex, mpsc};
+    use std::sync::mpsc;
     use std::time::Duration;
 
     use super::*;
-
-    /// A test's action between the guard's check at a step and the step itself, for the
-    /// write whose temporary's name holds `name` (run once).
-    struct Gate {
-        name: &'static str,
-        step: Step,
-        action: Box<dyn FnOnce() + Send>,
-    }
-
-    static GATES: Mutex<Vec<Gate>> = Mutex::new(Vec::new());
-
-    fn gate(name: &'static str, step: Step, action: impl FnOnce() + Send + 'static) {
-        GATES.lock().unwrap().push(Gate {
-            name,
-            step,
-            action: Box::new(action),
-        });
-    }
-
-    pub(super) fn after_check(step: Step, temp: Option<&OsStr>) {
-        let temp = temp.map(|t| t.to_string_lossy().into_owned());
-        let gate = {
-            let mut gates = GATES.lock().unwrap();
-            let at = gates.iter().position(|g| {
-                g.step == step && temp.as_deref().is_some_and(|t| t.contains(g.name))
-            });
-            at.map(|i| gates.remove(i))
-        };
-        if let Some(gate) = gate {
-            (gate.action)();
-        }
-    }
+    use crate::install::gates::gate;
+    use confine_atomicwrite::Step;
 
     /// On a multi-thread runtime with a single worker, the worst case: a write stalled inside
     /// its filesystem work (as on a slow disk) must not keep a concurrent read from
@@ -426,8 +274,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("r.txt"), "read me").unwrap();
         let root = crate::factory::capture_root(tmp.path()).unwrap();
-        let writer = WriteFileTool::new(root.clone());
-        let reader = crate::ReadFileTool::new(root);
+        let ws = Workspace::with_defaults(root);
+        let writer = WriteFileTool::new(ws.clone());
+        let reader = crate::ReadFileTool::new(ws);
         let (reached_tx, reached) = mpsc::channel();
         let (release, release_rx) = mpsc::channel::<()>();
         gate("stalled.txt", Step::SyncTemp, move || {
@@ -482,7 +331,7 @@ mod tests {
         std::fs::create_dir_all(ws.join("sub")).unwrap();
         std::fs::write(ws.join("sub/moved.txt"), "precious").unwrap();
         let root = crate::factory::capture_root(&ws).unwrap();
-        let writer = WriteFileTool::new(root);
+        let writer = WriteFileTool::new(Workspace::with_defaults(root));
         let (from, to) = (ws.join("sub"), tmp.path().join("away"));
         let to2 = to.clone();
         gate("moved.txt", Step::Rename, move || {
@@ -525,7 +374,11 @@ mod tests {
             std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
             std::fs::create_dir_all(ws.join("staging")).unwrap();
             let root = crate::factory::capture_root(&ws).unwrap();
-            let writer = WriteFileTool::new(root).protect(Arc::new(protected.clone()));
+            let options = crate::ToolSetOptions {
+                protected: std::sync::Arc::new(protected.clone()),
+                ..Default::default()
+            };
+            let writer = WriteFileTool::new(Workspace::new(root, &options));
             let (from, to) = (ws.join("staging"), ws.join(".git/hooks"));
             gate(name, Step::Rename, move || {
                 std::fs::rename(&from, &to).unwrap()

@@ -217,12 +217,12 @@ fn read_or_create_token(file: &Path) -> Result<Vec<u8>, ExitCode> {
     Ok(token.into_bytes())
 }
 
-/// 32 random bytes from `/dev/urandom`, base64url without padding (43 characters).
+/// 32 random bytes from the kernel ([`confine_netpolicy::random_bytes`]), base64url without
+/// padding (43 characters).
 fn new_token() -> std::io::Result<String> {
     use base64::Engine as _;
-    use std::io::Read as _;
     let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    confine_netpolicy::random_bytes(&mut bytes)?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
 }
 

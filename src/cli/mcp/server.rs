@@ -663,7 +663,7 @@ mod tests {
     #[test]
     fn instructions_name_every_command_tool_offered() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut options = confine_tools::NodeProcessOptions::default();
+        let mut options = confine_tools::ToolSetOptions::default();
         options.commands = Some(Default::default());
         let registry = confine_tools::create_workspace_tools(tmp.path(), options).unwrap();
         let server = ConfineServer::new(registry, Setting::default());
@@ -676,7 +676,7 @@ mod tests {
         let registry = confine_tools::create_selected_tools(
             tmp.path(),
             {
-                let mut options = confine_tools::NodeProcessOptions::default();
+                let mut options = confine_tools::ToolSetOptions::default();
                 options.commands = Some(Default::default());
                 options
             },

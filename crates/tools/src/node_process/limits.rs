@@ -65,15 +65,17 @@ mod tests {
     use confine_rootid::WorkspaceRoot;
 
     use super::*;
-    use crate::node_process::{NodeProcessOptions, NodeRun};
+    use crate::node_process::NodeRun;
     use crate::tool::{TypedTool, parse_arguments};
+    use crate::workspace::{ToolSetOptions, Workspace};
 
     fn tool() -> (tempfile::TempDir, NodeProcessTool) {
         let tmp = tempfile::tempdir().unwrap();
         let root = Arc::new(WorkspaceRoot::capture(tmp.path()).unwrap());
         (
             tmp,
-            NodeProcessTool::new(root, NodeProcessOptions::default()).unwrap(),
+            NodeProcessTool::new(&Workspace::with_defaults(root), &ToolSetOptions::default())
+                .unwrap(),
         )
     }
 

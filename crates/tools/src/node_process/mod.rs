@@ -32,7 +32,7 @@
 //!
 //! The child runs through [`nodeexec`](confine_nodeexec): no shell, the canonical root as working directory,
 //! stdin on the null device, an allowlisted environment (PATH, LANG, LC_*, TZ, plus the
-//! embedder's [`NodeProcessOptions::env`]; never `NODE_OPTIONS`), each stream capped at 32,768
+//! embedder's [`ToolSetOptions::env`](crate::ToolSetOptions::env); never `NODE_OPTIONS`), each stream capped at 32,768
 //! bytes, the time bound (500 ms unless the embedder sets another), its own session, cgroup
 //! and PID namespace where the system allows them, so the pids a script sees are the
 //! namespace's (see the `nodeexec` docs for the fallbacks). The script is removed on every
@@ -47,22 +47,18 @@ mod winquote;
 
 use cap_std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use confine_rootid::WorkspaceRoot;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking::off_reactor;
 use crate::child::{Children, RunErrors, node_executable};
-use crate::error::{CallError, ErrorKind, ToolError};
+use crate::error::{CallError, ErrorKind, ToolError, failed};
 use crate::tool::{ToolHints, TypedTool};
-pub use limits::{
-    MAX_ARGUMENT_BYTES, MAX_ARGUMENTS, MAX_ARGUMENTS_TOTAL_BYTES, MAX_SOURCE_BYTES,
-    MAX_WINDOWS_COMMAND_LINE_UNITS,
-};
+use crate::workspace::{ToolSetOptions, Workspace};
+pub use limits::{MAX_ARGUMENT_BYTES, MAX_ARGUMENTS, MAX_ARGUMENTS_TOTAL_BYTES, MAX_SOURCE_BYTES};
 use loader::loader;
 use script::{Script, remove_stale_scripts};
 
@@ -80,54 +76,6 @@ const RUN_ERRORS: RunErrors = RunErrors {
     timeout: ErrorKind::NodeProcessTimeout,
     other: ErrorKind::NodeProcessFailed,
 };
-
-/// How the node_process tool is built (by the embedder; the model cannot change it).
-#[derive(Clone, Debug, Default)]
-#[non_exhaustive]
-pub struct NodeProcessOptions {
-    /// The Node.js executable; `None` finds `node` on PATH once, when the tool is built.
-    /// Either way it is canonicalized then.
-    pub node: Option<PathBuf>,
-    /// The time bound, covering exit and both pipes closing; `None` is 500 ms.
-    pub timeout: Option<Duration>,
-    /// Variables to set in the child, beside PATH, LANG, LC_* and TZ taken from the host.
-    /// `NODE_OPTIONS` is dropped.
-    pub env: Vec<(String, String)>,
-    /// The opt-in kernel sandbox (Linux Landlock, seccomp and resource limits, see
-    /// [`confine_nodeexec::Sandbox`]), with the workspace root as the writable tree; the tool adds
-    /// the Node.js installation to what it may read. More places to read or write are added
-    /// on the policy itself (`Sandbox::allow_read`, `Sandbox::allow_write`). `None` runs
-    /// Node.js unconfined. Where the kernel cannot enforce it a call fails with
-    /// `NODE_SANDBOX_UNAVAILABLE` and nothing runs.
-    pub sandbox: Option<confine_nodeexec::Sandbox>,
-    /// The bound on concurrent runs this tool counts against: share one `Arc` between every
-    /// tool of an embedder that starts processes, so the bound is the embedder's. `None`: a
-    /// bound of the tool's own, one run per CPU. A call waits (in order, cancellably) for a
-    /// slot before anything of it exists; the wait is not part of its time bound.
-    pub slots: Option<Arc<confine_nodeexec::RunSlots>>,
-    /// Keep the embedder's session and privileges in the children of `node_process` and
-    /// `run_command` (by default each gets a session of its own, no new privileges and no
-    /// capabilities, sandbox or not).
-    pub keep_privileges: bool,
-    /// Offer `run_command` too (in the workspace tool set), bounded so; `None` (the default)
-    /// never offers it. It shares `env` and `sandbox` with `node_process`.
-    pub commands: Option<crate::run_command::RunCommandOptions>,
-    /// The protected paths (default: [`crate::DEFAULT_PROTECTED`]): the write tools of a set
-    /// built with these options refuse them (`PATH_PROTECTED`), and under
-    /// [`sandbox`](Self::sandbox) the children of `node_process` and `run_command` find those
-    /// that exist read-only (see `docs/SECURITY.md`).
-    pub protected: Arc<crate::ProtectedPaths>,
-    /// The denied paths (default: none): every file tool of a set built with these options
-    /// refuses them (`PATH_DENIED`), the walking tools leave them out, and under
-    /// [`sandbox`](Self::sandbox) the children of `node_process` and `run_command` find those
-    /// that exist at a run's start covered (see `docs/SECURITY.md`).
-    pub denied: Arc<crate::DeniedPaths>,
-    /// The network policy (default: none, the children keep the host's network): while
-    /// set, the children of `node_process` and `run_command` reach the network only through
-    /// its proxy, and their records gain `network` (see [`crate::NetworkPolicy`]). Where it
-    /// is unavailable a call fails with `NETWORK_POLICY_UNAVAILABLE` and nothing runs.
-    pub network: Option<Arc<crate::NetworkPolicy>>,
-}
 
 /// The arguments of `node_process`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -185,18 +133,19 @@ pub struct NodeProcessTool {
 impl NodeProcessTool {
     /// A node tool over an already captured root; fixes the Node.js executable now.
     pub(crate) fn new(
-        root: Arc<WorkspaceRoot>,
-        options: NodeProcessOptions,
-    ) -> Result<Self, crate::BuildError> {
-        let node = node_executable(&options).ok_or(crate::BuildError::NodeNotFound)?;
+        ws: &Workspace,
+        options: &ToolSetOptions,
+    ) -> Result<Self, crate::workspace::BuildError> {
+        let node =
+            node_executable(&options.node).ok_or(crate::workspace::BuildError::NodeNotFound)?;
         // What embedders that died (SIGKILL) left: only names of ours whose owner is gone.
         confine_nodeexec::remove_stale_cgroups();
-        remove_stale_scripts(root.dir());
+        remove_stale_scripts(ws.root.dir());
         // Node.js must read its own installation, wherever it lives.
         Ok(Self {
-            children: Children::new(root, &options, Some(&node)),
+            children: Children::new(ws, options, Some(&node)),
             node,
-            timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
+            timeout: options.node.timeout.unwrap_or(DEFAULT_TIMEOUT),
         })
     }
 
@@ -305,10 +254,6 @@ impl TypedTool for NodeProcessTool {
     }
 }
 
-fn failed(kind: ErrorKind) -> CallError {
-    CallError::Failed(ToolError::failed(kind))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,24 +261,23 @@ mod tests {
     #[test]
     fn options_refuse_node_options_and_missing_node() {
         let tmp = tempfile::tempdir().unwrap();
-        let root = Arc::new(WorkspaceRoot::capture(tmp.path()).unwrap());
-        let options = NodeProcessOptions {
+        let root = crate::factory::capture_root(tmp.path()).unwrap();
+        let ws = Workspace::with_defaults(root);
+        let options = ToolSetOptions {
             env: vec![
                 ("NODE_OPTIONS".into(), "--require x".into()),
                 ("A".into(), "1".into()),
             ],
-            ..NodeProcessOptions::default()
+            ..ToolSetOptions::default()
         };
-        let tool = NodeProcessTool::new(root.clone(), options).unwrap();
+        let tool = NodeProcessTool::new(&ws, &options).unwrap();
         assert_eq!(tool.children.env(), [("A".to_owned(), "1".to_owned())]);
         assert!(tool.node().is_absolute());
-        let options = NodeProcessOptions {
-            node: Some(tmp.path().join("no-node")),
-            ..NodeProcessOptions::default()
-        };
+        let mut options = ToolSetOptions::default();
+        options.node.executable = Some(tmp.path().join("no-node"));
         assert!(matches!(
-            NodeProcessTool::new(root, options),
-            Err(crate::BuildError::NodeNotFound)
+            NodeProcessTool::new(&ws, &options),
+            Err(crate::workspace::BuildError::NodeNotFound)
         ));
     }
 

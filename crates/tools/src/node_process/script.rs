@@ -6,19 +6,16 @@ use std::io::Write;
 use std::os::fd::AsFd;
 
 use cap_std::fs::{Dir, File, OpenOptions, OpenOptionsExt};
+use confine_beneath::FileId;
 use confine_beneath::{FsErrorKind, Temporary};
-use confine_rootid::FileIdentity;
 
-use super::failed;
+use crate::error::failed;
 use crate::error::{CallError, ErrorKind};
 
 /// this process ([`confine_nodeexec::Owner`]), so that one left by an embedder that was killed can be
 /// told from one of a live embedder sharing the workspace.
 pub(super) fn script_name(random: uuid::Uuid) -> String {
-    format!(
-        ".pify-node-{}-{random}.cjs",
-        confine_nodeexec::Owner::current()
-    )
+    crate::temp_names::node_script(&confine_nodeexec::Owner::current(), random)
 }
 
 /// Remove the scripts, in the workspace root, of embedders that no longer exist: only names
@@ -47,7 +44,7 @@ pub(super) fn remove_stale_scripts(dir: &Dir) {
 
 /// The owner in a script name `.pify-node-<pid>-<start>-<uuid>.cjs`.
 fn stale_script_owner(name: &str) -> Option<confine_nodeexec::Owner> {
-    let rest = name.strip_prefix(".pify-node-")?.strip_suffix(".cjs")?;
+    let rest = crate::temp_names::node_script_middle(name)?;
     let mut parts = rest.splitn(3, '-');
     let (pid, start, random) = (parts.next()?, parts.next()?, parts.next()?);
     uuid::Uuid::parse_str(random).ok()?;
@@ -120,8 +117,8 @@ impl<'a> Script<'a> {
         if !opened.is_file() {
             return Err(failed(ErrorKind::NodeScriptNotRegular));
         }
-        let named = FileIdentity::at(self.dir, &self.name);
-        if FileIdentity::of_fd(&file).ok() != Some(identity) || named.ok() != Some(identity) {
+        let named = FileId::at(self.dir, &self.name);
+        if FileId::of_fd(&file).ok() != Some(identity) || named.ok() != Some(identity) {
             return Err(failed(ErrorKind::NodeScriptIdentityChanged));
         }
         Ok(file)

@@ -26,7 +26,7 @@ impl RunTmp {
         builder.mode(0o700);
         let mut last = None;
         for _ in 0..ATTEMPTS {
-            let name = format!(".pify-run-{}", uuid::Uuid::new_v4());
+            let name = crate::temp_names::run_tmpdir(uuid::Uuid::new_v4());
             match dir.create_dir_with(&name, &builder) {
                 Ok(()) => {
                     return Ok(Self {

@@ -12,6 +12,7 @@ use super::*;
 use crate::find_files::{FindFilesTool, FindInput, FindOutput, MAX_FIND_RESULTS};
 use crate::grep::{GrepInput, GrepOutput, GrepTool, MAX_RESULT_BYTES};
 use crate::tool::TypedTool;
+use crate::workspace::Workspace;
 
 /// A pool of several threads whatever the machine's cores, so that subtrees go ahead.
 fn pool() -> rayon::ThreadPool {
@@ -101,10 +102,13 @@ fn sides(build: impl FnOnce(&Path, &Path), denied: &[&str]) -> Sides {
     let root = tmp.path().join("ws");
     std::fs::create_dir(&root).unwrap();
     build(&root, &tmp.path().join("outside"));
-    let ws = Arc::new(WorkspaceRoot::capture(&root).unwrap());
-    let denied = Arc::new(DeniedPaths::new(denied).unwrap());
-    let find = FindFilesTool::new(Arc::clone(&ws)).deny(Arc::clone(&denied));
-    let grep = GrepTool::new(ws).deny(denied);
+    let options = crate::ToolSetOptions {
+        denied: Arc::new(DeniedPaths::new(denied).unwrap()),
+        ..Default::default()
+    };
+    let ws = Workspace::new(Arc::new(WorkspaceRoot::capture(&root).unwrap()), &options);
+    let find = FindFilesTool::new(ws.clone());
+    let grep = GrepTool::new(ws);
     Sides {
         _tmp: tmp,
         root,

@@ -97,7 +97,7 @@ fn arguments() -> impl Strategy<Value = String> {
 #[test]
 fn arbitrary_arguments_are_refused_before_any_effect() {
     let (tmp, root) = argument_target();
-    let mut options = confine_tools::NodeProcessOptions::default();
+    let mut options = confine_tools::ToolSetOptions::default();
     options.commands = Some(Default::default());
     let registry = confine_tools::create_workspace_tools(&root, options).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -1,4 +1,4 @@
-//! Denied paths through the Rust API: a set built with `NodeProcessOptions::denied` refuses
+//! Denied paths through the Rust API: a set built with `ToolSetOptions::denied` refuses
 //! what the list denies (the same set without it reads the secret), and a walk started through a symlink
 //! swapped between an allowed and a denied directory never shows a denied name or byte (the
 //! twin without the list does).
@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use confine_tools::{DeniedPaths, NodeProcessOptions, ToolRegistry};
+use confine_tools::{DeniedPaths, ToolRegistry, ToolSetOptions};
 use serde_json::{Value, json};
 
 use crate::{call, token};
@@ -27,7 +27,7 @@ fn workspace() -> tempfile::TempDir {
 
 /// The read-only tools over `ws`, built with `list` as the set's denied paths when given.
 fn read_tools(ws: &Path, list: Option<DeniedPaths>) -> ToolRegistry {
-    let mut options = NodeProcessOptions::default();
+    let mut options = ToolSetOptions::default();
     if let Some(list) = list {
         options.denied = Arc::new(list);
     }
@@ -81,7 +81,7 @@ fn a_set_built_with_denied_paths_refuses_and_the_set_without_reads() {
 fn a_write_through_a_symlinked_parent_into_a_denied_directory_is_refused() {
     let tmp = workspace();
     std::os::unix::fs::symlink("secrets", tmp.path().join("s")).unwrap();
-    let mut options = NodeProcessOptions::default();
+    let mut options = ToolSetOptions::default();
     options.denied = Arc::new(list());
     let guarded = confine_tools::create_workspace_tools(tmp.path(), options).unwrap();
     for (name, args) in [

@@ -7,7 +7,7 @@
 use std::os::unix::fs::MetadataExt;
 
 use confine_tools::ToolRegistry;
-use confine_tools::edit_file::{MAX_CLOSEST_CHARS, MAX_OCCURRENCE_LINES};
+use confine_tools::limits::{MAX_CLOSEST_CHARS, MAX_OCCURRENCE_LINES};
 use serde_json::{Value, json};
 
 use crate::{Sandbox, call};

@@ -136,7 +136,7 @@ fn edit_keeps_crlf_and_bom_on_disk() {
 fn edit_sizes_before_and_after_at_n_and_n_plus_one() {
     let sb = Sandbox::disk("TOP SECRET");
     let reg = registry(&sb);
-    let n = confine_tools::edit_file::MAX_EDIT_BYTES;
+    let n = confine_tools::limits::MAX_EDIT_BYTES;
     // Before: a file of N bytes is edited, N + 1 is refused.
     std::fs::write(sb.root.join("n.txt"), format!("A{}", "x".repeat(n - 1))).unwrap();
     ok(

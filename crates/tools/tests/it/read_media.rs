@@ -138,7 +138,7 @@ fn the_limit_is_5_mib_at_n_and_n_plus_one() {
     let rec = r.record();
     assert_eq!(rec["bytes"], LIMIT);
     assert_eq!(decoded(&rec).len(), LIMIT);
-    assert_eq!(confine_tools::MAX_MEDIA_BYTES, LIMIT);
+    assert_eq!(confine_tools::limits::MAX_MEDIA_BYTES, LIMIT);
     let r = read(&sb, "n1.png");
     assert_eq!(token(&r), "FILE_TOO_LARGE");
     assert_eq!(r.record()["error"]["code"], "TOOL_EXECUTION_FAILED");

@@ -61,7 +61,7 @@ fn sparse(path: &Path, data: &[(u64, &[u8])], len: u64) -> Option<File> {
 #[test]
 fn grep_searches_a_line_of_1_mib_whole_and_cuts_one_byte_more() {
     let sb = Sandbox::disk("s");
-    let max = confine_tools::grep::MAX_SEARCHED_LINE;
+    let max = confine_tools::limits::MAX_SEARCHED_LINE;
     // Line 1: exactly 1 MiB, the needle in its last bytes. Line 2: one byte more, the needle
     // in its last bytes (past the cut) and a marker at its start (before it). Line 3 after.
     let mut text = vec![b'a'; max - 6];
@@ -544,7 +544,7 @@ fn result_bytes(v: &Value) -> usize {
 
 #[test]
 fn grep_result_of_4_mib_is_whole_and_one_byte_more_is_truncated() {
-    let cap = confine_tools::grep::MAX_RESULT_BYTES;
+    let cap = confine_tools::limits::MAX_GREP_RESULT_BYTES;
     let sb = Sandbox::disk("s");
     // A path of 2,216 bytes and 1,000 lines of 1,978 or 1,982 bytes (496 or 497 characters):
     // exactly 4 MiB of paths and lines.
@@ -589,7 +589,7 @@ fn grep_result_of_4_mib_is_whole_and_one_byte_more_is_truncated() {
 
 #[test]
 fn grep_result_over_4_mib_across_files_is_a_truncated_prefix() {
-    let cap = confine_tools::grep::MAX_RESULT_BYTES;
+    let cap = confine_tools::limits::MAX_GREP_RESULT_BYTES;
     let sb = Sandbox::disk("s");
     // 9 files of 100 matching lines of 1,000 bytes: 900 matches (under maxMatches), each with
     // up to 20 context lines: some 19 MB of result before the cap.

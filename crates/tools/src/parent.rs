@@ -19,13 +19,13 @@ use std::path::{Component, Path, PathBuf};
 use cap_std::fs::Dir;
 use confine_beneath::FsErrorKind;
 use confine_pathgrammar::RelPath;
-use confine_rootid::{FileIdentity, WorkspaceRoot};
+use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::Mode;
 use rustix::io::Errno;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{CallError, Cancelled, ErrorKind, ToolError};
-use crate::fsmap::{is_escape, open_dir_beneath};
+use crate::error::{CallError, Cancelled, ErrorKind, failed};
+use crate::fsmap::{FsTokens, is_escape, open_dir_beneath};
 use crate::protect::ProtectedPaths;
 
 /// The opened parent directory of a write target.
@@ -34,47 +34,79 @@ pub(crate) struct Parent {
     /// The directory, beneath the root.
     pub(crate) dir: Dir,
     /// Its identity when it was opened.
-    pub(crate) id: FileIdentity,
+    pub(crate) id: FileId,
     /// Its path relative to the root, as the model wrote it (empty for the root itself).
     pub(crate) prefix: PathBuf,
 }
 
-fn failed(kind: ErrorKind) -> CallError {
-    CallError::Failed(ToolError::failed(kind))
-}
-
 /// The token for a failure to open a parent prefix beneath the root.
 fn parent_error(e: &io::Error) -> CallError {
-    match FsErrorKind::of(e) {
-        FsErrorKind::Escape => failed(ErrorKind::PathOutsideWorkspace),
-        FsErrorKind::NotDirectory | FsErrorKind::NotFound => {
-            failed(ErrorKind::WriteParentNotDirectory)
-        }
-        // A loop, or a chain past the kernel's 40 links, in the way.
-        FsErrorKind::Symlink => failed(ErrorKind::SymlinkLoop),
-        _ => failed(ErrorKind::WriteFailed),
-    }
+    const TOKENS: FsTokens = FsTokens::resolving(ErrorKind::WriteFailed)
+        .not_found(ErrorKind::WriteParentNotDirectory)
+        .not_directory(ErrorKind::WriteParentNotDirectory);
+    failed(TOKENS.token(FsErrorKind::of(e)))
 }
 
-fn identity(dir: &Dir) -> Result<FileIdentity, CallError> {
-    FileIdentity::of_fd(dir).map_err(|e| failed(ErrorKind::WriteFailed).with_source(e))
+fn identity(dir: &Dir) -> Result<FileId, CallError> {
+    FileId::of_fd(dir).map_err(|e| failed(ErrorKind::WriteFailed).with_source(e))
 }
 
-/// Open (creating what is missing) the parent directory of `path` beneath `root`, and return
-/// it with the file name. No directory is created where `protected` forbids it (see
-/// [`open_dirs`]); the file name itself is the caller's to check.
+/// What [`open_parent`] does with a directory missing on the way.
+#[derive(Clone, Copy)]
+pub(crate) enum Missing<'a> {
+    /// Nothing is created: a missing component is `FILE_NOT_FOUND`, a component that is not
+    /// a directory `NOT_A_DIRECTORY`, anything else but an escape or a loop this token.
+    Refuse(ErrorKind),
+    /// Each missing directory is created (see [`open_dirs`]), none where `protected`
+    /// forbids it.
+    Create {
+        /// What no directory is created in place of.
+        protected: &'a ProtectedPaths,
+        /// Checked before each creation.
+        cancel: &'a CancellationToken,
+    },
+}
+
+/// The one parent-plus-leaf open: the parent directory of `path` opened beneath `root` (a
+/// symlink in it followed while it stays inside), with the leaf name, never followed. Every
+/// tool that acts on an entry by name stands on it; the leaf is the caller's to check.
 pub(crate) fn open_parent<'p>(
     root: &WorkspaceRoot,
     path: &'p RelPath,
-    protected: &ProtectedPaths,
-    cancel: &CancellationToken,
+    missing: Missing<'_>,
 ) -> Result<(Parent, &'p str), CallError> {
     let segments: Vec<&str> = path.segments().collect();
-    let (name, parents) = segments
-        .split_last()
-        .ok_or_else(|| failed(ErrorKind::WriteFailed))?;
-    let (parent, _) = open_dirs(root, parents, protected, cancel)?;
-    Ok((parent, name))
+    let other = match missing {
+        Missing::Refuse(other) => other,
+        Missing::Create { .. } => ErrorKind::WriteFailed,
+    };
+    let (name, parents) = segments.split_last().ok_or_else(|| failed(other))?;
+    match missing {
+        Missing::Create { protected, cancel } => {
+            let (parent, _) = open_dirs(root, parents, protected, cancel)?;
+            Ok((parent, name))
+        }
+        Missing::Refuse(other) => {
+            let prefix: PathBuf = parents.iter().collect();
+            let dir = if prefix.as_os_str().is_empty() {
+                root.dir()
+                    .try_clone()
+                    .map_err(|e| failed(other).with_source(e))?
+            } else {
+                open_dir_beneath(root.dir(), &prefix).map_err(|e| dir_error(&e, other))?
+            };
+            let id = FileId::of_fd(&dir).map_err(|e| failed(other).with_source(e))?;
+            Ok((Parent { dir, id, prefix }, name))
+        }
+    }
+}
+
+/// The token for a failure to open an existing directory beneath the root.
+fn dir_error(e: &io::Error, other: ErrorKind) -> CallError {
+    let tokens = FsTokens::resolving(other)
+        .not_found(ErrorKind::FileNotFound)
+        .not_directory(ErrorKind::NotADirectory);
+    failed(tokens.token(FsErrorKind::of(e)))
 }
 
 /// Open the directory `segments` names beneath `root`, creating each missing component with
@@ -149,7 +181,7 @@ impl Parent {
 
 /// The directory lies now beneath the root (the climb by `..` on descriptors sees where it is
 /// now, whatever path led to it).
-pub(crate) fn is_beneath(dir: &Dir, root: FileIdentity) -> Result<bool, CallError> {
+pub(crate) fn is_beneath(dir: &Dir, root: FileId) -> Result<bool, CallError> {
     confine_beneath::is_beneath(dir, root)
         .map_err(|e| failed(ErrorKind::WriteFailed).with_source(e))
 }
@@ -200,8 +232,10 @@ mod tests {
         let (parent, name) = open_parent(
             &root,
             &path,
-            &ProtectedPaths::none(),
-            &CancellationToken::new(),
+            Missing::Create {
+                protected: &ProtectedPaths::none(),
+                cancel: &CancellationToken::new(),
+            },
         )
         .unwrap();
         assert_eq!(name, "f.txt");
@@ -220,8 +254,10 @@ mod tests {
         let (parent, _) = open_parent(
             &root,
             &path,
-            &ProtectedPaths::none(),
-            &CancellationToken::new(),
+            Missing::Create {
+                protected: &ProtectedPaths::none(),
+                cancel: &CancellationToken::new(),
+            },
         )
         .unwrap();
         std::fs::rename(ws.join("a/b"), tmp.path().join("old-b")).unwrap();
@@ -238,7 +274,15 @@ mod tests {
         let cancel = CancellationToken::new();
         cancel.cancel();
         let path = confine_pathgrammar::normalize("new/f.txt").unwrap();
-        let err = open_parent(&root, &path, &ProtectedPaths::none(), &cancel).unwrap_err();
+        let err = open_parent(
+            &root,
+            &path,
+            Missing::Create {
+                protected: &ProtectedPaths::none(),
+                cancel: &cancel,
+            },
+        )
+        .unwrap_err();
         assert_eq!(err, CallError::Cancelled(Cancelled));
         assert!(!ws.join("new").exists());
     }
