@@ -21,9 +21,9 @@ use confine_tools::{ToolRegistry, execute_tool_call};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
-use super::callline::{Decoded, LINE_TOO_LONG, answer, decode, invalid};
 use super::common::ToolArgs;
-use super::lines::{Frame, Framer, MAX_LINE_BYTES};
+use crate::serve::callline::{Decoded, LINE_TOO_LONG, answer, decode, invalid};
+use crate::serve::lines::{Frame, Framer, MAX_LINE_BYTES};
 
 /// Arguments of `confine call`.
 #[derive(Debug, clap::Args)]

@@ -17,7 +17,7 @@
 //!   [`triage`]): a line that is not JSON (invalid UTF-8 included) is `-32700` with `id: null`;
 //!   JSON that is not a JSON-RPC request is `-32600` with its `id` where it is a string or a
 //!   number; nesting deeper than 128 levels is `-32600` with its `id`; a message longer than
-//!   [`lines::MAX_LINE_BYTES`] (4 MiB, see [`super::lines`] for why) is never read into
+//!   [`crate::serve::lines::MAX_LINE_BYTES`] (4 MiB, see [`crate::serve::lines`] for why) is never read into
 //!   memory and is `-32600` with the `id` found in it; a second request with the `id` of one
 //!   still in flight is `-32600`, and the first is answered as usual. Notifications and blank
 //!   lines get no answer. The session goes on after each.
@@ -37,20 +37,14 @@
 //! `--node`, `--timeout-ms` and `--sandbox` reach the node_process tool through
 //! [`ToolArgs::node_options`], the same path `confine call` uses.
 
-mod eof;
-mod gate;
-pub mod http;
-mod server;
-mod stdio;
-mod triage;
-
 use std::process::ExitCode;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::common::{ToolArgs, usage};
-use super::lines;
+use crate::serve::http;
+use crate::serve::mcp::{eof, gate, server, stdio};
 pub use server::ConfineServer;
 
 /// Arguments of `confine mcp`.

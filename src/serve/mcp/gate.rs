@@ -40,8 +40,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::lines::{Frame, Framer, MAX_LINE_BYTES};
 use super::triage::{INVALID_REQUEST, Triage, triage};
+use crate::serve::lines::{Frame, Framer, MAX_LINE_BYTES};
 
 /// The bounds of one connection.
 #[derive(Clone, Copy, Debug)]

@@ -41,7 +41,7 @@
 //! whose response stream the client drops (a `notifications/cancelled` is handed to the
 //! session for it, so the call's processes die as on an explicit cancel).
 //!
-//! SIGTERM, SIGINT (and the other signals of [`super::super::common::ending_signal`]) cancel
+//! SIGTERM, SIGINT (and the other signals of [`crate::cli::common::ending_signal`]) cancel
 //! every running call of every session, wait until each has ended and every registry is
 //! dropped (its jobs killed), and exit 0.
 
@@ -66,8 +66,8 @@ use rmcp::transport::streamable_http_server::{
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::super::common::{ToolArgs, usage};
-use super::server::{ConfineServer, Setting};
+use crate::cli::common::{ToolArgs, usage};
+use crate::serve::mcp::server::{ConfineServer, Setting};
 
 /// The largest request body accepted (`413` beyond).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -626,7 +626,7 @@ async fn serve(
     plan: Plan,
     setting: Setting,
     shared: confine_tools::ToolRegistry,
-    shared_parts: super::super::common::Shared,
+    shared_parts: crate::cli::common::Shared,
 ) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(plan.addr).await {
         Ok(listener) => listener,
@@ -696,7 +696,7 @@ async fn serve(
     }
     // Connections not yet authenticated wait here; see the module docs.
     let room = confine_netpolicy::WaitingRoom::new(MAX_UNAUTHENTICATED);
-    let signal = super::super::common::ending_signal();
+    let signal = crate::cli::common::ending_signal();
     tokio::pin!(signal);
     loop {
         let (stream, _) = tokio::select! {

@@ -18,7 +18,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::lines::{nests_deeper_than, top_level_id};
+use crate::serve::lines::{nests_deeper_than, top_level_id};
 
 /// The deepest nesting of arrays and objects a message may have.
 pub const MAX_NESTING: usize = 128;
