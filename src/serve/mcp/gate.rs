@@ -4,7 +4,7 @@
 //! It sits where rmcp's own line transport would, and does four things that one does not:
 //!
 //! - **Every line gets its answer.** Lines are cut by [`Framer`] (a line over the bound is
-//!   never held: `-32600` with the id found in it); each line goes through [`triage`], which
+//!   never held: `-32600` with the id found in it); each line goes through `triage`, which
 //!   answers malformed input itself (`-32700` for a line that is not JSON, `-32600` for one
 //!   that is not JSON-RPC or nests too deep) so that rmcp only ever sees well-formed messages.
 //! - **A request id is never shared inside rmcp.** rmcp keeps one entry per request id, so a
