@@ -23,6 +23,15 @@ pub use confine_pathgrammar as pathgrammar;
 pub use confine_rootid as rootid;
 pub use confine_tools as tools;
 
+mod cli;
+pub mod serve;
+
+/// The `confine` binary's entry point: parse the command line and run the subcommand.
+#[doc(hidden)]
+pub fn main() -> std::process::ExitCode {
+    cli::main()
+}
+
 /// The README's Rust examples, compiled as doctests so the README stays true.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -17,13 +17,8 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-#[path = "../../src/cli/callline.rs"]
-mod callline;
-#[path = "../../src/cli/lines.rs"]
-mod lines;
-
-use callline::{Decoded, answer, decode};
-use lines::{Frame, Framer};
+use confine_cli::serve::callline::{Decoded, answer, decode};
+use confine_cli::serve::lines::{Frame, Framer};
 
 struct World {
     _tmp: tempfile::TempDir,

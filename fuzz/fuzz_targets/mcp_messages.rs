@@ -34,16 +34,8 @@ use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Mutex;
 
-#[path = "../../src/cli/mcp/gate.rs"]
-mod gate;
-#[path = "../../src/cli/lines.rs"]
-mod lines;
-#[path = "../../src/cli/mcp/server.rs"]
-mod server;
-#[path = "../../src/cli/mcp/triage.rs"]
-mod triage;
-
-use lines::MAX_LINE_BYTES;
+use confine_cli::serve::lines::MAX_LINE_BYTES;
+use confine_cli::serve::mcp::{gate, server};
 
 /// The bound used here (the binary's is [`MAX_LINE_BYTES`]).
 const FUZZ_LINE_BYTES: usize = 512;

@@ -4,7 +4,7 @@
 //! `{"id": <same>, "isError": bool, "content": <record>}`. A line that is not such an object
 //! answers `{"id": null, "isError": true, "content": {"error": {"code": "INVALID_TOOL_CALL",
 //! "message": "INVALID_TOOL_CALL"}}}` and the stream goes on. A line longer than
-//! [`MAX_LINE_BYTES`] (4 MiB, see [`super::lines`] for why) is answered the same way with the
+//! [`MAX_LINE_BYTES`] (4 MiB, see [`crate::serve::lines`] for why) is answered the same way with the
 //! message `LINE_TOO_LONG`, without being read into memory: its bytes are dropped up to the
 //! next newline, and the stream goes on. Blank lines are skipped. SIGINT or
 //! SIGTERM (or another ending signal, see [`super::common::ending_signal`]) cancels the
@@ -21,9 +21,9 @@ use confine_tools::{ToolRegistry, execute_tool_call};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
-use super::callline::{Decoded, LINE_TOO_LONG, answer, decode, invalid};
 use super::common::ToolArgs;
-use super::lines::{Frame, Framer, MAX_LINE_BYTES};
+use crate::serve::callline::{Decoded, LINE_TOO_LONG, answer, decode, invalid};
+use crate::serve::lines::{Frame, Framer, MAX_LINE_BYTES};
 
 /// Arguments of `confine call`.
 #[derive(Debug, clap::Args)]

@@ -13,11 +13,11 @@
 //!   MCP specification shows for unknown tools).
 //! - `tools/call` whose `params` do not have the shape of a call (`arguments` that is not an
 //!   object, a `name` that is not a string) is the JSON-RPC error `-32602`, invalid params.
-//! - Every request is answered exactly once, whatever the line holds (see [`gate`] and
-//!   [`triage`]): a line that is not JSON (invalid UTF-8 included) is `-32700` with `id: null`;
+//! - Every request is answered exactly once, whatever the line holds (see [`crate::serve::mcp::gate`] and
+//!   [`crate::serve::mcp::triage`]): a line that is not JSON (invalid UTF-8 included) is `-32700` with `id: null`;
 //!   JSON that is not a JSON-RPC request is `-32600` with its `id` where it is a string or a
 //!   number; nesting deeper than 128 levels is `-32600` with its `id`; a message longer than
-//!   [`lines::MAX_LINE_BYTES`] (4 MiB, see [`super::lines`] for why) is never read into
+//!   [`crate::serve::lines::MAX_LINE_BYTES`] (4 MiB, see [`crate::serve::lines`] for why) is never read into
 //!   memory and is `-32600` with the `id` found in it; a second request with the `id` of one
 //!   still in flight is `-32600`, and the first is answered as usual. Notifications and blank
 //!   lines get no answer. The session goes on after each.
@@ -37,20 +37,14 @@
 //! `--node`, `--timeout-ms` and `--sandbox` reach the node_process tool through
 //! [`ToolArgs::node_options`], the same path `confine call` uses.
 
-mod eof;
-mod gate;
-pub mod http;
-mod server;
-mod stdio;
-mod triage;
-
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
 use super::common::{ToolArgs, usage};
-use super::lines;
+use crate::serve::http;
+use crate::serve::mcp::server;
 pub use server::ConfineServer;
 
 /// Arguments of `confine mcp`.
@@ -59,7 +53,28 @@ pub struct Args {
     #[command(flatten)]
     pub tools: ToolArgs,
     #[command(flatten)]
-    pub http: http::HttpArgs,
+    pub http: HttpArgs,
+}
+
+/// The HTTP options of `confine mcp`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HttpArgs {
+    /// Serve MCP over Streamable HTTP at http://ADDR:PORT/mcp instead of stdio (PORT 0 picks
+    /// a free port). Loopback only unless --http-public. Requests need
+    /// `Authorization: Bearer TOKEN`: the token is CONFINE_HTTP_TOKEN, else read from
+    /// --http-token-file.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub http: Option<SocketAddr>,
+    /// Allow --http on an address that is not loopback (put TLS in front of such a server).
+    #[arg(long, requires = "http")]
+    pub http_public: bool,
+    /// The file holding the bearer token; created with mode 0600 and a new random token when
+    /// missing. Must not be beneath the workspace root.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub http_token_file: Option<PathBuf>,
+    /// Serve without authentication (only on a loopback address).
+    #[arg(long, requires = "http", conflicts_with_all = ["http_token_file", "http_public"])]
+    pub http_no_auth: bool,
 }
 
 /// Run the subcommand.
@@ -94,7 +109,7 @@ pub fn run(args: Args) -> ExitCode {
             .unwrap_or_else(|_| args.tools.root.clone())
             .display(),
     );
-    let code = runtime.block_on(serve(server));
+    let code = runtime.block_on(crate::serve::mcp::serve_stdio(server));
     // Every call has ended when `serve` returns; what may still run is a blocking read of
     // stdin (a terminal or a file), which must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
@@ -114,68 +129,15 @@ fn setting(args: &ToolArgs) -> server::Setting {
     }
 }
 
-/// Serve until end of input or a signal; both end with status 0.
-async fn serve(server: ConfineServer) -> ExitCode {
-    use rmcp::ServiceExt;
-
-    let shutdown = server.shutdown_token();
-    let signalled = CancellationToken::new();
-    // Watched from the start, so that a signal during the initialization ends the server too.
-    let watcher = tokio::spawn({
-        let signalled = signalled.clone();
-        let calls = shutdown.clone();
-        async move {
-            super::common::ending_signal().await;
-            tracing::info!("signal received: cancelling running calls");
-            signalled.cancel();
-            calls.cancel();
-        }
-    });
-    let (stdin, stdout) = stdio::stdio();
-    // End of input cancels every running call at once, instead of after rmcp's drain delay.
-    let stdin = eof::CancelOnEof::new(stdin, shutdown.clone());
-    let transport = gate::Gate::new(stdin, stdout, gate::Limits::SERVED, signalled.clone());
-    let running = tokio::select! {
-        served = server.serve(transport) => served,
-        () = signalled.cancelled() => return ExitCode::SUCCESS,
-    };
-    let running = match running {
-        Ok(running) => running,
-        // The input ended before the session began: nothing to serve, a clean end.
-        Err(e) if shutdown.is_cancelled() => {
-            tracing::info!(error = %e, "end of input before initialization");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "MCP initialization failed");
-            shutdown.cancel();
-            return ExitCode::from(1);
-        }
-    };
-    let stop = running.cancellation_token();
-    let on_signal = tokio::spawn({
-        let signalled = signalled.clone();
-        async move {
-            signalled.cancelled().await;
-            stop.cancel();
-        }
-    });
-    let quit = running.waiting().await;
-    watcher.abort();
-    on_signal.abort();
-    shutdown.cancel();
-    tracing::info!(?quit, "MCP server stopped");
-    ExitCode::SUCCESS
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
     use serde_json::Value;
     use tokio::io::AsyncWriteExt;
 
-    use super::server::{test_session, until_id};
     use super::*;
+    use crate::serve::mcp::gate;
+    use crate::serve::mcp::server::{test_session, until_id};
 
     fn message() -> impl Strategy<Value = Vec<u8>> {
         let id = prop_oneof![

@@ -6,7 +6,7 @@
 // tools/list, a read_file call, run_command's progress (onprogress receives
 // notifications/progress before the result), and a cancellation (AbortSignal on callTool ->
 // notifications/cancelled) of a running run_command whose command line holds the marker
-// (tests/http_interop.rs checks with the process census that nothing of it is left) while
+// (tests/serving/http_interop.rs checks with the process census that nothing of it is left) while
 // the session still answers. Prints a JSON summary on stdout; exits 1 if any check failed.
 
 import fs from 'node:fs';

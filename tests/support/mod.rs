@@ -2,12 +2,13 @@
 //! temporary workspace beside a prefix-sharing sibling, leftover `.pify-` scans, tool calls
 //! from a blocking test, and the process census (`testkit::census`).
 //!
-//! Each file in `tests/` is its own binary and uses `mod support;`. Every child a lifetime
+//! Every suite is a module of the one test binary (`tests/tests.rs`) and reaches these as
+//! `crate::support`. Every child a lifetime
 //! suite starts carries the suite's census mark ([`census_env`], through [`marked`] options
 //! or [`census_flags`] for `confine call`), so that `cargo xtask test` can check, once the
-//! suites have ended, that none of them is left alive.
+//! //! suites have ended, that none of them is left alive.
 
-// Each test binary uses a subset of these helpers; the rest would warn as dead code there.
+// Some helpers serve suites that are compiled only on some hosts; the rest would warn there.
 #![allow(dead_code)]
 
 use std::io::Write as _;
@@ -23,28 +24,49 @@ use tokio_util::sync::CancellationToken;
 #[allow(unused_imports)]
 pub use testkit::census::{alive, wait_alive, wait_alive_blocking};
 
-/// This suite's name in the census: `confine-<test file>`.
+/// This suite's name in the census: `confine-<test file>`, the file of the suite that calls
+/// (every suite shares one test binary, so the binary's name would not tell them apart).
+#[track_caller]
 pub fn suite() -> String {
-    format!("confine-{}", env!("CARGO_CRATE_NAME"))
+    let file = std::panic::Location::caller().file();
+    let stem = Path::new(file)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("suite");
+    format!("confine-{stem}")
+}
+
+/// The name libtest gives test `test` of the suite whose `module_path!()` is `module`
+/// (`files::faults::test`, without the crate's name), for a suite that runs one of its own
+/// tests again with `--exact`.
+pub fn exact(module: &str, test: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{test}"),
+        None => test.to_owned(),
+    }
 }
 
 /// A marker for one test's descendants (see `testkit::census::unique`).
+#[track_caller]
 pub fn marker() -> String {
     testkit::census::unique(&suite())
 }
 
 /// The census mark every child of this suite gets: `(CONFINE_CENSUS, <suite marker>)`.
+#[track_caller]
 pub fn census_env() -> (String, String) {
     testkit::census::env(&suite())
 }
 
 /// `options` with the census mark added to the children's variables.
+#[track_caller]
 pub fn marked(mut options: ToolSetOptions) -> ToolSetOptions {
     options.env.push(census_env());
     options
 }
 
 /// The `confine call` flags that give its children the census mark.
+#[track_caller]
 pub fn census_flags() -> [String; 2] {
     let (name, value) = census_env();
     ["--env".to_owned(), format!("{name}={value}")]

@@ -53,7 +53,7 @@ const READ_FILES: usize = 64;
 const WRITE_FILES: usize = 16;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Workload {
+pub(crate) enum Workload {
     Read,
     Write,
     Mixed,
@@ -80,14 +80,14 @@ impl Workload {
 
 /// How to start a server and how its tools are called.
 #[derive(Clone, Debug)]
-struct Server {
-    name: &'static str,
-    program: PathBuf,
-    args: Vec<String>,
-    read_tool: &'static str,
-    write_tool: &'static str,
+pub(crate) struct Server {
+    pub(crate) name: &'static str,
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<String>,
+    pub(crate) read_tool: &'static str,
+    pub(crate) write_tool: &'static str,
     /// Paths as the server wants them: relative to the root (confine) or absolute.
-    absolute: bool,
+    pub(crate) absolute: bool,
 }
 
 impl Server {
@@ -407,7 +407,7 @@ fn on_path(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn build_confine() -> Result<PathBuf, String> {
+pub(crate) fn build_confine() -> Result<PathBuf, String> {
     let root = crate::workspace_root();
     #[expect(
         clippy::disallowed_methods,
@@ -425,7 +425,7 @@ fn build_confine() -> Result<PathBuf, String> {
 }
 
 /// The workspace of one run: `r/f*.txt` to read, `w/s<n>/` to write in.
-fn prepare(root: &Path, sessions: usize) {
+pub(crate) fn prepare(root: &Path, sessions: usize) {
     let _ = std::fs::remove_dir_all(root);
     std::fs::create_dir_all(root.join("r")).unwrap();
     for i in 0..READ_FILES {
@@ -512,13 +512,15 @@ struct SessionResult {
 }
 
 /// What one run measured.
-struct RunResult {
-    calls: u64,
-    elapsed: Duration,
-    p50: Duration,
-    p99: Duration,
-    peak_rss_kib: u64,
-    errors: u64,
+pub(crate) struct RunResult {
+    pub(crate) calls: u64,
+    pub(crate) elapsed: Duration,
+    pub(crate) p50: Duration,
+    pub(crate) p99: Duration,
+    pub(crate) peak_rss_kib: u64,
+    pub(crate) errors: u64,
+    /// The servers' CPU time (user and system) over the run, in clock ticks.
+    pub(crate) cpu_ticks: u64,
 }
 
 /// Keep `in_flight` calls outstanding until `calls` are answered.
@@ -584,7 +586,7 @@ async fn pump(
 }
 
 /// One run: `sessions` servers, each kept `in_flight` deep, `calls` calls each.
-async fn drive(
+pub(crate) async fn drive(
     server: &Server,
     root: &Path,
     workload: Workload,
@@ -634,16 +636,19 @@ async fn drive(
                 &done,
             )
             .await;
+            let ticks = cpu_ticks(session.pid).unwrap_or(0);
             let _ = session.child.start_kill();
             let _ = session.child.wait().await;
-            r
+            r.map(|r| (r, ticks))
         }));
     }
     let mut all = SessionResult::default();
     let mut first_error = None;
+    let mut ticks = 0;
     for task in tasks {
         match task.await.map_err(|e| e.to_string()).and_then(|r| r) {
-            Ok(r) => {
+            Ok((r, t)) => {
+                ticks += t;
                 all.latencies.extend(r.latencies);
                 all.errors += r.errors;
             }
@@ -668,7 +673,18 @@ async fn drive(
         p99: at(0.99),
         peak_rss_kib: peaks.iter().sum::<u64>() / peaks.len().max(1) as u64,
         errors: all.errors,
+        cpu_ticks: ticks,
     })
+}
+
+/// The user and system CPU time of process `pid` so far, in clock ticks (`/proc/<pid>/stat`).
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
 
 /// A field of `/proc/<pid>/status` in its unit (kB for memory).

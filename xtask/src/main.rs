@@ -1,7 +1,8 @@
 //! Project chores as code (`cargo xtask <command>`): `test` sets up and runs every suite (the
 //! README's test command), `conformance` runs the case corpus, `layers` checks that crate
 //! dependencies point down, `bench` runs every criterion bench, `load` drives MCP servers with
-//! pipelined calls (see `load.rs`), `census` checks that nothing of a test run is alive, `skips` prints and checks what did not
+//! pipelined calls (see `load.rs`), `perf-mcp` compares the stdio serving path with an earlier
+//! revision's (see `perf_mcp.rs`), `census` checks that nothing of a test run is alive, `skips` prints and checks what did not
 //! run (see `skips.rs`).
 //! Each check that can also runs as a `#[test]`, so `cargo test --workspace` catches drift.
 
@@ -12,6 +13,7 @@ mod bench;
 mod conformance;
 mod layers;
 mod load;
+mod perf_mcp;
 mod skips;
 mod test;
 mod tool_layers;
@@ -29,11 +31,12 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("test") => test::run(&root, &args[1..]),
         Some("load") => load::run(&args[1..]),
+        Some("perf-mcp") => perf_mcp::run(&args[1..]),
         Some("census") => test::census(&args[1..]),
         Some("skips") => skips::run(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]|load [options]|census <run id>|skips <env> <log>>"
+                "usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]|load [options]|perf-mcp --base REV [--pairs N] [--calls N]|census <run id>|skips <env> <log>>"
             );
             ExitCode::from(2)
         }

@@ -88,7 +88,7 @@
 //! Linux only: `openat2` from 5.6 (older kernels, gVisor and seccomp profiles that filter it
 //! use the fallback), `O_PATH`, `getdents64`. Tested on Linux; the user-space fallback is
 //! tested on every kernel by calling it directly, and judged against the kernel's `openat2`
-//! through every tool by the repository's `tests/kernel_judge.rs` (with `openat2` filtered by
+//! through every tool by the repository's `tests/files/kernel_judge.rs` (with `openat2` filtered by
 //! a seccomp filter the test installs).
 
 #![deny(missing_docs)]

@@ -46,7 +46,7 @@ pub enum Symlinks {
 /// place, one `openat(O_NOFOLLOW)` of a plain name at a time relative to a directory already
 /// held. Its contract: the same answers as `openat2`, error number for error number (the
 /// 40-link limit, `EXDEV` for escapes, `ENOTDIR`, `ENOENT`), judged by the kernel itself in
-/// the repository's `tests/kernel_judge.rs`, which runs every path-taking tool on generated
+/// the repository's `tests/files/kernel_judge.rs`, which runs every path-taking tool on generated
 /// trees with `openat2` available and filtered to `ENOSYS` and to `EPERM`. A path too long
 /// for one system call (`ENAMETOOLONG`) is opened in two steps, its parent first.
 pub fn open_beneath(
@@ -403,7 +403,7 @@ mod tests {
         }
         rustix::fs::mknodat(&dir, "fifo", FileType::Fifo, Mode::from_raw_mode(0o644), 0).unwrap();
         // The kernel answers a link never read since it was made otherwise (see
-        // `tests/kernel_judge.rs`, `warm`): read each once, a little later.
+        // `tests/files/kernel_judge.rs`, `warm`): read each once, a little later.
         std::thread::sleep(std::time::Duration::from_millis(15));
         for e in std::fs::read_dir(root).unwrap() {
             let _ = std::fs::read_link(e.unwrap().path());

@@ -1,9 +1,9 @@
 //! The case runner behind `confine guard`, `confine jail` and the conformance corpus
 //! (`tests/conformance/README.md`): temporary case trees and the guard's and jail's verdicts.
 //!
-//! This is tooling of the repository (`publish = false`), shared by the `confine` binary and
-//! `cargo xtask conformance`, so that the confinement crates carry no test fixtures and no
-//! serde or tempfile dependency of their own.
+//! Published as `confine-grading` (the `confine` binary depends on it), and shared by the
+//! binary and `cargo xtask conformance`, so that the confinement crates carry no test
+//! fixtures and no serde or tempfile dependency of their own.
 //!
 //! Each run makes a fresh temporary parent holding the sandbox root `cc-task-abc` and its
 //! prefix-sharing sibling `cc-task-abc-evil` (which holds `secret.txt`), builds the case's

@@ -8,7 +8,7 @@ Usage:
 
 Checks: initialize, tools/list, a read_file call, run_command's progress (the progress
 callback is called before the result), and a cancellation of a running run_command whose
-command line holds MARKER (the caller, tests/http_interop.rs, checks with the process census
+command line holds MARKER (the caller, tests/serving/http_interop.rs, checks with the process census
 that nothing of it is left) while the session still answers; over HTTP also that a
 connection without the token is refused. Prints a JSON summary on stdout; exits 1 if any
 check failed, 2 on bad usage.

@@ -1,5 +1,5 @@
 """Drives the container image's `confine mcp --http` with the official MCP Python SDK (`mcp`,
-pinned in requirements.txt), as an agent's host in a cluster would: tests/image.rs runs it in
+pinned in requirements.txt), as an agent's host in a cluster would: tests/environments/image.rs runs it in
 a network namespace of its own, the server in another.
 
 Usage:
