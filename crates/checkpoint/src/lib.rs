@@ -438,7 +438,7 @@ impl Checkpoints {
         };
         let known = if ours { state.known.take() } else { None };
         let (nodes, skipped, added) = match (scope, known) {
-            (Scope::Paths(paths), Some(mut base)) => {
+            (Scope::Paths(paths), Some(mut base)) if !self.through_symlink(paths) => {
                 let mut skipped = Vec::new();
                 let mut added = 0;
                 for p in paths {
@@ -516,6 +516,27 @@ impl Checkpoints {
         Ok((id, nodes))
     }
 
+    /// Whether a path's parent lies through a symlink (or is not there to say): its call may
+    /// change what another path names, so only a whole walk finds it.
+    fn through_symlink(&self, paths: &[String]) -> bool {
+        paths.iter().any(|p| {
+            let (parent, _) = p.rsplit_once('/').unwrap_or(("", p));
+            if parent.is_empty() {
+                return false;
+            }
+            let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY;
+            match confine_beneath::open_beneath(
+                self.root.dir(),
+                parent,
+                flags,
+                confine_beneath::Symlinks::Refuse,
+            ) {
+                Ok(_) => false,
+                Err(e) => !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)),
+            }
+        })
+    }
+
     /// Apply the bounds (the newest is always kept).
     fn prune(&self, locked: &store::Locked<'_>, index: &mut store::Index) -> Result<(), Error> {
         let before = index.checkpoints.len();
@@ -549,7 +570,7 @@ impl Checkpoints {
         };
         let mut added = 0;
         match scope {
-            Scope::Paths(paths) => {
+            Scope::Paths(paths) if !self.through_symlink(paths) => {
                 for p in paths {
                     known.retain(|k, _| !within(k, p));
                 }
@@ -559,7 +580,7 @@ impl Checkpoints {
                     known.extend(found.nodes);
                 }
             }
-            Scope::All => {
+            _ => {
                 let found = self.scan(&known, Some(&locked)).all()?;
                 added += found.added_bytes;
                 known = found.nodes;

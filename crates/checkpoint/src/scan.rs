@@ -37,6 +37,8 @@ pub(crate) struct Found {
     pub(crate) nodes: Manifest,
     pub(crate) skipped: Vec<String>,
     pub(crate) added_bytes: u64,
+    /// The path leads through a symlink: what it changes is found only by a whole walk.
+    pub(crate) whole: bool,
 }
 
 /// True for the project's own temporaries, which no walk shows.
@@ -190,6 +192,10 @@ impl Scan<'_> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOCTTY;
         let dir = match confine_beneath::open_beneath(self.root, parent, flags, Symlinks::Refuse) {
             Ok(fd) => WalkDir::from_fd(fd).map_err(Error::Io)?,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)) => {
+                found.whole = true;
+                return Ok(found);
+            }
             Err(e) if is_absent(&e) => return Ok(found),
             Err(e) => return Err(Error::Io(e)),
         };

@@ -42,6 +42,9 @@ pub enum BuildError {
     /// The Node.js executable could not be found or canonicalized.
     #[error("NODE_EXECUTABLE_NOT_FOUND")]
     NodeNotFound,
+    /// The checkpoint store cannot be used (it lies beneath the root, or cannot be made).
+    #[error("CHECKPOINT_STORE_UNUSABLE")]
+    Checkpoints(#[source] confine_checkpoint::Error),
 }
 
 impl BuildError {
@@ -50,6 +53,7 @@ impl BuildError {
         match self {
             Self::Root(e) => e.code(),
             Self::NodeNotFound => "NODE_EXECUTABLE_NOT_FOUND",
+            Self::Checkpoints(_) => "CHECKPOINT_STORE_UNUSABLE",
         }
     }
 }
@@ -293,6 +297,18 @@ pub fn create_selected_tools<S: AsRef<str>>(
         {
             tools.push(tool?);
         }
+    }
+    // Checkpoints: the changing tools wrapped, the checkpoint tools added (one place).
+    if let Some(c) = &parts.options.checkpoints {
+        let options = &parts.options;
+        let store = crate::checkpoint::open(
+            parts.root.clone(),
+            c,
+            options.denied.clone(),
+            options.protected.clone(),
+        )
+        .map_err(BuildError::Checkpoints)?;
+        tools = crate::checkpoint::hook(tools, store, parts.jobs.clone());
     }
     Ok(ToolRegistry::new(tools).expect("the listed names are distinct"))
 }

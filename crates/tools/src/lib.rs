@@ -87,6 +87,7 @@
 #![deny(missing_docs)]
 
 mod blocking;
+pub mod checkpoint;
 mod child;
 pub mod create_directory;
 pub mod delete_file;
@@ -116,6 +117,7 @@ mod tool;
 mod traverse;
 pub mod write_file;
 
+pub use checkpoint::{CHECKPOINT_TOOLS, CheckpointOptions};
 pub use create_directory::CreateDirectoryTool;
 pub use delete_file::DeleteFileTool;
 pub use deny::{CoverError, DeniedPaths, DenyError};

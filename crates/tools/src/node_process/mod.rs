@@ -127,6 +127,10 @@ pub struct NodeProcessOptions {
     /// its proxy, and their records gain `network` (see [`crate::NetworkPolicy`]). Where it
     /// is unavailable a call fails with `NETWORK_POLICY_UNAVAILABLE` and nothing runs.
     pub network: Option<Arc<crate::NetworkPolicy>>,
+    /// Checkpoints (default: none): a set that changes the workspace records it before each
+    /// changing call and offers checkpoint_list, checkpoint_diff and checkpoint_restore (see
+    /// [`crate::checkpoint`]).
+    pub checkpoints: Option<crate::checkpoint::CheckpointOptions>,
 }
 
 /// The arguments of `node_process`.
