@@ -255,6 +255,26 @@ fn no_checkpoints_and_read_only_offer_no_checkpoint_tools() {
         let out = call_lines(tmp.path(), &flags, &format!("{line}\n"));
         assert_eq!(out[0]["isError"], true, "{flags:?}: {out:?}");
     }
+    // With --tools, only when a checkpoint tool is named.
+    let dir = store.path().join("t");
+    let d = dir.to_str().unwrap();
+    let out = call_lines(
+        tmp.path(),
+        &["--checkpoint-dir", d, "--tools", "write_file"],
+        &format!("{line}\n"),
+    );
+    assert_eq!(out[0]["isError"], true, "{out:?}");
+    let out = call_lines(
+        tmp.path(),
+        &[
+            "--checkpoint-dir",
+            d,
+            "--tools",
+            "write_file,checkpoint_list",
+        ],
+        &format!("{line}\n"),
+    );
+    assert_eq!(out[0]["isError"], false, "{out:?}");
     // The twin: with a store given, the tool answers.
     let dir = store.path().join("s");
     let out = call_lines(

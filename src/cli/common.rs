@@ -393,6 +393,7 @@ impl ToolArgs {
     /// session) share one bound on concurrent runs, one bound on running jobs, one proxy and
     /// one children's loopback.
     pub fn registry_sharing(&self, shared: Option<&Shared>) -> Result<ToolRegistry, ExitCode> {
+        let mut named_checkpoints = false;
         let names: Vec<String> = match (&self.tools, self.read_only) {
             (None, false) => {
                 let mut names: Vec<String> = confine_tools::WORKSPACE_TOOLS
@@ -414,6 +415,16 @@ impl ToolArgs {
                 }
                 let mut chosen = Vec::new();
                 for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+                    // Checkpoints are offered with `--tools` only when a checkpoint tool is named.
+                    if confine_tools::CHECKPOINT_TOOLS.contains(&name) {
+                        if read_only || self.no_checkpoints {
+                            return Err(usage(&format!(
+                                "{name} is not offered with --read-only or --no-checkpoints"
+                            )));
+                        }
+                        named_checkpoints = true;
+                        continue;
+                    }
                     let command_tool = confine_tools::COMMAND_TOOLS.contains(&name);
                     if command_tool && !self.allow_commands {
                         return Err(usage(&format!(
@@ -458,6 +469,9 @@ impl ToolArgs {
             }
         }
         let mut options = self.node_options();
+        if self.tools.is_some() && !named_checkpoints {
+            options.checkpoints = None;
+        }
         match shared {
             Some(shared) => {
                 options.slots = Some(shared.slots.clone());

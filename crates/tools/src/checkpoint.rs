@@ -294,9 +294,20 @@ fn check_path(p: &str) -> Result<String, ToolError> {
 }
 
 /// The arguments of `checkpoint_list`: none.
-#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListInput {}
+
+// Written by hand: an object with no property, closed (hosts want `properties` present).
+impl JsonSchema for ListInput {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ListInput".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "object", "properties": {}, "additionalProperties": false})
+    }
+}
 
 /// The record of `checkpoint_list`.
 #[derive(Clone, Debug, Serialize)]
