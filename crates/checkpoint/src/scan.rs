@@ -304,6 +304,8 @@ impl Scan<'_> {
             Kind::Symlink => {
                 let target = match rustix::fs::readlinkat(dir, name, Vec::new()) {
                     Ok(t) => t,
+                    // No longer a link (EINVAL), or gone: left for the next walk.
+                    Err(rustix::io::Errno::INVAL) => return Ok(()),
                     Err(e) => {
                         let e: io::Error = e.into();
                         if is_absent(&e) {

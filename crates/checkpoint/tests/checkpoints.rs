@@ -384,3 +384,79 @@ fn a_store_inside_the_root_is_refused_and_one_beside_it_is_not() {
     let beside = Config::new(fx.store.path().join("s"));
     assert!(Checkpoints::open(root, beside, Arc::new(ExcludeNothing)).is_ok());
 }
+
+#[test]
+fn a_restore_racing_a_symlink_swapper_writes_nothing_outside() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let fx = Fixture::new();
+    let outside = tempfile::tempdir().unwrap();
+    let cp = fx.open();
+    fs::create_dir(fx.p("sub")).unwrap();
+    for i in 0..20 {
+        fs::write(fx.p(&format!("sub/f{i}")), format!("v{i}")).unwrap();
+    }
+    let id = cp.take(call("run_command"), &Scope::All).unwrap();
+    for i in 0..20 {
+        fs::remove_file(fx.p(&format!("sub/f{i}"))).unwrap();
+    }
+    // `swap` points outside; the swapper exchanges it with `sub` again and again.
+    symlink(outside.path(), fx.p("swap")).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let stop = stop.clone();
+        let (a, b) = (fx.p("sub"), fx.p("swap"));
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) && n < 50_000_000 {
+                let _ = rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    &a,
+                    rustix::fs::CWD,
+                    &b,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                );
+                n += 1;
+            }
+        })
+    };
+    let mut restored = 0;
+    for _ in 0..30 {
+        let r = cp
+            .restore(&id, Some(&["sub".into()]), false, false)
+            .unwrap();
+        restored += r.restored.len();
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert_eq!(
+        fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "a restore wrote outside"
+    );
+    // The twin: the same restore without the swapper writes every file back.
+    if fs::symlink_metadata(fx.p("sub"))
+        .unwrap()
+        .file_type()
+        .is_symlink()
+    {
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            &fx.p("sub"),
+            rustix::fs::CWD,
+            &fx.p("swap"),
+            rustix::fs::RenameFlags::EXCHANGE,
+        )
+        .unwrap();
+    }
+    let r = cp
+        .restore(&id, Some(&["sub".into()]), false, false)
+        .unwrap();
+    let _ = restored;
+    for i in 0..20 {
+        assert_eq!(
+            fs::read_to_string(fx.p(&format!("sub/f{i}"))).unwrap(),
+            format!("v{i}"),
+            "{r:?}"
+        );
+    }
+}
