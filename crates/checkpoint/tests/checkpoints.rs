@@ -441,9 +441,9 @@ fn a_restore_racing_a_symlink_swapper_writes_nothing_outside() {
     {
         rustix::fs::renameat_with(
             rustix::fs::CWD,
-            &fx.p("sub"),
+            fx.p("sub"),
             rustix::fs::CWD,
-            &fx.p("swap"),
+            fx.p("swap"),
             rustix::fs::RenameFlags::EXCHANGE,
         )
         .unwrap();
