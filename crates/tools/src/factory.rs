@@ -301,14 +301,20 @@ pub fn create_selected_tools<S: AsRef<str>>(
     // Checkpoints: the changing tools wrapped, the checkpoint tools added (one place).
     if let Some(c) = &parts.options.checkpoints {
         let options = &parts.options;
-        let store = crate::checkpoint::open(
+        match crate::checkpoint::open(
             parts.root.clone(),
             c,
             options.denied.clone(),
             options.protected.clone(),
-        )
-        .map_err(BuildError::Checkpoints)?;
-        tools = crate::checkpoint::hook(tools, store, parts.jobs.clone());
+        ) {
+            Ok(store) => tools = crate::checkpoint::hook(tools, store, parts.jobs.clone()),
+            // The default store cannot be made (no home, a read-only one): the set is served
+            // without checkpoints rather than not at all. A store the embedder named must work.
+            Err(confine_checkpoint::Error::Store(e)) if c.dir.is_none() => {
+                tracing::warn!(error = %e, "checkpoints off: the default store cannot be used");
+            }
+            Err(e) => return Err(BuildError::Checkpoints(e).into()),
+        }
     }
     Ok(ToolRegistry::new(tools).expect("the listed names are distinct"))
 }
