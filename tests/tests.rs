@@ -28,6 +28,8 @@ mod support;
 mod files {
     // Scans bounded in memory: a 100 GiB sparse file, a 200 MiB line.
     mod bounded_scans;
+    // Checkpoints of every change, listed, diffed and restored to the exact tree.
+    mod checkpoints_cli;
     // Denied paths: refused by name, through symlinks, left out of walks.
     mod deny_cli;
     // edit_file's diagnostics on the wire of `confine call`.
@@ -66,7 +68,7 @@ mod commands {
     mod run_command_cli;
     // A call ends with its program, whatever holds its output.
     mod run_ends;
-    // The opt-in kernel sandbox, end to end.
+    // The kernel sandbox (on by default), end to end.
     mod sandbox_cli;
 }
 

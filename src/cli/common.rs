@@ -121,6 +121,24 @@ pub struct ToolArgs {
     /// server from outside.
     #[arg(long)]
     pub keep_dumpable: bool,
+    /// Turn checkpoints off: no checkpoint is taken and checkpoint_list, checkpoint_diff and
+    /// checkpoint_restore are not offered.
+    #[arg(long)]
+    pub no_checkpoints: bool,
+    /// Keep at most N checkpoints (default 100), the oldest dropped first.
+    #[arg(long, value_name = "N", conflicts_with = "no_checkpoints", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub checkpoints: Option<u64>,
+    /// Keep at most N bytes of checkpoints (default 1073741824), the oldest dropped first.
+    #[arg(long, value_name = "N", conflicts_with = "no_checkpoints", value_parser = clap::value_parser!(u64).range(1..))]
+    pub checkpoint_bytes: Option<u64>,
+    /// The checkpoint store (default: $XDG_STATE_HOME/confine/checkpoints/<root key>, else
+    /// under $HOME/.local/state); never beneath the root. Under --sandbox children cannot
+    /// reach it.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_checkpoints")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Record gitignored trees (node_modules/, target/, …) in checkpoints too.
+    #[arg(long, conflicts_with = "no_checkpoints")]
+    pub checkpoint_ignored: bool,
 }
 
 /// One `--env` entry: a name and the value to set (`None`: this process's value).
@@ -376,6 +394,14 @@ impl ToolArgs {
             }
             sandbox
         });
+        if !self.no_checkpoints && !self.read_only {
+            let mut c = confine_tools::CheckpointOptions::new();
+            c.dir = self.checkpoint_dir.clone();
+            c.max_checkpoints = self.checkpoints.map(|n| n as usize);
+            c.max_bytes = self.checkpoint_bytes;
+            c.include_ignored = self.checkpoint_ignored;
+            options.checkpoints = Some(c);
+        }
         options
     }
 }
@@ -430,6 +456,7 @@ impl ToolArgs {
         if shared.is_none() {
             self.check_sandbox()?;
         }
+        let mut named_checkpoints = false;
         let names: Vec<String> = match (&self.tools, self.read_only) {
             (None, false) => {
                 let mut names: Vec<String> = confine_tools::WORKSPACE_TOOLS
@@ -451,6 +478,16 @@ impl ToolArgs {
                 }
                 let mut chosen = Vec::new();
                 for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+                    // Checkpoints are offered with `--tools` only when a checkpoint tool is named.
+                    if confine_tools::CHECKPOINT_TOOLS.contains(&name) {
+                        if read_only || self.no_checkpoints {
+                            return Err(usage(&format!(
+                                "{name} is not offered with --read-only or --no-checkpoints"
+                            )));
+                        }
+                        named_checkpoints = true;
+                        continue;
+                    }
                     let command_tool = confine_tools::COMMAND_TOOLS.contains(&name);
                     if command_tool && !self.allow_commands {
                         return Err(usage(&format!(
@@ -473,7 +510,31 @@ impl ToolArgs {
                 chosen
             }
         };
+        // The sandbox lets children read only the root, Node.js and the system's files, and
+        // what --sandbox-read/--sandbox-write add: a store beneath one of those is refused.
+        if let Some(dir) = &self.checkpoint_dir
+            && self.sandboxed()
+            && !self.no_checkpoints
+        {
+            let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+            if self
+                .sandbox_read
+                .iter()
+                .chain(&self.sandbox_write)
+                .any(|p| {
+                    dir.starts_with(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+                        || dir.starts_with(p)
+                })
+            {
+                return Err(usage(
+                    "--checkpoint-dir lies where --sandbox-read or --sandbox-write lets children reach",
+                ));
+            }
+        }
         let mut options = self.node_options();
+        if self.tools.is_some() && !named_checkpoints {
+            options.checkpoints = None;
+        }
         match shared {
             Some(shared) => {
                 options.slots = Some(shared.slots.clone());

@@ -76,6 +76,8 @@ const TOKENS: &[(&str, &str)] = &[
     ("TOOL_EXECUTION_FAILED", "NODE_PROCESS_FAILED"),
     ("TOOL_EXECUTION_FAILED", "PATH_PROTECTED"),
     ("TOOL_EXECUTION_FAILED", "SYMLINK_LOOP"),
+    ("TOOL_ARGUMENTS_INVALID", "INVALID_CHECKPOINT_INPUT"),
+    ("TOOL_EXECUTION_FAILED", "CHECKPOINT_NOT_FOUND"),
 ];
 
 /// The workspace `ws` beside its sibling `ws-outside`, whose `secret.txt` holds [`SECRET`].

@@ -155,11 +155,14 @@ async fn mcp_list_gives_the_workspace_tool_set_with_closed_schemas_and_annotatio
     let client = connect(root.path(), &[]).await;
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, confine_cli::tools::WORKSPACE_TOOLS);
+    let n = confine_cli::tools::WORKSPACE_TOOLS.len();
+    assert_eq!(names[..n], *confine_cli::tools::WORKSPACE_TOOLS);
+    assert_eq!(names[n..], *confine_cli::tools::CHECKPOINT_TOOLS);
     assert_eq!(names[..3], ["read_file", "write_file", "node_process"]);
     for tool in &tools {
         let hints = tool.annotations.as_ref().expect("annotations");
-        let read_only = confine_cli::tools::READ_ONLY_TOOLS.contains(&tool.name.as_ref());
+        let read_only = confine_cli::tools::READ_ONLY_TOOLS.contains(&tool.name.as_ref())
+            || ["checkpoint_list", "checkpoint_diff"].contains(&tool.name.as_ref());
         assert_eq!(hints.read_only_hint, Some(read_only), "{}", tool.name);
         assert!(hints.title.is_some(), "{}", tool.name);
         if !read_only {
@@ -355,7 +358,10 @@ async fn mcp_unknown_tool_is_a_protocol_error() {
         .list_all_tools()
         .await
         .expect("tools/list after the error");
-    assert_eq!(tools.len(), confine_cli::tools::WORKSPACE_TOOLS.len());
+    assert_eq!(
+        tools.len(),
+        confine_cli::tools::WORKSPACE_TOOLS.len() + confine_cli::tools::CHECKPOINT_TOOLS.len()
+    );
     client.cancel().await.expect("close");
 }
 
@@ -698,7 +704,9 @@ async fn mcp_jobs_come_with_commands_annotated_and_die_when_the_input_ends() {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     let n = confine_cli::tools::WORKSPACE_TOOLS.len();
     assert_eq!(names[..n], *confine_cli::tools::WORKSPACE_TOOLS);
-    assert_eq!(names[n..], *confine_cli::tools::COMMAND_TOOLS);
+    let m = n + confine_cli::tools::COMMAND_TOOLS.len();
+    assert_eq!(names[n..m], *confine_cli::tools::COMMAND_TOOLS);
+    assert_eq!(names[m..], *confine_cli::tools::CHECKPOINT_TOOLS);
     let hints = |name: &str| {
         tools
             .iter()

@@ -3,7 +3,7 @@
 //! L0 `confine-pathgrammar` and `confine-beneath` (the descriptor layer), and `testkit` (the
 //! tests' helpers, which depend on no crate of ours); L1 `confine-rootid`, `confine-atomicwrite`,
 //! `confine-nodeexec`; L2 `confine-jail`, `confine-netpolicy` (which runs the presets' clients
-//! through `confine-nodeexec`); L3 `confine-tools` (which may use both); 3 also the repository's
+//! through `confine-nodeexec`), `confine-checkpoint` (the store of undo); L3 `confine-tools` (which may use both); 3 also the repository's
 //! tooling (`confine-grading`). A crate may depend
 //! (normally, for building, or for its tests) only on crates of a strictly lower layer, and
 //! every crate under `crates/` must have a layer (`ARCHITECTURE.md` has the map). A test-support
@@ -21,6 +21,7 @@ pub const LAYERS: &[(&str, u8)] = &[
     ("confine-nodeexec", 1),
     ("confine-jail", 2),
     ("confine-netpolicy", 2),
+    ("confine-checkpoint", 2),
     ("confine-tools", 3),
     // The tests' helpers (`publish = false`, a dev-dependency only): below every crate whose
     // tests use it, so it depends on none of them.

@@ -194,6 +194,11 @@ kinds! {
     /// Resolving the path met a symlink loop, or a chain of more than 40 symlinks (the
     /// kernel's limit), with `openat2` or without it.
     SymlinkLoop => "SYMLINK_LOOP",
+    /// checkpoint_list, checkpoint_diff or checkpoint_restore arguments are not what the tool
+    /// takes, or a path among them fails the grammar.
+    InvalidCheckpointInput => "INVALID_CHECKPOINT_INPUT",
+    /// No checkpoint has that id (never taken, or dropped by the bounds since).
+    CheckpointNotFound => "CHECKPOINT_NOT_FOUND",
 }
 
 impl fmt::Display for ErrorKind {
@@ -530,6 +535,8 @@ mod tests {
             "PATH_DENIED",
             "NETWORK_POLICY_UNAVAILABLE",
             "SYMLINK_LOOP",
+            "INVALID_CHECKPOINT_INPUT",
+            "CHECKPOINT_NOT_FOUND",
         ];
         let got: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(got, expected);

@@ -250,6 +250,23 @@ pub fn create_selected_tools<S: AsRef<str>>(
             tools.push(tool?);
         }
     }
+    // Checkpoints: the changing tools wrapped, the checkpoint tools added (one place).
+    if let Some(c) = &parts.options.checkpoints {
+        match crate::checkpoint::open(
+            parts.ws.root.clone(),
+            c,
+            parts.ws.denied.clone(),
+            parts.ws.protected.clone(),
+        ) {
+            Ok(store) => tools = crate::checkpoint::hook(tools, store, parts.jobs.clone()),
+            // The default store cannot be made (no home, a read-only one): the set is served
+            // without checkpoints rather than not at all. A store the embedder named must work.
+            Err(confine_checkpoint::Error::Store(e)) if c.dir.is_none() => {
+                tracing::warn!(error = %e, "checkpoints off: the default store cannot be used");
+            }
+            Err(e) => return Err(BuildError::Checkpoints(e).into()),
+        }
+    }
     Ok(ToolRegistry::new(tools).expect("the listed names are distinct"))
 }
 

@@ -93,6 +93,7 @@
 #![deny(missing_docs)]
 
 mod blocking;
+mod checkpoint;
 mod child;
 mod create_directory;
 mod delete_file;
@@ -131,6 +132,7 @@ mod traverse;
 mod workspace;
 mod write_file;
 
+pub use checkpoint::CHECKPOINT_TOOLS;
 pub use create_directory::CreateDirectoryTool;
 pub use delete_file::DeleteFileTool;
 pub use deny::{CoverError, DeniedPaths};
@@ -160,5 +162,7 @@ pub use tool::{
     BoxFuture, DuplicateToolName, Tool, ToolCall, ToolDefinition, ToolHints, ToolRegistry,
     ToolResult, TypedTool, execute_tool_call, execute_tool_call_record, parse_arguments, schema_of,
 };
-pub use workspace::{BuildError, JobSlots, NodeOptions, RunCommandOptions, ToolSetOptions};
+pub use workspace::{
+    BuildError, CheckpointOptions, JobSlots, NodeOptions, RunCommandOptions, ToolSetOptions,
+};
 pub use write_file::{WriteFileTool, WriteInput};

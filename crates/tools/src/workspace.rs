@@ -95,6 +95,10 @@ pub struct ToolSetOptions {
     /// its proxy, and their records gain `network` (see [`crate::NetworkPolicy`]). Where it
     /// is unavailable a call fails with `NETWORK_POLICY_UNAVAILABLE` and nothing runs.
     pub network: Option<Arc<crate::NetworkPolicy>>,
+    /// Checkpoints (default: none): a set that changes the workspace records it before each
+    /// changing call and offers checkpoint_list, checkpoint_diff and checkpoint_restore (see
+    /// [`crate::CheckpointOptions`]).
+    pub checkpoints: Option<CheckpointOptions>,
 }
 
 /// What only `node_process` needs of a set's options.
@@ -129,6 +133,28 @@ pub struct RunCommandOptions {
     /// A job's time bound when the call names none; `None` is one hour. Lowered to
     /// `max_timeout` where above it.
     pub job_timeout: Option<Duration>,
+}
+
+/// Where the checkpoints of a set go and how many are kept.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct CheckpointOptions {
+    /// The store's directory; `None`: under the user's state directory, keyed by the root
+    /// (see [`confine_checkpoint::default_dir`]). Never beneath the root.
+    pub dir: Option<PathBuf>,
+    /// The most checkpoints kept (default 100).
+    pub max_checkpoints: Option<usize>,
+    /// The most bytes the store keeps (default 1 GiB).
+    pub max_bytes: Option<u64>,
+    /// Record what `.gitignore` files ignore too.
+    pub include_ignored: bool,
+}
+
+impl CheckpointOptions {
+    /// The defaults: the user's state directory, 100 checkpoints, 1 GiB.
+    pub fn new() -> Self {
+        Self::default()
+    }
 }
 
 /// The default most jobs running at once per server.
@@ -197,6 +223,9 @@ pub enum BuildError {
     /// The Node.js executable could not be found or canonicalized.
     #[error("NODE_EXECUTABLE_NOT_FOUND")]
     NodeNotFound,
+    /// The checkpoint store cannot be used (it lies beneath the root, or cannot be made).
+    #[error("CHECKPOINT_STORE_UNUSABLE")]
+    Checkpoints(#[source] confine_checkpoint::Error),
 }
 
 impl BuildError {
@@ -205,6 +234,7 @@ impl BuildError {
         match self {
             Self::Root(e) => e.code(),
             Self::NodeNotFound => "NODE_EXECUTABLE_NOT_FOUND",
+            Self::Checkpoints(_) => "CHECKPOINT_STORE_UNUSABLE",
         }
     }
 }

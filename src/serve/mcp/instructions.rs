@@ -118,6 +118,15 @@ pub(super) fn instructions(registry: &ToolRegistry, setting: Setting) -> String 
     if offered("job_resize") {
         text.push_str(" job_resize {jobId, cols, rows} resizes a terminal job's window.");
     }
+    if offered("checkpoint_restore") {
+        text.push_str(
+            " Before every call that may change the workspace (the file tools' and the \
+             commands') the server takes a checkpoint: checkpoint_list shows them newest \
+             first, checkpoint_diff {id, path?} what changed since one, and \
+             checkpoint_restore {id, paths?, dryRun?} brings the workspace back to it (itself \
+             undoable). Denied and protected paths, .git and gitignored trees are not covered.",
+        );
+    }
     if !runners.is_empty() {
         let which = runners.join(" and ");
         let (run, are) = if runners.len() == 1 {
