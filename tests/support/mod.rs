@@ -106,7 +106,14 @@ pub fn runtime() -> tokio::runtime::Runtime {
 pub fn confine() -> Command {
     // The test drives the binary under test from outside; it is not a tool's child process.
     #[allow(clippy::disallowed_methods)]
-    Command::new(env!("CARGO_BIN_EXE_confine"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_confine"));
+    // Checkpoints are on by default and go under the user's state directory: the suites'
+    // stores go under the build's scratch instead (a test may set its own).
+    command.env(
+        "XDG_STATE_HOME",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("state"),
+    );
+    command
 }
 
 /// `confine call --root <root> <flags>` with stdin, stdout and stderr piped.
