@@ -9,7 +9,7 @@
 #                       (no network, writes in the working directory, reads everywhere)
 #   srt-home-denied     the same with the whole home denied and the workspace allowed again
 #
-# The fake home is the one tests/everyday.rs builds: a git identity with a credential helper
+# The fake home is the one tests/commands/everyday.rs builds: a git identity with a credential helper
 # and an insteadOf rule, ten secrets, a rustup-style toolchain (from the first rustc on
 # PATH) and a crate in the cargo cache. Each system gets its own home and its own workspace
 # holding a local repository `origin` to clone. The launching environment also holds
@@ -23,7 +23,7 @@
 # Usage: bench/peers.sh [--install] [--user NAME]
 #   --install    npm-install the peers into $PEERS_DIR (default target/peers) and, through
 #                apt-get, bubblewrap, socat and ripgrep where missing (best effort)
-#   --user NAME  (as root) build the homes and workspaces as root, as tests/everyday.rs does
+#   --user NAME  (as root) build the homes and workspaces as root, as tests/commands/everyday.rs does
 #                for an ordinary user (the toolchain stays root's, the rest is NAME's), and
 #                run every system as NAME through runuser; CONFINE and PEERS_DIR must be
 #                readable by NAME
@@ -112,7 +112,7 @@ chmod 755 "$WORK"
 OUT=$WORK/out
 mkdir -p "$OUT"
 
-# A realistic home in $1, as tests/everyday.rs builds it.
+# A realistic home in $1, as tests/commands/everyday.rs builds it.
 make_home() {
   local h=$1 p
   mkdir -p "$h" && chmod 700 "$h"
