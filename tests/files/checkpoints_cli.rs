@@ -158,6 +158,84 @@ fn restoring_every_checkpoint_gives_the_tree_of_its_moment() {
     }
 }
 
+impl Ws {
+    /// Several calls through one `confine call` (a job lives as long as its server): the
+    /// records, in order.
+    fn calls(&self, calls: &[(&str, Value)]) -> Vec<Value> {
+        let dir = self.store.path().join("s");
+        let mut flags: Vec<String> = vec![
+            "--allow-commands".into(),
+            "--checkpoint-dir".into(),
+            dir.to_str().unwrap().into(),
+        ];
+        flags.extend(census_flags());
+        flags.extend(self.extra.iter().cloned());
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let input: String = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, arguments))| {
+                format!(
+                    "{}\n",
+                    json!({"id": i, "name": name, "arguments": arguments})
+                )
+            })
+            .collect();
+        call_lines(self.root.path(), &flags, &input)
+            .into_iter()
+            .map(|out| {
+                assert_eq!(out["isError"], false, "{out}");
+                out["content"].clone()
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn a_job_is_checkpointed_at_its_start_and_at_its_end() {
+    let ws = Ws::new(&[]);
+    fs::write(ws.root.path().join("keep.txt"), "kept").unwrap();
+    let out = ws.calls(&[
+        (
+            "run_command",
+            json!({"command": "sleep 0.3; mkdir out && echo made > out/a.txt && rm keep.txt",
+                   "background": true}),
+        ),
+        ("job_output", json!({"jobId": "job-1", "waitMs": 20000})),
+        ("checkpoint_list", json!({})),
+    ]);
+    assert_eq!(out[1]["status"], "exited", "{}", out[1]);
+    let list = out[2]["checkpoints"].as_array().unwrap();
+    // Newest first: the job's end, then its start.
+    assert_eq!(list.len(), 2, "{list:#?}");
+    assert_eq!(list[0]["call"]["name"], "job_end", "{list:#?}");
+    assert!(
+        list[0]["call"]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("job-1: sleep 0.3;"),
+        "{list:#?}"
+    );
+    // A checkpoint's `changed` counts what changed after it: the job's two files are the
+    // start's; nothing yet since the end.
+    assert_eq!(list[0]["changed"], 0, "{list:#?}");
+    assert_eq!(list[1]["call"]["name"], "run_command", "{list:#?}");
+    assert_eq!(list[1]["changed"], 2, "{list:#?}");
+    let (end, start) = (list[0]["id"].clone(), list[1]["id"].clone());
+    let at_end = record(ws.root.path());
+    ws.run("echo later > out/a.txt && echo back > keep.txt");
+    // Back to the moment the job ended: what it left, not what came after.
+    ws.call("checkpoint_restore", json!({"id": end}));
+    assert_eq!(record(ws.root.path()), at_end);
+    // And to its start: nothing of it.
+    ws.call("checkpoint_restore", json!({"id": start}));
+    assert_eq!(
+        fs::read_to_string(ws.root.path().join("keep.txt")).unwrap(),
+        "kept"
+    );
+    assert!(!ws.root.path().join("out").exists());
+}
+
 #[test]
 fn a_denied_file_is_never_in_a_diff_nor_restored() {
     // Unsandboxed, so that the command itself can change the denied file (a sandboxed child

@@ -8,7 +8,9 @@
 //! tool's call (`write_file`, `edit_file`, `create_directory`, `move_file`, `delete_file`)
 //! the checkpoint looks at the paths it names; before a run's (`node_process`,
 //! `run_command`, `job_stop`, `job_input`) it walks the tree. After the call it looks again,
-//! so the checkpoint's `changed` counts what the call changed. A call its tool refuses on
+//! so the checkpoint's `changed` counts what the call changed. A background job's end takes
+//! one more (`job_end`, summary `job-N: command`) once its processes are reaped, before the
+//! job is seen ended. A call its tool refuses on
 //! validation changes nothing and takes none. Should the store fail, the call still runs (the
 //! failure is logged): checkpoints serve the user and never stand in the agent's way.
 //!
@@ -47,6 +49,9 @@ const FILE_TOOLS: &[&str] = &[
 ];
 
 /// The tools whose checkpoint walks the tree (what runs may change anything).
+/// The `call.name` of the checkpoint taken at a job's end (its summary: `job-N: command`).
+const JOB_END: &str = "job_end";
+
 const RUN_TOOLS: &[&str] = &["node_process", "run_command", "job_stop", "job_input"];
 
 /// The set's denied and protected paths, as the store's exclusion.
@@ -119,6 +124,25 @@ pub(crate) fn hook(
             }
         })
         .collect();
+    // A job's end: what it changed, recorded once its processes are reaped.
+    let at_end = checkpoints.clone();
+    // The job slots, not the table: the table holds this hook, and must still drop.
+    let slots = jobs.slots().clone();
+    jobs.on_end(Arc::new(move |id: &str, command: &str| {
+        let call = CallInfo {
+            name: JOB_END.to_owned(),
+            summary: first_chars(&format!("{id}: {command}"), 80),
+        };
+        if let Err(e) = at_end.take(call, &Scope::All) {
+            tracing::warn!(job = id, error = %e, "checkpoint of a job's end not taken");
+            return;
+        }
+        // Another job still running may change anything: the next checkpoint walks again.
+        let after = (slots.running() == 0).then_some(Scope::All);
+        if let Err(e) = at_end.after(after.as_ref()) {
+            tracing::warn!(job = id, error = %e, "checkpoint of a job's end not updated");
+        }
+    }));
     let shared = Shared { checkpoints, jobs };
     out.push(Arc::new(CheckpointListTool(shared.clone())));
     out.push(Arc::new(CheckpointDiffTool(shared.clone())));

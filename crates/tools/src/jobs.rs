@@ -197,10 +197,25 @@ impl Job {
 /// The jobs of one tool set (one registry; over MCP, one session or the stateless requests):
 /// shared by `run_command` and the three job tools, counted against a [`JobSlots`] that may
 /// be shared with other tables. Dropping it stops every job it holds.
-#[derive(Debug)]
 pub struct JobTable {
     slots: Arc<JobSlots>,
     state: Mutex<TableState>,
+    /// Run once a job's processes are reaped, before its end is seen (set by the checkpoint
+    /// hook: the checkpoint of a job's end).
+    on_end: std::sync::OnceLock<JobEndHook>,
+}
+
+/// What runs at a job's end, with its id and command, on a blocking thread; the job is seen
+/// ended once it returns.
+pub(crate) type JobEndHook = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
+/// The hook is not shown.
+struct HookSet(bool);
+
+impl std::fmt::Debug for HookSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0 { "set" } else { "none" })
+    }
 }
 
 #[derive(Debug, Default)]
@@ -211,13 +226,29 @@ struct TableState {
     ended: VecDeque<String>,
 }
 
+impl std::fmt::Debug for JobTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobTable")
+            .field("slots", &self.slots)
+            .field("state", &self.state)
+            .field("on_end", &HookSet(self.on_end.get().is_some()))
+            .finish()
+    }
+}
+
 impl JobTable {
     /// A table whose running jobs count against `slots`.
     pub(crate) fn new(slots: Arc<JobSlots>) -> Self {
         Self {
             slots,
             state: Mutex::default(),
+            on_end: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Run `hook` at the end of every job of this table (once set, it stays).
+    pub(crate) fn on_end(&self, hook: JobEndHook) {
+        let _ = self.on_end.set(hook);
     }
 
     /// The most jobs running at once (in every table sharing this one's [`JobSlots`]).
@@ -353,6 +384,11 @@ impl JobTable {
                     duration,
                 },
             };
+            let hook = table.upgrade().and_then(|t| t.on_end.get().cloned());
+            if let Some(hook) = hook {
+                let (id, command) = (job.id.clone(), job.command.clone());
+                let _ = tokio::task::spawn_blocking(move || hook(&id, &command)).await;
+            }
             match table.upgrade() {
                 Some(table) => table.finish(&job, ended),
                 None => {
