@@ -1,7 +1,8 @@
-//! The opt-in kernel sandbox of `node_process`, end to end with a real Node.js: through the
-//! tool (`ToolSetOptions::sandbox`) and through the built `confine call --sandbox`. Every
-//! probe runs confined and unconfined on both paths; the unconfined twin shows the probe
-//! succeeds without the option, so each refusal is the sandbox's doing.
+//! The kernel sandbox of `node_process` and `run_command`, end to end with a real Node.js:
+//! through the tool (`ToolSetOptions::sandbox`, which a library embedder opts into) and
+//! through the built `confine call` (sandboxed by default). Every probe runs confined and
+//! unconfined on both paths (`--no-sandbox` on the binary); the unconfined twin shows the
+//! probe succeeds without the sandbox, so each refusal is the sandbox's doing.
 //!
 //! A probe prints one JSON line (compared as text): `"ok"`, or the error's `code`.
 
@@ -735,4 +736,47 @@ fn sandbox_holds_as_a_user_and_in_a_container_like_setup() {
         probe_as(&container, &confine, workspace.path(), false, args),
         r#"{"secret":"ok","chmod":"ok","shadow":"ok","inside":"ok","child":"2"}"#
     );
+}
+
+/// `ps` and `/proc` under the sandbox show the run's own processes (a `/proc` of its PID
+/// namespace), every one of them readable, and nothing of the host's: this test's own
+/// process is not there. The `--no-sandbox` twin sees it.
+#[test]
+fn proc_shows_the_runs_processes_and_nothing_of_the_host() {
+    let ws = tempfile::tempdir().unwrap();
+    let me = std::process::id();
+    let command = format!(
+        "sleep 30 & s=$!; ps -e -o comm= | sort | tr '\\n' ' '; echo; \
+         tr '\\0' ' ' < /proc/$s/cmdline; echo; \
+         if [ -e /proc/{me} ]; then echo host-visible; else echo host-hidden; fi; \
+         ls /proc | grep -c '^[0-9]*$'; kill $s"
+    );
+    let line = json!({"id": 1, "name": "run_command", "arguments": {"command": command}});
+    let run = |extra: &[&str]| -> Vec<String> {
+        let mut flags = vec!["--allow-commands".to_owned()];
+        flags.extend(census_flags());
+        flags.extend(extra.iter().map(|s| (*s).to_owned()));
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let out = call_lines(ws.path(), &flags, &format!("{line}\n")).remove(0);
+        assert_eq!(out["isError"], false, "{out}");
+        let stdout = out["content"]["stdout"].as_str().unwrap().to_owned();
+        stdout.lines().map(str::to_owned).collect()
+    };
+    let confined = run(&[]);
+    assert_eq!(confined.len(), 4, "{confined:?}");
+    // ps lists the run's processes: the shell, sleep and ps itself.
+    for name in ["ps", "sh", "sleep"] {
+        assert!(
+            confined[0].split(' ').any(|n| n == name),
+            "{name} not listed: {confined:?}"
+        );
+    }
+    // A process the program started is readable, not only the program's own entry.
+    assert_eq!(confined[1].trim(), "sleep 30", "{confined:?}");
+    assert_eq!(confined[2], "host-hidden", "{confined:?}");
+    let count: usize = confined[3].trim().parse().unwrap();
+    assert!(count < 16, "the run's processes only: {confined:?}");
+    // The twin: the host's /proc, this test's process in it.
+    let open = run(&["--no-sandbox"]);
+    assert_eq!(open[2], "host-visible", "{open:?}");
 }

@@ -820,10 +820,11 @@ fn sandbox_reads_its_own_proc_entries_only() {
              code(() => fs.readdirSync('/proc/self/fd')), code(() => fs.readFileSync('/proc/meminfo'))])";
     let pid = std::process::id().to_string();
     let (confined, open) = twin(&dirs, probe, &[&pid]);
-    assert_eq!(
-        confined,
-        r#"["EACCES","EACCES","EACCES","EACCES","ok","ok","ok","ok"]"#
-    );
+    // Where the run has a PID namespace (every mode here), its `/proc` is that namespace's
+    // and the host's process is not there at all; elsewhere it is there and unreadable.
+    let hidden = r#"["ENOENT","ENOENT","ENOENT","ENOENT","ok","ok","ok","ok"]"#;
+    let refused = r#"["EACCES","EACCES","EACCES","EACCES","ok","ok","ok","ok"]"#;
+    assert!(confined == hidden || confined == refused, "{confined}");
     if rustix::process::geteuid().is_root() {
         assert_eq!(open, r#"["ok","ok","ok","ok","ok","ok","ok","ok"]"#);
     } else {

@@ -20,7 +20,7 @@
 //!    give them back, so even a root embedder's child runs without `CAP_DAC_OVERRIDE`,
 //!    `CAP_DAC_READ_SEARCH`, `CAP_FOWNER`, `CAP_CHOWN`, `CAP_SYS_ADMIN`, `CAP_NET_RAW`, …;
 //! 3. the Landlock ruleset made and enforced (`ruleset.rs`: made in the child so that it can
-//!    name the program's own `/proc/<pid>`);
+//!    name the program's own `/proc/<pid>`, or the run's own `/proc`);
 //! 4. `setrlimit` of the address space, open files and (optionally) data segment, soft and
 //!    hard limit alike, so the program cannot raise them again (`limits.rs`, shared with the
 //!    run's own bounds);
@@ -47,12 +47,18 @@
 //!   sockets): beneath the write root and what [`Sandbox::allow_write`] adds, with every
 //!   right but creating character and block devices; `/dev/null` may be written and
 //!   truncated.
-//! * **`/proc`**: the program's own `/proc/<pid>` is readable (the C library reads
-//!   `/proc/self/maps`, Node.js `/proc/self/cgroup`). A process it starts is a new
-//!   `/proc/<pid>` that no rule names: descendants run without their own `/proc` entries
-//!   (Node.js and the usual tools start and run without them; `ps` does not). Other
-//!   processes' entries are unreadable (their command lines may hold secrets); their
-//!   `environ`, `maps` and `mem` would be refused anyway by Landlock's ptrace restriction.
+//! * **`/proc`**: where the run is in a PID namespace other than the embedder's (the
+//!   containment makes one wherever the kernel lets it) and has a mount namespace of its
+//!   own, a fresh `/proc` of that namespace is mounted over the host's before Landlock
+//!   (`mounts.rs`), and all of it is readable: it holds the run's processes and nothing of
+//!   the host's, so `ps` lists them. Elsewhere (or where the kernel refuses that mount, as
+//!   it does over a partly masked `/proc`) the program's own `/proc/<pid>` is readable (the
+//!   C library reads `/proc/self/maps`, Node.js `/proc/self/cgroup`), and a process it starts
+//!   is a new `/proc/<pid>` that no rule names: descendants run without their own `/proc`
+//!   entries (Node.js and the usual tools start and run without them; `ps` does not). Other
+//!   processes' entries are absent or unreadable (their command lines may hold secrets);
+//!   their `environ`, `maps` and `mem` would be refused anyway by Landlock's ptrace
+//!   restriction.
 //! * From ABI 6, signals to processes outside the sandbox and connections to abstract Unix
 //!   sockets made outside it are refused (Landlock scopes).
 //!
@@ -745,12 +751,13 @@ impl SandboxRules {
         move || {
             let p = &*prepared;
             // First, while the capabilities are there and before Landlock forbids mounts.
-            let viewed = p.mounts.apply()?;
+            let applied = p.mounts.apply()?;
+            let viewed = applied.viewed;
             rustix::thread::set_no_new_privs(true)?;
             if p.drop_capabilities {
                 crate::privilege::drop_capabilities()?;
             }
-            ruleset::restrict_self(&p.attr, &p.rules, p.own_proc, viewed)?;
+            ruleset::restrict_self(&p.attr, &p.rules, p.own_proc, applied)?;
             for (resource, value) in p.limits.into_iter().flatten() {
                 limits::lower(resource, value)?;
             }
@@ -909,10 +916,12 @@ mod tests {
         for path in ["/", "/etc/shadow", "/root", "/tmp", "/home", "/proc"] {
             assert!(!readable.contains(&Path::new(path)), "{path}");
         }
-        assert_eq!(
-            rules.writable(),
-            [canonical.as_path(), Path::new("/dev/null")]
-        );
+        // The run's own controlling terminal too, where the system has the device.
+        let mut writable = vec![canonical.as_path(), Path::new("/dev/null")];
+        if Path::new("/dev/tty").exists() {
+            writable.push(Path::new("/dev/tty"));
+        }
+        assert_eq!(rules.writable(), writable);
         assert!(rules.refuses_metadata_changes());
         assert!(rules.pathname_socket_mechanism().is_some());
         // Without the view, nothing could cover the secrets: the allow-list alone.

@@ -72,6 +72,19 @@ pub(super) struct Mounts {
     pub(super) shown_hidden: Vec<PathBuf>,
     /// For reports: the secrets of `/etc` the view covers.
     pub(super) shown_secrets: Vec<PathBuf>,
+    /// The embedder's PID namespace (device and inode of `/proc/self/ns/pid`), read when the
+    /// view is prepared: a run in another one gets a `/proc` of its own namespace.
+    server_pid_ns: Option<(u64, u64)>,
+}
+
+/// What [`Mounts::apply`] made.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Applied {
+    /// The read-only view of everything outside the writable places.
+    pub(super) viewed: bool,
+    /// A `/proc` of the run's own PID namespace over the host's: it shows the run's
+    /// processes and nothing else, so the whole of it may be read.
+    pub(super) own_proc: bool,
 }
 
 impl Mounts {
@@ -145,6 +158,9 @@ impl Mounts {
         readable: &[PathBuf],
         covers: &[(PathBuf, (u64, u64), PathBuf)],
     ) -> io::Result<()> {
+        self.server_pid_ns = rustix::fs::stat("/proc/self/ns/pid")
+            .ok()
+            .map(|st| (st.st_dev, st.st_ino));
         let mut view = View::default();
         // Covers whose target exists, by canonical target.
         let mut kept_covers = Vec::new();
@@ -241,20 +257,21 @@ impl Mounts {
 
     /// In the child, before Landlock: a mount namespace of its own, then the mounts. Only
     /// raw system calls on prepared data (rustix's, which allocate nothing for a `&CStr`).
-    /// Returns whether the read-only view was made: where no namespace can be made and none
-    /// is required (no read-only or hidden path), `false`, and the caller falls back to the
-    /// seccomp rule that refuses metadata changes everywhere.
+    /// Returns whether the read-only view was made (where no namespace can be made and none
+    /// is required (no read-only or hidden path), not, and the caller falls back to the
+    /// seccomp rule that refuses metadata changes everywhere), and whether the run got a
+    /// `/proc` of its own ([`Applied`]).
     #[expect(unsafe_code, reason = "unshare in a forked child")]
-    pub(super) fn apply(&self) -> io::Result<bool> {
+    pub(super) fn apply(&self) -> io::Result<Applied> {
         if !self.isolates() {
-            return Ok(false);
+            return Ok(Applied::default());
         }
         use rustix::thread::UnshareFlags;
         // SAFETY: no `CLONE_FILES` (the call's only hazard, a descriptor table other threads
         // stop sharing); the child is single-threaded.
         if unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNS) }.is_err() {
             if self.is_empty() {
-                return Ok(false);
+                return Ok(Applied::default());
             }
             return Err(io::Error::from_raw_os_error(UNAVAILABLE_ERRNO));
         }
@@ -269,6 +286,7 @@ impl Mounts {
             }
             None => false,
         };
+        let own_proc = viewed && self.mount_own_proc();
         for pin in &self.pins {
             rustix::mount::mount_bind(pin.as_c_str(), pin.as_c_str())?;
         }
@@ -279,7 +297,33 @@ impl Mounts {
         for (path, is_dir) in &self.hidden {
             cover(path, *is_dir)?;
         }
-        Ok(viewed)
+        Ok(Applied { viewed, own_proc })
+    }
+
+    /// In the child, in its mount namespace: where the run is in a PID namespace other than
+    /// the embedder's (the containment made one), a fresh `/proc` of that namespace over the
+    /// host's, so `ps` and `/proc/<pid>` show the run's processes and nothing of the host's.
+    /// The kernel refuses it where the host's `/proc` is partly masked (a container's
+    /// runtime covers some of its files) or the namespace's owner lacks the right: the run
+    /// then keeps the host's `/proc`, of which only its program's own entry is readable.
+    fn mount_own_proc(&self) -> bool {
+        let Some(server) = self.server_pid_ns else {
+            return false;
+        };
+        let Ok(ours) = rustix::fs::stat(c"/proc/self/ns/pid") else {
+            return false;
+        };
+        if (ours.st_dev, ours.st_ino) == server {
+            return false;
+        }
+        rustix::mount::mount(
+            c"proc",
+            c"/proc",
+            c"proc",
+            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+            c"",
+        )
+        .is_ok()
     }
 }
 

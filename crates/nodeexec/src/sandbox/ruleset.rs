@@ -139,13 +139,19 @@ pub(super) fn check(
 
 /// `/proc/self`, opened `O_PATH` (none where `/proc` is not mounted).
 fn open_proc_self() -> Option<OwnedFd> {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    rustix::fs::open(c"/proc/self", flags, Mode::empty()).ok()
+    open_proc(c"/proc/self")
 }
 
-/// In the child: make the ruleset from `rules` (without the view-only ones unless `viewed`)
-/// plus the program's own `/proc/<pid>`, and
+/// A directory of `/proc`, opened `O_PATH` (none where `/proc` is not mounted).
+fn open_proc(path: &std::ffi::CStr) -> Option<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    rustix::fs::open(path, flags, Mode::empty()).ok()
+}
+
+/// In the child: make the ruleset from `rules` (without the view-only ones unless the view
+/// was made) plus the program's own `/proc/<pid>` (the whole `/proc` where the run got one of
+/// its own PID namespace, which shows nothing but the run's processes), and
 /// enforce it on this process (and everything it starts). Only system calls on data the
 /// parent prepared (async-signal-safe); meant for the process about to exec (a Landlock
 /// domain is permanent). Every descriptor opened here is closed on every path.
@@ -154,10 +160,10 @@ pub(super) fn restrict_self(
     attr: &RulesetAttr,
     rules: &[PathRule],
     own_proc: u64,
-    viewed: bool,
+    applied: super::mounts::Applied,
 ) -> io::Result<()> {
     let ruleset = create(attr)?;
-    for rule in rules.iter().filter(|r| viewed || !r.view_only) {
+    for rule in rules.iter().filter(|r| applied.viewed || !r.view_only) {
         let stat = rustix::fs::fstat(&rule.fd)?;
         if (stat.st_dev, stat.st_ino) != rule.identity {
             // The number no longer names the path the parent opened.
@@ -166,10 +172,14 @@ pub(super) fn restrict_self(
         add(ruleset.as_fd(), rule.fd.as_fd(), rule.access)?;
     }
     // No /proc mounted: nothing to allow.
+    let proc = match applied.own_proc {
+        true => open_proc(c"/proc"),
+        false => open_proc(c"/proc/self"),
+    };
     if own_proc != 0
-        && let Some(proc_self) = open_proc_self()
+        && let Some(proc) = proc
     {
-        add(ruleset.as_fd(), proc_self.as_fd(), own_proc)?;
+        add(ruleset.as_fd(), proc.as_fd(), own_proc)?;
     }
     // SAFETY: the system call reads nothing but a descriptor borrowed for the call.
     if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) } != 0 {
