@@ -1238,3 +1238,45 @@ fn numeric_ids_echoed_as_given() {
         lines[0]
     );
 }
+
+/// A root server's unsandboxed child tries to leave its run's cgroup (its pid written to the
+/// root cgroup's `cgroup.procs`, v2 and a v1 `pids` hierarchy alike): every write fails and
+/// the child stays in its run's cgroup, so the run's process bound still counts it. Replayed
+/// through the binary; the crate's own `root_program_cannot_leave_its_cgroup_or_lift_its_bound`
+/// starts the 300 processes after the writes and has the twin that shows the same writes
+/// move a process outside a run.
+#[test]
+fn a_root_child_cannot_leave_its_cgroup_through_the_binary() {
+    const TEST: &str = "a_root_child_cannot_leave_its_cgroup_through_the_binary";
+    if !rustix::process::geteuid().is_root() {
+        testkit::not_run(
+            TEST,
+            "as an ordinary user (root's cgroup files are not its to write); the root pass runs it",
+        );
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let command = "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/pids/cgroup.procs; do \
+          [ -e $f ] || continue; if (echo $$ > $f) 2>/dev/null; then echo moved; else echo refused; fi; \
+        done; grep -c confine /proc/self/cgroup";
+    let line = json!({"id": 1, "name": "run_command", "arguments": {"command": command}});
+    let mut flags = vec!["--allow-commands".to_owned(), "--no-sandbox".to_owned()];
+    flags.extend(support::census_flags());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let out = support::call_lines(ws.path(), &flags, &format!("{line}\n")).remove(0);
+    let stdout = out["content"]["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(!lines.is_empty(), "{out}");
+    let writes: Vec<&&str> = lines
+        .iter()
+        .take_while(|l| **l == "moved" || **l == "refused")
+        .collect();
+    assert!(!writes.is_empty(), "no cgroup.procs to write here: {out}");
+    assert!(writes.iter().all(|l| **l == "refused"), "{out}");
+    // Still in the run's cgroup (named for confine) wherever the bound is a cgroup's.
+    let in_run: u32 = lines[writes.len()].trim().parse().unwrap_or(0);
+    assert!(in_run >= 1, "the child left its run's cgroup: {out}");
+}

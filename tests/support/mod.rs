@@ -206,3 +206,17 @@ pub fn spawn_http(mut server: Command) -> (Child, u16) {
         .expect("the server's listening line");
     (child, port)
 }
+
+/// Whether this process holds `CAP_SYS_ADMIN` (bit 21 of `CapEff` in `/proc/self/status`):
+/// false in the container-like setup CI runs some suites in, where a test that makes that
+/// setup itself cannot.
+pub fn has_cap_sys_admin() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << 21) != 0)
+}
