@@ -84,6 +84,10 @@ echo "build.sh: writing the OCI layout $out/oci:$tag" >&2
 umoci init --layout "$out/oci"
 umoci new --image "$out/oci:$tag"
 umoci insert --image "$out/oci:$tag" --history.created_by "deploy/image/build.sh" "$rootfs" /
+# The entry point leaves confine's own sandbox on, its default. Under gVisor, which has no
+# Landlock, the server then refuses to start: the manifests' `args` add --no-sandbox there
+# (gVisor and the pod are the sandbox), as `docker run`/`runsc` callers must. It is not in
+# the entry point itself, because a flag given twice is a usage error.
 umoci config --image "$out/oci:$tag" \
     --os linux --architecture "$(dpkg --print-architecture)" \
     --author "confine deploy/image/build.sh" \

@@ -63,7 +63,7 @@ pub struct ToolArgs {
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub tools: Option<Vec<String>>,
     /// Also offer run_command: shell commands (/bin/sh -c) in the root, for a project's tests
-    /// and builds, under the same containment, environment and --sandbox as node_process.
+    /// and builds, under the same containment, environment and sandbox as node_process.
     /// Never with --read-only.
     #[arg(long, conflicts_with = "read_only")]
     pub allow_commands: bool,
@@ -89,7 +89,7 @@ pub struct ToolArgs {
     #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = env_entry)]
     pub env: Vec<EnvEntry>,
     /// Also protect paths matching GLOB (gitignore-style, relative to the root; repeatable):
-    /// the write tools refuse them with PATH_PROTECTED, and under --sandbox children find
+    /// the write tools refuse them with PATH_PROTECTED, and sandboxed children find
     /// those that exist read-only (and cannot create those that do not). The defaults are
     /// what the user's git runs or obeys outside any sandbox (.git/config, config.worktree,
     /// commondir, hooks, info, modules' config, hooks and commondir, worktrees, the .git
@@ -103,7 +103,7 @@ pub struct ToolArgs {
     pub unprotect_defaults: bool,
     /// Deny paths matching GLOB (gitignore-style, relative to the root; repeatable, at most
     /// 256): every file tool refuses them with PATH_DENIED, list_directory, find_files and
-    /// grep leave them out (counted in `denied`), and under --sandbox children find those
+    /// grep leave them out (counted in `denied`), and sandboxed children find those
     /// that exist covered (unreadable).
     #[arg(long = "deny", value_name = "GLOB", value_parser = deny_pattern)]
     pub deny: Vec<String>,
@@ -111,13 +111,13 @@ pub struct ToolArgs {
     /// through the server's own proxy (repeatable): HOST, HOST:PORT, *.DOMAIN,
     /// *.DOMAIN:PORT, an IP literal with or without a port, or a preset (@npm, @crates,
     /// @pypi, @github: the hosts that client is configured to use). No port means 443 and
-    /// 80. The policy is on with --sandbox or --allow-net; without both, children keep the
-    /// host's network.
+    /// 80. The policy is on by default (the sandbox) and with --allow-net; with --no-sandbox
+    /// and no --allow-net, children keep the host's network.
     #[arg(long = "allow-net", value_name = "ENTRY")]
     pub allow_net: Vec<String>,
     /// Keep this server dumpable: debuggers, core dumps and other processes of the same user
-    /// may then read its memory, environment and `/proc/<pid>/fd` (children started without
-    /// --sandbox included). Off by default; for debugging and for tests that inspect the
+    /// may then read its memory, environment and `/proc/<pid>/fd` (children started with
+    /// --no-sandbox included). Off by default; for debugging and for tests that inspect the
     /// server from outside.
     #[arg(long)]
     pub keep_dumpable: bool,
@@ -132,7 +132,7 @@ pub struct ToolArgs {
     #[arg(long, value_name = "N", conflicts_with = "no_checkpoints", value_parser = clap::value_parser!(u64).range(1..))]
     pub checkpoint_bytes: Option<u64>,
     /// The checkpoint store (default: $XDG_STATE_HOME/confine/checkpoints/<root key>, else
-    /// under $HOME/.local/state); never beneath the root. Under --sandbox children cannot
+    /// under $HOME/.local/state); never beneath the root. Sandboxed children cannot
     /// reach it.
     #[arg(long, value_name = "DIR", conflicts_with = "no_checkpoints")]
     pub checkpoint_dir: Option<PathBuf>,

@@ -1,10 +1,11 @@
 //! `confine doctor`: what this machine gives the tools, checked rather than assumed.
 //!
 //! * Landlock: available or not (not built in, not enabled at boot) and the kernel's ABI;
-//! * the sandbox `--sandbox` would apply: usable or not, the ABI its rules use, its effective
-//!   policy (the paths it may read and write, metadata changes, which mechanism keeps pathname
-//!   Unix sockets out of reach), and an end-to-end check through `node_process` in a scratch
-//!   workspace (a write and a `chmod` inside must succeed; a write to the host's `/tmp`, a
+//! * the sandbox that node_process, run_command and jobs run under unless `--no-sandbox`:
+//!   usable or not, the ABI its rules use, its effective policy (the paths it may read and
+//!   write, metadata changes, which mechanism keeps pathname Unix sockets out of reach), and
+//!   an end-to-end check through `node_process` in a scratch workspace (a write and a
+//!   `chmod` inside must succeed; a write to the host's `/tmp`, a
 //!   read of a file outside and a `chmod` of it must be refused: the write with `EROFS` or
 //!   `EACCES`, the read with `EACCES`, the `chmod` with `EROFS` where the run's read-only view
 //!   was made, `EPERM` where no mount namespace could be made and the seccomp rule refuses
@@ -14,13 +15,13 @@
 //!   unprivileged, else the waiter as child subreaper), and what bounds a run's processes;
 //! * the Node.js found (`--node`, else `node` on PATH) and its version;
 //! * the protected paths (the defaults, `--protect`, `--unprotect-defaults`: the patterns the
-//!   write tools refuse with `PATH_PROTECTED`) and whether `--sandbox` children find them
+//!   write tools refuse with `PATH_PROTECTED`) and whether sandboxed children find them
 //!   read-only here: a check writes a hook in a scratch repository through `node_process`
 //!   (`EROFS`: a mount namespace of the run's own binds them read-only;
 //!   `NODE_SANDBOX_UNAVAILABLE`: none can be made, so a sandboxed call in a workspace holding
 //!   one is refused);
 //! * the denied paths (`--deny`: the patterns every file tool refuses with `PATH_DENIED`) and
-//!   whether `--sandbox` children find denied entries covered here: a check reads a denied
+//!   whether sandboxed children find denied entries covered here: a check reads a denied
 //!   file of a scratch workspace through `node_process` (empty: covered in a mount namespace
 //!   of the run's own; `NODE_SANDBOX_UNAVAILABLE`: none can be made, so a sandboxed call in a
 //!   workspace holding a denied entry is refused).
@@ -164,7 +165,7 @@ async fn examine(args: &Args, scratch: &Path, protected: confine_tools::Protecte
         .ok()
         .map(|tool| tool.node().to_owned());
 
-    // The rules `--sandbox` gives a call: node_process adds Node.js's installation.
+    // The rules the sandbox gives a call: node_process adds Node.js's installation.
     let mut policy = Sandbox::new();
     if let Some(node) = &node {
         policy.allow_installation(node);
@@ -222,7 +223,7 @@ async fn examine(args: &Args, scratch: &Path, protected: confine_tools::Protecte
     }
 }
 
-/// Run [`DENIED_PROBE`] through `node_process` with `--sandbox` in a scratch workspace whose
+/// Run [`DENIED_PROBE`] through a sandboxed `node_process` in a scratch workspace whose
 /// `secret.txt` is denied: `""` where denied entries are covered for children.
 async fn denied_check(scratch: &Path, mut options: ToolSetOptions) -> Value {
     let workspace = scratch.join("denied");
@@ -254,7 +255,7 @@ async fn denied_check(scratch: &Path, mut options: ToolSetOptions) -> Value {
     json!({"ran": true, "covered": said == "", "readDenied": said})
 }
 
-/// Run [`PROTECTED_PROBE`] through `node_process` with `--sandbox` in a scratch repository
+/// Run [`PROTECTED_PROBE`] through a sandboxed `node_process` in a scratch repository
 /// whose `.git/hooks` exists: `EROFS` where the protected paths are read-only for children.
 async fn protected_check(scratch: &Path, options: ToolSetOptions) -> Value {
     let repository = scratch.join("repository");
@@ -283,7 +284,7 @@ async fn protected_check(scratch: &Path, options: ToolSetOptions) -> Value {
     json!({"ran": true, "hooksProtected": covered, "plantHook": said})
 }
 
-/// Run [`SANDBOX_PROBE`] through `node_process` with `--sandbox`'s options.
+/// Run [`SANDBOX_PROBE`] through `node_process` with the sandbox's options.
 async fn sandbox_check(scratch: &Path, options: ToolSetOptions) -> Value {
     let Ok(registry) = confine_tools::create_coding_tools(scratch, options) else {
         return json!({"ran": false, "reason": "the tools could not be built"});
@@ -554,12 +555,12 @@ impl Report {
                 "not checked (.git/hooks is not protected)".to_owned()
             }
             (true, Some("EROFS")) => {
-                "protected paths read-only for --sandbox children (a mount namespace of \
+                "protected paths read-only for sandboxed children (a mount namespace of \
                  each run's own; a hook planted in a scratch repository: EROFS)"
                     .to_owned()
             }
             (true, Some("NODE_SANDBOX_UNAVAILABLE")) => "no mount namespace can be made here: \
-                 a --sandbox call in a workspace holding a protected path fails with \
+                 a sandboxed call in a workspace holding a protected path fails with \
                  NODE_SANDBOX_UNAVAILABLE (--unprotect-defaults lifts it)"
                 .to_owned(),
             (true, other) => format!("FAILED: a hook planted in a scratch repository: {other:?}"),
@@ -571,12 +572,12 @@ impl Report {
         let check = &self.denied_check;
         let covered = match (check["ran"] == true, check["readDenied"].as_str()) {
             (false, _) => format!("not checked ({})", check["reason"]),
-            (true, Some("")) => "denied entries covered for --sandbox children (a mount \
+            (true, Some("")) => "denied entries covered for sandboxed children (a mount \
                  namespace of each run's own; a denied file in a scratch workspace read as \
                  empty)"
                 .to_owned(),
             (true, Some("NODE_SANDBOX_UNAVAILABLE")) => "no mount namespace can be made here: \
-                 a --sandbox call in a workspace holding a denied entry fails with \
+                 a sandboxed call in a workspace holding a denied entry fails with \
                  NODE_SANDBOX_UNAVAILABLE"
                 .to_owned(),
             (true, other) => format!("FAILED: a denied file in a scratch workspace: {other:?}"),
@@ -587,11 +588,11 @@ impl Report {
             network["unavailable"].as_str(),
         ) {
             (Some(m), _) => format!(
-                "{m}: with --sandbox or --allow-net, children reach the network only through \
-                 the server's proxy, to the --allow-net entries"
+                "{m}: sandboxed (the default) or with --allow-net, children reach the network \
+                 only through the server's proxy, to the --allow-net entries"
             ),
             (None, why) => format!(
-                "unavailable ({}): calls under --sandbox or --allow-net fail with \
+                "unavailable ({}): sandboxed calls and calls under --allow-net fail with \
                  NETWORK_POLICY_UNAVAILABLE",
                 why.unwrap_or("no mechanism")
             ),
@@ -638,7 +639,7 @@ impl Report {
     }
 }
 
-/// The network policy as `--sandbox` or `--allow-net` would make it here: the mechanism (or
+/// The network policy as the sandbox or `--allow-net` would make it here: the mechanism (or
 /// why none works), the proxy's address as children reach it, the entries, and what each
 /// preset resolved to.
 fn network_report(

@@ -34,8 +34,8 @@
 //! - One banner line goes to stderr at start; logs (tracing, filtered by `CONFINE_LOG`, default
 //!   `warn`) go to stderr; stdout carries nothing but the protocol.
 //!
-//! `--node`, `--timeout-ms` and `--sandbox` reach the node_process tool through
-//! [`ToolArgs::node_options`], the same path `confine call` uses.
+//! `--node`, `--timeout-ms` and the sandbox (on unless `--no-sandbox`) reach the node_process
+//! tool through [`ToolArgs::node_options`], the same path `confine call` uses.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -7,7 +7,8 @@
 //! - the Kubernetes manifests of `deploy/kubernetes/` hold every field the deployment's
 //!   security rests on (gVisor, no capabilities, no privilege escalation, not root, seccomp,
 //!   no service-account token, the token from a Secret, the probe on `/healthz`, a workspace
-//!   volume), each check shown to catch its field removed or changed;
+//!   volume, `--no-sandbox` in `args` since gVisor has no Landlock), each check shown to
+//!   catch its field removed or changed;
 //! - the image script takes its packages from the machine's own apt sources, naming no host.
 
 use crate::support;
@@ -321,6 +322,13 @@ fn pod_spec_problems(spec: &Value, claims: &[&str]) -> Vec<String> {
         confine["command"].is_null(),
         "the image's entry point kept (no command)",
     );
+    // gVisor has no Landlock: a server offering node_process refuses to start sandboxed.
+    need(
+        confine["args"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|a| a == "--no-sandbox")),
+        "args: --no-sandbox (gVisor has no Landlock)",
+    );
     problems
 }
 
@@ -387,7 +395,7 @@ fn each_check_catches_its_field_removed_or_changed() {
     let good = of_kind(&docs, "Deployment")["spec"]["template"]["spec"].clone();
     assert!(pod_spec_problems(&good, &[]).is_empty());
     type Change = fn(&mut Value);
-    let changes: [(&str, Change); 16] = [
+    let changes: [(&str, Change); 17] = [
         ("runtimeClassName", |s| {
             s["runtimeClassName"] = "runc".into()
         }),
@@ -442,6 +450,9 @@ fn each_check_catches_its_field_removed_or_changed() {
         ("a container named confine", |s| {
             s["containers"][0]["name"] = "other".into()
         }),
+        ("args: --no-sandbox", |s| {
+            s["containers"][0]["args"] = serde_json::json!(["--timeout-ms", "5000"])
+        }),
     ];
     for (field, change) in changes {
         let mut spec = good.clone();
@@ -476,4 +487,6 @@ fn the_image_script_uses_the_machines_apt_sources_and_names_no_host() {
         let flat = script.replace(" \\\n    --config.entrypoint ", " ");
         assert!(flat.contains(part), "{part} not in the entry point");
     }
+    // The manifests' args add --no-sandbox; given twice, the server would refuse to start.
+    assert!(!script.contains("--config.entrypoint --no-sandbox"));
 }

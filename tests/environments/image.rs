@@ -1,8 +1,8 @@
 //! The container image that `deploy/image/build.sh` makes, run as a cluster runs it: its root
 //! file system unpacked into an OCI bundle (`umoci unpack`), started by gVisor's `runsc run`
 //! inside a network namespace this test makes, the root file system read-only, a workspace
-//! directory of the test's bind-mounted at `/workspace`, the manifests' `--timeout-ms 5000`
-//! added. The official MCP Python SDK client (`tests/interop/py/image_client.py`), in a
+//! directory of the test's bind-mounted at `/workspace`, the manifests' `--no-sandbox` and
+//! `--timeout-ms 5000` added. The official MCP Python SDK client (`tests/interop/py/image_client.py`), in a
 //! second network namespace of the test's joined to the first by a veth pair, checks
 //! `/healthz` without the token, the refusals without it, and initialize, tools/list,
 //! write_file, read_file and node_process with it; what it wrote is then found in the
@@ -178,8 +178,12 @@ fn configure(bundle: &Path, workspace: &Path, token: &Token<'_>) {
         "{args}"
     );
     config["process"]["terminal"] = json!(false);
-    // As the manifests' `args` do: room for Node.js, which starts slower under gVisor.
+    // As the manifests' `args` do: no sandbox of confine's own (gVisor has no Landlock, and
+    // is the sandbox here), and room for Node.js, which starts slower under gVisor.
     let args = config["process"]["args"].as_array_mut().unwrap();
+    if !args.contains(&json!("--no-sandbox")) {
+        args.push(json!("--no-sandbox"));
+    }
     if !args.contains(&json!("--timeout-ms")) {
         args.extend([json!("--timeout-ms"), json!("5000")]);
     }

@@ -393,7 +393,7 @@ fn the_flag_denies_through_the_binary_and_a_bad_glob_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&over.stderr).contains("--deny: more than 256"));
 }
 
-/// `confine doctor` shows the list and whether `--sandbox` children find denied entries
+/// `confine doctor` shows the list and whether sandboxed children find denied entries
 /// covered here (either answer is a fact of this machine; a child reading the secret is
 /// never one).
 #[test]
@@ -412,7 +412,7 @@ fn doctor_shows_the_denied_paths_and_whether_children_find_them_covered() {
     assert!(text.contains("denied:        **/.env, *.pem\n"), "{text}");
     let line = text.lines().find(|l| l.starts_with("covered:")).unwrap();
     assert!(
-        line.contains("denied entries covered for --sandbox children")
+        line.contains("denied entries covered for sandboxed children")
             || line.contains("fails with NODE_SANDBOX_UNAVAILABLE")
             || line.contains("not checked (\"no Node.js\")"),
         "{line}"

@@ -338,7 +338,7 @@ fn the_flags_add_patterns_and_drop_the_defaults() {
 }
 
 /// `confine doctor` shows the list (defaults marked, `--protect` added, `--unprotect-defaults`
-/// dropping them) and whether `--sandbox` children find the hooks read-only here.
+/// dropping them) and whether sandboxed children find the hooks read-only here.
 #[test]
 fn doctor_shows_the_protected_paths_and_what_children_find() {
     let doctor = |args: &[&str]| {

@@ -11,7 +11,8 @@ pub struct Setting {
     pub read_only: bool,
     /// `--timeout-ms`: node_process's time bound (default 500).
     pub timeout_ms: Option<u64>,
-    /// `--sandbox`: node_process and run_command run under the kernel sandbox.
+    /// node_process and run_command run under the kernel sandbox (the CLI's default; off
+    /// with `--no-sandbox`).
     pub sandbox: bool,
     /// `--command-timeout-ms`: run_command's default bound (default 120,000).
     pub command_timeout_ms: Option<u64>,
@@ -24,7 +25,7 @@ pub struct Setting {
 }
 
 /// The instructions sent to the client at initialization, for the model. They claim
-/// confinement only for what is confined: without `--sandbox`, node_process and run_command
+/// confinement only for what is confined: with `--no-sandbox`, node_process and run_command
 /// run with the server's own access to the machine, and the text says so.
 pub(super) fn instructions(registry: &ToolRegistry, setting: Setting) -> String {
     let offered = |name: &str| registry.get(name).is_some();
@@ -134,7 +135,7 @@ pub(super) fn instructions(registry: &ToolRegistry, setting: Setting) -> String 
         } else {
             ("run", "are")
         };
-        // The network policy: on with --sandbox or --allow-net.
+        // The network policy: on under the sandbox (the default) or with --allow-net.
         let hosts = if setting.allow_net {
             "only the hosts this server allows"
         } else {

@@ -515,18 +515,18 @@ mod tests {
                 .instructions
                 .to_string()
         };
-        // Neither flag: the host's network, said so.
+        // --no-sandbox and no --allow-net: the host's network, said so.
         let open = text(false, false);
         assert!(open.contains("and its network"), "{open}");
         assert!(!open.contains("proxy"), "{open}");
-        // --sandbox alone: the proxy, to no host.
+        // Sandboxed, no --allow-net: the proxy, to no host.
         let sandboxed = text(true, false);
         assert!(
             sandboxed.contains("through this server's proxy"),
             "{sandboxed}"
         );
         assert!(sandboxed.contains("to no host"), "{sandboxed}");
-        // --allow-net without --sandbox: files unconfined, network through the proxy.
+        // --allow-net with --no-sandbox: files unconfined, network through the proxy.
         let listed = text(false, true);
         assert!(listed.contains("not confined to the workspace"), "{listed}");
         assert!(!listed.contains("and its network"), "{listed}");
