@@ -2,7 +2,8 @@
 //! numbered `job-1`, `job-2`… in the order started): `run_command {…, background: true,
 //! stdin: true}` (a pipe) and `{…, tty: {cols, rows}}` (a terminal of the job's own),
 //! `job_input` and `job_resize`. A Python REPL keeps its state between inputs on a terminal and
-//! on a pipe, a prompt is answered, `isatty(0)` tells the two apart, Ctrl-C interrupts a loop
+//! on a pipe, so does Node.js's on a terminal (Ctrl-C stopping a loop, the REPL alive), a
+//! prompt is answered, `isatty(0)` tells the two apart, Ctrl-C interrupts a loop
 //! while the REPL lives, `cat` ends on `closeStdin`, `stty size` sees a resize, a terminal job
 //! works under `--sandbox` and reaches no other terminal, a write the job never reads is
 //! bounded, the limits hold at N and N+1, and nothing is left after `job_stop` or the server's
@@ -179,6 +180,75 @@ fn a_python_repl_on_a_terminal_keeps_its_state_and_survives_ctrl_c() {
     assert_eq!(record["status"], "killed", "{record}");
     census_clear(&m);
     // The job's input went with it.
+    assert_eq!(
+        s.refused("job_input", json!({"jobId": id, "text": "1\n"})),
+        "JOB_INPUT_CLOSED"
+    );
+    s.end();
+}
+
+/// Whether `node` is on PATH; the test that needs it says loudly when it is not.
+fn have_node(test: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("node").is_file()));
+    if !found {
+        testkit::not_run(test, "no node on PATH");
+    }
+    found
+}
+
+#[test]
+fn a_node_repl_on_a_terminal_keeps_its_state_and_survives_ctrl_c() {
+    if !have_node("a_node_repl_on_a_terminal_keeps_its_state_and_survives_ctrl_c") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let m = marker();
+    let mut s = Session::start(dir.path(), &[]);
+    // Node's REPL on the job's terminal, without colours (the answers read plain) and without
+    // a history file. Not `exec`, as for Python.
+    let id = s.start_job(
+        &format!("JOB_MARK={m} NODE_DISABLE_COLORS=1 NODE_REPL_HISTORY= node -i"),
+        TTY(),
+    );
+    assert_eq!(id, "job-1");
+    s.turn(&id, "let a = 41\n", "undefined\r\n");
+    let out = s.turn(&id, "a + 1\n", "42\r\n");
+    assert!(out.contains("a + 1"), "the REPL echoes: {out:?}");
+    s.turn(&id, "process.stdin.isTTY\n", "true\r\n");
+    // A loop that never ends, then Ctrl-C: Node's REPL interrupts the script (an error of
+    // its own, ERR_SCRIPT_EXECUTION_INTERRUPTED) and prompts again; the state is kept.
+    let record = s.ok(
+        "job_input",
+        json!({"jobId": id, "text": "while (true) {}\n", "waitMs": 300}),
+    );
+    assert_eq!(record["status"], "running", "{record}");
+    let mut seen = record["stdout"].as_str().unwrap().to_owned();
+    // The REPL echoes the line as it takes it, then evaluates it: Ctrl-C after the echo (and
+    // a moment for the evaluation to begin) stops the loop, not the line being typed.
+    s.read_until(&id, &mut seen, "while (true) {}");
+    std::thread::sleep(Duration::from_millis(300));
+    let record = s.ok(
+        "job_input",
+        json!({"jobId": id, "bytesBase64": "Aw==", "waitMs": 5000}),
+    );
+    assert_eq!(record["written"], 1, "{record}");
+    let mut seen = record["stdout"].as_str().unwrap().to_owned();
+    s.read_until(&id, &mut seen, "ERR_SCRIPT_EXECUTION_INTERRUPTED");
+    assert!(
+        seen.contains("Script execution was interrupted by `SIGINT`"),
+        "{seen:?}"
+    );
+    let out = s.turn(&id, "a * 2\n", "82\r\n");
+    assert!(!out.contains("Uncaught"), "{out:?}");
+    assert_eq!(
+        s.ok("job_output", json!({"jobId": id}))["status"],
+        "running"
+    );
+    support::wait_alive_blocking(&m, 1);
+    let record = s.ok("job_stop", json!({"jobId": id}));
+    assert_eq!(record["status"], "killed", "{record}");
+    census_clear(&m);
     assert_eq!(
         s.refused("job_input", json!({"jobId": id, "text": "1\n"})),
         "JOB_INPUT_CLOSED"

@@ -6,7 +6,10 @@
 //! failed, a walk that answered empty).
 //!
 //! The battery: every file tool on a tree with a subdirectory, `run_command` (exit codes,
-//! output, a background job read and stopped) and `node_process`. Durations are left out of
+//! output, a background job read and stopped), `node_process`, and an interactive shell on a
+//! terminal of its own (a line typed, its answer read, the job stopped). `confine doctor`
+//! under gVisor says Landlock is missing there and the sandbox (the default) unusable, with
+//! `--no-sandbox` as the way to start. Durations are left out of
 //! the comparison; nothing else is. `runsc do` needs root: as an ordinary user this suite
 //! says so and does not run (the root pass of CI runs it, with `runsc` installed).
 
@@ -100,6 +103,19 @@ fn battery() -> Vec<(&'static str, Value)> {
             "node_process",
             json!({"source": "const fs = require('fs'); console.log(fs.readdirSync('sub').sort().join(','))"}),
         ),
+        // An interactive job on a terminal of its own: a shell, its prompt read first (so that
+        // the answer to the input holds the echo, the output and the next prompt, whatever the
+        // timing), a line typed, stopped.
+        (
+            "run_command",
+            json!({"command": "sh", "background": true, "tty": {"cols": 80, "rows": 24}}),
+        ),
+        ("job_output", json!({"jobId": "job-2", "waitMs": 5000})),
+        (
+            "job_input",
+            json!({"jobId": "job-2", "text": "echo hi\n", "waitMs": 5000}),
+        ),
+        ("job_stop", json!({"jobId": "job-2"})),
     ]
 }
 
@@ -213,6 +229,46 @@ fn the_tool_battery_answers_under_gvisor_as_on_the_host() {
         stderr.contains("Landlock") && stderr.contains("--no-sandbox"),
         "{stderr}"
     );
+    // `confine doctor` there: it reports (exit 0) what is missing and what the default does
+    // about it, line by line (host paths, the containment and the rest left out).
+    #[allow(clippy::disallowed_methods)]
+    let out = Command::new("runsc")
+        .args([
+            "--network=none",
+            "do",
+            env!("CARGO_BIN_EXE_confine"),
+            "doctor",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = |label: &str| {
+        report
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label:?} line: {report}"))
+            .to_owned()
+    };
+    assert_eq!(line("landlock:"), "landlock:      not in this kernel");
+    assert_eq!(
+        line("sandbox:"),
+        format!(
+            "sandbox:       unusable (SANDBOX_UNAVAILABLE): a server offering node_process or \
+             run_command refuses to start unless --no-sandbox is given (the sandbox needs \
+             Landlock ABI {} or newer)",
+            confine_nodeexec::DEFAULT_MIN_ABI
+        )
+    );
+    assert_eq!(
+        line("sandbox check:"),
+        "sandbox check: not run (\"NODE_SANDBOX_UNAVAILABLE\")"
+    );
     let mut disagreements = Vec::new();
     for ((h, g), (name, args)) in host_records.iter().zip(&gvisor_records).zip(battery()) {
         if h != g {
@@ -235,4 +291,8 @@ fn the_tool_battery_answers_under_gvisor_as_on_the_host() {
     assert_eq!(host_records[21]["content"]["stdout"], "spawned\n");
     assert_eq!(host_records[22]["content"]["stdout"], "0\n");
     assert_eq!(host_records[24]["content"]["stdout"], "job\n");
+    // The terminal job: its shell answered the line typed, and was stopped.
+    let typed = host_records[29]["content"]["stdout"].as_str().unwrap();
+    assert!(typed.contains("echo hi\r\nhi\r\n"), "{typed:?}");
+    assert_eq!(host_records[30]["content"]["status"], "killed");
 }

@@ -12,7 +12,10 @@
 //! put in an outcome class (ok, not found, outside, loop, not a directory, not regular,
 //! not empty, other) and every disagreement is listed; there must be none. The walks
 //! (`list_directory`, `find_files`, `grep`) are also judged on what they return: the entries
-//! that the directory the kernel opened holds, never fewer.
+//! that the directory the kernel opened holds, never fewer. The tools judged: the readers
+//! (`read_file`, `read_lines`, `read_media`, `file_info`) and walkers, and the writers, each
+//! call on a fresh copy of the tree (`write_file`, `create_directory`, `delete_file`,
+//! `edit_file`, and `move_file` on its source and on its destination's directory).
 //!
 //! The kernel's resolution runs here, unfiltered; the tools in the child, where the filter is
 //! in force for every thread (the crate remembers a missing `openat2`, so a filtered run must
@@ -24,6 +27,7 @@ use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::fmt::Write as _;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt as _;
 use std::path::{Path, PathBuf};
 
 use confine_tools::{ToolRegistry, ToolSetOptions};
@@ -217,6 +221,21 @@ fn fixture() -> Tree {
         ]
         .map(String::from),
     );
+    // Files reached through links, for the tools that change an entry itself (`edit_file`,
+    // `move_file`'s source, `delete_file`).
+    write_paths.extend(
+        [
+            "rel_in/f.txt",
+            "up_in/g.txt",
+            "c40_0/g.txt",
+            "c41_0/g.txt",
+            "d/e/up2/top.txt",
+            "esc_up/secret.txt",
+            "d/e/up3/outside/secret.txt",
+            "to_chain40/e/f.txt",
+        ]
+        .map(String::from),
+    );
     paths.sort();
     paths.dedup();
     write_paths.sort();
@@ -343,6 +362,10 @@ enum Class {
     NotDir,
     NotRegular,
     NotEmpty,
+    /// A regular file that is no image (every file of the trees holds text).
+    NotMedia,
+    /// A write target that is a symlink staying inside the root.
+    Symlink,
     Other,
 }
 
@@ -366,6 +389,8 @@ impl Class {
             "NOT_A_DIRECTORY" | "WRITE_PARENT_NOT_DIRECTORY" => Class::NotDir,
             "FILE_NOT_REGULAR" => Class::NotRegular,
             "DELETE_DIRECTORY_NOT_EMPTY" => Class::NotEmpty,
+            "FILE_NOT_MEDIA" => Class::NotMedia,
+            "WRITE_TARGET_SYMLINK" => Class::Symlink,
             _ => Class::Other,
         }
     }
@@ -458,6 +483,32 @@ fn kernel_walk(fd: &OwnedFd, prefix: &str, deep: bool) -> BTreeSet<String> {
     out
 }
 
+/// Where the symlink at `path` leads, for a write tool that refuses it: outside the root
+/// (`..` past it, or an absolute target not within it) or not.
+fn link_class(root: &OwnedFd, path: &str) -> Class {
+    use libc::{O_DIRECTORY, O_PATH};
+    let (dir, name) = match path.rsplit_once('/') {
+        Some((parent, name)) => (openat2(root, parent, O_PATH | O_DIRECTORY).unwrap(), name),
+        None => (openat2(root, ".", O_PATH | O_DIRECTORY).unwrap(), path),
+    };
+    let target = PathBuf::from(std::ffi::OsString::from_vec(
+        rustix::fs::readlinkat(&dir, name, Vec::new())
+            .unwrap()
+            .into_bytes(),
+    ));
+    let ws = std::fs::canonicalize(format!("/proc/self/fd/{}", root.as_raw_fd())).unwrap();
+    let resolved = match target.strip_prefix(&ws) {
+        _ if target.is_relative() => openat2(root, path, O_PATH),
+        Ok(rest) if rest.as_os_str().is_empty() => openat2(root, ".", O_PATH),
+        Ok(rest) => openat2(root, rest.to_str().unwrap(), O_PATH),
+        Err(_) => return Class::Outside,
+    };
+    match resolved {
+        Err(libc::EXDEV) => Class::Outside,
+        _ => Class::Symlink,
+    }
+}
+
 /// The kernel's answer for `tool` on `path`: a class, and for a walk what it must list.
 fn kernel(root: &OwnedFd, tool: &str, path: &str) -> (Class, Option<BTreeSet<String>>) {
     use libc::{O_DIRECTORY, O_NOFOLLOW, O_PATH, O_RDONLY};
@@ -465,15 +516,41 @@ fn kernel(root: &OwnedFd, tool: &str, path: &str) -> (Class, Option<BTreeSet<Str
     match tool {
         // The file must be a regular file; a component that is not a directory is
         // FILE_NOT_FOUND in the read tools' contract.
-        "read_file" | "read_lines" => match openat2(root, path, O_PATH) {
-            Ok(fd) if kind_of(&fd) == rustix::fs::FileType::RegularFile => (Class::Ok, None),
+        // read_media reads as read_file does; the trees' files hold text, not images.
+        "read_file" | "read_lines" | "read_media" => match openat2(root, path, O_PATH) {
+            Ok(fd) if kind_of(&fd) == rustix::fs::FileType::RegularFile => match tool {
+                "read_media" => (Class::NotMedia, None),
+                _ => (Class::Ok, None),
+            },
             Ok(_) => (Class::NotRegular, None),
             Err(libc::ENOTDIR) => (Class::NotFound, None),
             Err(e) => (Class::of_errno(e), None),
         },
         // lstat: the last component is not followed; a parent that is not a directory is
         // NOT_A_DIRECTORY.
-        "file_info" => (class(openat2(root, path, O_PATH | O_NOFOLLOW)), None),
+        // move_file's source as well: the entry itself moves (a link as a link).
+        "file_info" | "move_file(source)" => {
+            (class(openat2(root, path, O_PATH | O_NOFOLLOW)), None)
+        }
+        // The parent followed (a component that is not a directory is NOT_A_DIRECTORY), the
+        // file itself never: it must be regular; a symlink is refused as one, or as leading
+        // outside where it does (an absolute link naming a place inside the root is taken as
+        // that place).
+        "edit_file" => {
+            if let Some((parent, _)) = path.rsplit_once('/')
+                && let Err(e) = openat2(root, parent, O_PATH | O_DIRECTORY)
+            {
+                return (Class::of_errno(e), None);
+            }
+            match openat2(root, path, O_PATH | O_NOFOLLOW) {
+                Ok(fd) => match kind_of(&fd) {
+                    rustix::fs::FileType::RegularFile => (Class::Ok, None),
+                    rustix::fs::FileType::Symlink => (link_class(root, path), None),
+                    _ => (Class::NotRegular, None),
+                },
+                Err(e) => (Class::of_errno(e), None),
+            }
+        }
         // The entry itself (a link is removed as a link); a directory must be empty.
         "delete_file" => match openat2(root, path, O_PATH | O_NOFOLLOW) {
             Ok(fd) if kind_of(&fd) == rustix::fs::FileType::Directory => {
@@ -508,7 +585,8 @@ fn kernel(root: &OwnedFd, tool: &str, path: &str) -> (Class, Option<BTreeSet<Str
         }
         // `<path>/new.txt` and `<path>/newdir`: missing directories on the way are created,
         // except through a dangling link (nothing is created where a link leads).
-        "write_file" | "create_directory" => {
+        // move_file's destination is `<path>/moved.txt`, its parents made as write_file's.
+        "write_file" | "create_directory" | "move_file(destination)" => {
             let parts: Vec<&str> = path.split('/').collect();
             for i in 1..=parts.len() {
                 let prefix = parts[..i].join("/");
@@ -534,15 +612,35 @@ fn kernel(root: &OwnedFd, tool: &str, path: &str) -> (Class, Option<BTreeSet<Str
 // ---------------------------------------------------------------------------------------
 // The tools' answers
 
-const READING: [&str; 6] = [
+const READING: [&str; 7] = [
     "read_file",
     "read_lines",
+    "read_media",
     "file_info",
     "list_directory",
     "find_files",
     "grep",
 ];
-const WRITING: [&str; 3] = ["write_file", "create_directory", "delete_file"];
+/// `move_file` is judged twice: on the path as its source (moved to a new name at the root),
+/// and on the path as the directory of its destination (`<path>/moved.txt`, a file made at
+/// the root moved there).
+const WRITING: [&str; 6] = [
+    "write_file",
+    "create_directory",
+    "delete_file",
+    "edit_file",
+    "move_file(source)",
+    "move_file(destination)",
+];
+
+/// The file `move_file(destination)` moves, made at the root of the tree's copy before the
+/// call (no tree has an entry of that name).
+const MOVED: &str = "moved-source.txt";
+
+/// The tool a judged case calls.
+fn tool_name(case: &str) -> &str {
+    case.split_once('(').map_or(case, |(name, _)| name)
+}
 
 fn registry(ws: &Path) -> ToolRegistry {
     confine_tools::create_workspace_tools(ws, ToolSetOptions::default()).unwrap()
@@ -554,6 +652,12 @@ fn arguments(tool: &str, path: &str) -> Value {
         "grep" => json!({"pattern": "x", "path": path, "maxMatches": 1000}),
         "write_file" => json!({"path": format!("{path}/new.txt"), "content": "new x\n"}),
         "create_directory" => json!({"path": format!("{path}/newdir")}),
+        // Every file of the trees (and outside them) ends its one line with ` x`.
+        "edit_file" => json!({"path": path, "edits": [{"oldText": " x\n", "newText": " y\n"}]}),
+        "move_file(source)" => json!({"source": path, "destination": "moved-new"}),
+        "move_file(destination)" => {
+            json!({"source": MOVED, "destination": format!("{path}/moved.txt")})
+        }
         _ => json!({"path": path}),
     }
 }
@@ -615,7 +719,7 @@ fn call(
     tool: &str,
     path: &str,
 ) -> (String, Option<BTreeSet<String>>) {
-    let r = support::call_on(rt, reg, tool, &arguments(tool, path));
+    let r = support::call_on(rt, reg, tool_name(tool), &arguments(tool, path));
     let v: Value = serde_json::from_str(&r.content).unwrap();
     if r.is_error {
         let token = v["error"]["message"].as_str().unwrap_or("?").to_owned();
@@ -666,6 +770,9 @@ fn run_tools(dir: &Path, out: &Path) {
             for (i, path) in tree.write_paths.iter().enumerate() {
                 let base = dir.join(format!("t{t}-{tool}-{i}"));
                 let ws = build(tree, &base);
+                if tool == "move_file(destination)" {
+                    std::fs::write(ws.join(MOVED), "moved x\n").unwrap();
+                }
                 let (token, _) = call(&rt, &registry(&ws), tool, path);
                 lines.push_str(&answer_line(t, tool, path, &token, None));
                 std::fs::remove_dir_all(&base).unwrap();

@@ -14,10 +14,10 @@
 //! the way is not created through: `WRITE_PARENT_NOT_DIRECTORY`.
 
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, PathBuf};
 
 use cap_std::fs::Dir;
-use confine_beneath::FsErrorKind;
+use confine_beneath::{FsErrorKind, Symlinks};
 use confine_pathgrammar::RelPath;
 use confine_rootid::{FileId, WorkspaceRoot};
 use rustix::fs::Mode;
@@ -207,7 +207,11 @@ pub(crate) fn symlink_target_kind(root: &WorkspaceRoot, parent: &Parent, name: &
     if beneath.components().all(|c| matches!(c, Component::CurDir)) {
         return ErrorKind::WriteTargetSymlink; // the root itself
     }
-    match root.dir().metadata(Path::new(&beneath)) {
+    // Resolved as every tool resolves (openat2, or its twin that answers as the kernel does),
+    // not by cap-std's own fallback, which answers otherwise where openat2 is missing (a long
+    // chain ending in `..`: a loop to the kernel, an escape to cap-std).
+    let flags = rustix::fs::OFlags::PATH;
+    match confine_beneath::open_beneath(root.dir(), &beneath, flags, Symlinks::FollowInside) {
         Err(e) if is_escape(&e) => ErrorKind::PathOutsideWorkspace,
         _ => ErrorKind::WriteTargetSymlink,
     }
