@@ -830,3 +830,77 @@ fn a_protect_path_missing_at_the_start_cannot_be_created_by_a_sandboxed_run_or_j
     );
     assert!(ws.path().join("deploy/run.sh").exists());
 }
+
+/// The rest of the protected list, against a sandboxed child: each path that exists at the
+/// run's start refuses every write (`config.worktree`, `info/exclude`, a submodule's hooks,
+/// `.gitmodules`, `.idea`, `.claude`, `.mcp.json`, `.envrc`), and a linked worktree's files
+/// planted under `.git/worktrees/` are gone once the run ends. The twin, with the defaults
+/// dropped, writes every one of them.
+#[test]
+fn a_sandboxed_script_cannot_change_the_rest_of_the_protected_list() {
+    const TEST: &str = "a_sandboxed_script_cannot_change_the_rest_of_the_protected_list";
+    if !have_git(TEST) {
+        return;
+    }
+    let existing = [
+        ".git/config.worktree",
+        ".git/info/exclude",
+        ".git/modules/sub/hooks/pre-commit",
+        ".gitmodules",
+        ".idea/workspace.xml",
+        ".claude/settings.json",
+        ".mcp.json",
+        ".envrc",
+    ];
+    let script: String = existing
+        .iter()
+        .map(|p| format!("(echo planted >> {p}) 2>/dev/null; echo {p}=$?; "))
+        .collect::<String>()
+        + "mkdir -p .git/worktrees/w && echo /tmp/x > .git/worktrees/w/gitdir; echo worktree=$?";
+    let setup = || {
+        let (repository, upstream) = Repository::with_submodule();
+        for p in existing {
+            let path = repository.ws().join(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            if !path.exists() {
+                std::fs::write(&path, "the user's\n").unwrap();
+            }
+        }
+        (repository, upstream)
+    };
+    let sandboxed = [&["--allow-commands"][..], &GIT_ENV].concat();
+    let (repository, _upstream) = setup();
+    let records = call(
+        repository.ws(),
+        &sandboxed,
+        &[("run_command", json!({"command": script}))],
+    );
+    let said = ran(&records[0]);
+    for p in existing {
+        assert!(
+            said.lines()
+                .any(|l| l.strip_prefix(&format!("{p}=")).is_some_and(|c| c != "0")),
+            "{p} was written: {said}"
+        );
+        let text = std::fs::read_to_string(repository.ws().join(p)).unwrap();
+        assert!(!text.contains("planted"), "{p}: {text}");
+    }
+    assert!(
+        !repository.ws().join(".git/worktrees/w/gitdir").exists(),
+        "{said}"
+    );
+    // The twin: the defaults dropped, every write lands.
+    let naive = [&sandboxed[..], &["--unprotect-defaults"]].concat();
+    let (repository, _upstream) = setup();
+    let records = call(
+        repository.ws(),
+        &naive,
+        &[("run_command", json!({"command": script}))],
+    );
+    let said = ran(&records[0]);
+    for p in existing {
+        assert!(said.contains(&format!("{p}=0\n")), "{p}: {said}");
+    }
+    assert!(said.ends_with("worktree=0\n"), "{said}");
+    assert!(repository.ws().join(".git/worktrees/w/gitdir").exists());
+}
