@@ -15,8 +15,10 @@
 
 use std::time::Duration;
 
-use confine_cli::nodeexec::{Command, Sandbox};
-use confine_cli::tools::{create_coding_tools, execute_tool_call};
+use confine_cli::nodeexec::{Command, PrivateDirs, Sandbox};
+use confine_cli::tools::{
+    RunCommandOptions, ToolCall, create_coding_tools, create_workspace_tools, execute_tool_call,
+};
 use criterion::{Criterion, criterion_group};
 use tokio_util::sync::CancellationToken;
 
@@ -74,6 +76,48 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+/// What the sandbox as `confine` sets it up by default (the read-only view in a mount
+/// namespace of the run's own, the server's private `/tmp`, `/dev/shm` and HOME, the home's
+/// toolchains, a `/proc` of the run's PID namespace) adds to a run's start: `run_command
+/// true` unsandboxed and sandboxed in alternating rounds (the order swapped every round);
+/// prints the medians and the median of the per-round differences (ms).
+fn alternating_run_start() {
+    const ROUNDS: usize = 80;
+    let tmp = tempfile::tempdir().unwrap();
+    let cancel = CancellationToken::new();
+    let rt = runtime();
+    let call = ToolCall::new("b", "run_command", &serde_json::json!({"command": "true"}));
+    let dirs = std::sync::Arc::new(PrivateDirs::create(None).unwrap());
+    let mut default = Sandbox::new();
+    default.private_dirs(dirs);
+    let registries = [None, Some(default)].map(|sandbox| {
+        let mut options = node_options(&node());
+        options.sandbox = sandbox;
+        options.commands = Some(RunCommandOptions::default());
+        create_workspace_tools(tmp.path(), options).unwrap()
+    });
+    let mut times = [Vec::new(), Vec::new()];
+    for round in 0..ROUNDS {
+        for k in 0..2 {
+            let i = (round + k) % 2;
+            let start = std::time::Instant::now();
+            let r = rt
+                .block_on(execute_tool_call(&registries[i], &call, &cancel))
+                .unwrap();
+            times[i].push(start.elapsed().as_secs_f64() * 1e3);
+            assert!(!r.is_error, "{}", r.content);
+        }
+    }
+    let mut d: Vec<f64> = times[1].iter().zip(&times[0]).map(|(s, b)| s - b).collect();
+    let diff = median(&mut d);
+    let [base, sandboxed] = times.map(|mut t| median(&mut t));
+    println!(
+        "alternating {ROUNDS} rounds: run_command true unsandboxed {base:.2} ms, \
+         sandboxed as by default {sandboxed:.2} ms ({diff:+.2} ms, ratio {:.2})",
+        sandboxed / base
+    );
+}
+
 /// Alternating rounds of the unsandboxed call, the sandboxed call and the sandboxed call
 /// without the seccomp filter; prints medians (ms).
 fn alternating() {
@@ -117,6 +161,7 @@ fn alternating() {
 criterion_group!(benches, bench);
 
 fn main() {
+    alternating_run_start();
     alternating();
     benches();
     Criterion::default().configure_from_args().final_summary();

@@ -7,7 +7,8 @@
 //! primitives for staying beneath a directory), [`atomicwrite`] (`confine-atomicwrite`,
 //! identity-checked atomic installation), [`nodeexec`] (`confine-nodeexec`, bounded child
 //! processes), [`jail`] (`confine-jail`, the path guard and `FileJail`), [`netpolicy`]
-//! (`confine-netpolicy`, the `--allow-net` list and the proxy that enforces it) and [`tools`]
+//! (`confine-netpolicy`, the `--allow-net` list and the proxy that enforces it), [`checkpoint`]
+//! (`confine-checkpoint`, the store that records, diffs and restores the workspace) and [`tools`]
 //! (`confine-tools`, the tool layer and every tool the server offers: files, edits, walks,
 //! search, images, commands, background jobs and JavaScript). The `confine` binary serves the tools
 //! over MCP (`confine mcp`) and JSON Lines (`confine call`).
@@ -16,6 +17,7 @@
 
 pub use confine_atomicwrite as atomicwrite;
 pub use confine_beneath as beneath;
+pub use confine_checkpoint as checkpoint;
 pub use confine_jail as jail;
 pub use confine_netpolicy as netpolicy;
 pub use confine_nodeexec as nodeexec;

@@ -46,6 +46,8 @@
 //! `changed during restore`. While a job runs (the caller says so) nothing is restored: every
 //! path is reported skipped with `a job is running`.
 
+#![deny(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::AsFd;
