@@ -125,7 +125,8 @@ async function main() {
     // The Rust side passes the set it builds (tools::WORKSPACE_TOOLS and READ_ONLY_TOOLS).
     const expected = (process.env.CONFINE_EXPECT_TOOLS ?? 'read_file,write_file,node_process').split(',');
     check('list: the workspace tool set', same(names, expected), names);
-    const readOnly = (process.env.CONFINE_EXPECT_READ_ONLY ?? 'read_file').split(',');
+    // The tools annotated read-only: the read-only set and the checkpoint tools that only read.
+    const readOnly = (process.env.CONFINE_EXPECT_READ_HINTED ?? process.env.CONFINE_EXPECT_READ_ONLY ?? 'read_file').split(',');
     const hinted = tools.every(
       (t) => t.annotations && t.annotations.readOnlyHint === readOnly.includes(t.name) && t.annotations.title,
     );

@@ -24,13 +24,29 @@ fn mcp_interop_with_the_typescript_sdk_client() {
     let output = std::process::Command::new("node")
         .arg("client.mjs")
         .arg(env!("CARGO_BIN_EXE_confine"))
+        // The workspace set and, checkpoints being on by default, the checkpoint tools
+        // (of which list and diff only read).
         .env(
             "CONFINE_EXPECT_TOOLS",
-            confine_cli::tools::WORKSPACE_TOOLS.join(","),
+            [
+                confine_cli::tools::WORKSPACE_TOOLS,
+                confine_cli::tools::CHECKPOINT_TOOLS,
+            ]
+            .concat()
+            .join(","),
         )
         .env(
             "CONFINE_EXPECT_READ_ONLY",
             confine_cli::tools::READ_ONLY_TOOLS.join(","),
+        )
+        .env(
+            "CONFINE_EXPECT_READ_HINTED",
+            [
+                confine_cli::tools::READ_ONLY_TOOLS,
+                &["checkpoint_list", "checkpoint_diff"],
+            ]
+            .concat()
+            .join(","),
         )
         .current_dir(&dir)
         .output()

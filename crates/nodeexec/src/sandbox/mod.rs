@@ -399,6 +399,10 @@ impl Sandbox {
             // policy): the policy cannot be enforced in full.
             return Err(unavailable(None));
         }
+        // The private home's files, at the first run that needs them.
+        if let Some(private) = &self.private {
+            private.furnish().map_err(failed)?;
+        }
         let abi = kernel.min(MAX_TESTED_ABI).max(self.min_abi);
         let target = ABI::from(abi as i32);
         let attr = RulesetAttr {

@@ -15,11 +15,12 @@
 //!   server has not (each run's mount namespace is its own, made after the server started);
 //!   see `docs/SECURITY.md`;
 //! * `home/` (mode 0700), the children's `HOME` unless the embedder names its own
-//!   ([`PrivateDirs::create`]'s `home`), writable, holding a `.gitconfig` with the user's git
+//!   ([`PrivateDirs::create`]'s `home`), writable, holding (from the first sandboxed run on,
+//!   [`PrivateDirs::furnish`]) a `.gitconfig` with the user's git
 //!   identity and nothing else of the user's configuration: `user.name`, `user.email` and
 //!   `init.defaultBranch` as the user's own `git config --global --get` reports them (no
-//!   credential helper, no `url.*.insteadOf`, no include, no alias). git runs once, at
-//!   creation, through this crate (contained, bounded, an allowlisted environment with the
+//!   credential helper, no `url.*.insteadOf`, no include, no alias). git runs once, then,
+//!   through this crate (contained, bounded, an allowlisted environment with the
 //!   server's `HOME`), in `/`.
 //!
 //! * the toolchains of the user's home and their registry addresses
@@ -46,6 +47,10 @@ pub struct PrivateDirs {
     own_home: bool,
     /// What the children run from the user's home, and their variables.
     tools: super::HomeTools,
+    /// Whether the home holds its `.gitconfig` and the private CARGO_HOME yet
+    /// ([`PrivateDirs::furnish`]): done once, at the first sandboxed run, so that a server
+    /// that never runs a command never pays for it.
+    furnished: std::sync::Mutex<bool>,
 }
 
 impl PartialEq for PrivateDirs {
@@ -59,7 +64,8 @@ impl Eq for PrivateDirs {}
 impl PrivateDirs {
     /// Make the directories, with `home` as the children's home when given (an existing
     /// directory, kept on drop; its `.gitconfig` is written only if it has none), else a
-    /// private one. The user's git identity is read now.
+    /// private one. The user's git identity is read, and the home's files written, at the
+    /// first sandboxed run ([`PrivateDirs::furnish`]).
     pub fn create(home: Option<&Path>) -> io::Result<Self> {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -86,6 +92,7 @@ impl PrivateDirs {
             root,
             own_home: home.is_none(),
             tools: super::HomeTools::discover(&|name| std::env::var_os(name)),
+            furnished: std::sync::Mutex::new(false),
         };
         for (name, mode) in [("tmp", 0o1777), ("shm", 0o1777), ("home", 0o700)] {
             let path = dirs.root.join(name);
@@ -95,10 +102,6 @@ impl PrivateDirs {
         }
         if let Some(home) = home {
             dirs.home = std::fs::canonicalize(home)?;
-        }
-        let config = dirs.home.join(".gitconfig");
-        if dirs.own_home || !config.exists() {
-            std::fs::write(&config, git_identity())?;
         }
         // The registry addresses of the user's npm and pip, never their tokens; a CARGO_HOME
         // of our own whose caches link to the user's (`toolchains.rs`).
@@ -110,14 +113,36 @@ impl PrivateDirs {
             }
             dirs.tools.env.extend(pip);
         }
-        if let Some(real) = dirs.tools.cargo_home.clone() {
+        if dirs.tools.cargo_home.is_some() {
             let private = dirs.home.join(".cargo");
-            if dirs.own_home || !private.exists() {
-                super::toolchains::seed_cargo_home(&private, &real)?;
-            }
             dirs.tools.env.push(("CARGO_HOME".into(), private.into()));
         }
         Ok(dirs)
+    }
+
+    /// Write what the home holds, once (later calls return at once): the `.gitconfig` with
+    /// the user's git identity (git runs once, here) and the private CARGO_HOME whose caches
+    /// link to the user's (`toolchains.rs`; a link per crate of the user's cache, which takes
+    /// a few hundred milliseconds for a large one). [`Sandbox::build`](super::Sandbox::build)
+    /// calls it, so it happens at a server's first sandboxed run, not at its start. A home
+    /// the embedder named keeps a `.gitconfig` and a `.cargo` it already has.
+    pub fn furnish(&self) -> io::Result<()> {
+        let mut done = self.furnished.lock().unwrap_or_else(|e| e.into_inner());
+        if *done {
+            return Ok(());
+        }
+        let config = self.home.join(".gitconfig");
+        if self.own_home || !config.exists() {
+            std::fs::write(&config, git_identity())?;
+        }
+        if let Some(real) = &self.tools.cargo_home {
+            let private = self.home.join(".cargo");
+            if self.own_home || !private.exists() {
+                super::toolchains::seed_cargo_home(&private, real)?;
+            }
+        }
+        *done = true;
+        Ok(())
     }
 
     /// The directory shown at `/tmp`.
@@ -218,7 +243,11 @@ mod tests {
         assert_eq!(mode(&dirs.tmp()), 0o1777);
         assert_eq!(mode(&dirs.shm()), 0o1777);
         assert_eq!(mode(dirs.home()), 0o700);
+        // The home's files come with the first run, once.
+        assert!(!dirs.home().join(".gitconfig").exists());
+        dirs.furnish().unwrap();
         assert!(dirs.home().join(".gitconfig").is_file());
+        dirs.furnish().unwrap();
         let root = dirs.root().to_owned();
         drop(dirs);
         assert!(!root.exists());
@@ -226,6 +255,7 @@ mod tests {
         let mine = tempfile::tempdir().unwrap();
         let dirs = PrivateDirs::create(Some(mine.path())).unwrap();
         assert_eq!(dirs.home(), mine.path().canonicalize().unwrap());
+        dirs.furnish().unwrap();
         drop(dirs);
         assert!(mine.path().join(".gitconfig").is_file());
     }
