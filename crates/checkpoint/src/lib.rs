@@ -417,7 +417,8 @@ impl Checkpoints {
         let mut index = locked.index()?;
         let mut state = self.state();
         let taken = self.take_locked(&locked, &mut index, &mut state, call, scope)?;
-        self.prune(&locked, &mut index)?;
+        let garbage = self.prune(&locked, &mut index)?;
+        self.commit(&locked, &mut index, garbage)?;
         Ok(taken.0)
     }
 
@@ -492,7 +493,12 @@ impl Checkpoints {
                     .collect(),
             ),
         };
-        let manifest_bytes = locked.write_manifest(&id, entries)?;
+        let hashes = (!full).then(|| {
+            let hs: Vec<String> = store::hashes_of(entries.values()).cloned().collect();
+            hs
+        });
+        let hashes = hashes.filter(|hs| hs.len() <= store::MAX_ENTRY_HASHES);
+        let manifest_bytes = locked.write_manifest(&id, full, entries)?;
         if let Some(previous) = index.checkpoints.first_mut() {
             previous.changed = files_changed(&prev, &nodes);
         }
@@ -508,9 +514,9 @@ impl Checkpoints {
                 full,
                 parent,
                 manifest_bytes,
+                hashes,
             },
         );
-        locked.write_index(index)?;
         state.newest = Some((id.clone(), nodes.clone()));
         state.known = Some(nodes.clone());
         Ok((id, nodes))
@@ -537,16 +543,32 @@ impl Checkpoints {
         })
     }
 
-    /// Apply the bounds (the newest is always kept).
-    fn prune(&self, locked: &store::Locked<'_>, index: &mut store::Index) -> Result<(), Error> {
-        let before = index.checkpoints.len();
-        let bytes = index.blob_bytes;
+    /// Apply the bounds (the newest is always kept); what to remove once the index is
+    /// written.
+    fn prune(
+        &self,
+        locked: &store::Locked<'_>,
+        index: &mut store::Index,
+    ) -> Result<store::Garbage, Error> {
         locked.prune(
             index,
             self.config.max_checkpoints.max(1),
             self.config.max_bytes,
-        )?;
-        if index.checkpoints.len() != before || index.blob_bytes != bytes {
+        )
+    }
+
+    /// Write the index, then remove what the checkpoints it dropped alone held; once every
+    /// `max_checkpoints` dropped checkpoints, sweep the whole store.
+    fn commit(
+        &self,
+        locked: &store::Locked<'_>,
+        index: &mut store::Index,
+        garbage: store::Garbage,
+    ) -> Result<(), Error> {
+        locked.write_index(index)?;
+        locked.remove(garbage);
+        if index.drops_since_sweep >= self.config.max_checkpoints.max(1) {
+            locked.sweep(index)?;
             locked.write_index(index)?;
         }
         Ok(())
@@ -588,11 +610,13 @@ impl Checkpoints {
         }
         let newest = &state.newest.as_ref().expect("ours").1;
         let changed = files_changed(newest, &known);
-        index.blob_bytes += added;
-        if let Some(e) = index.checkpoints.first_mut() {
+        if let Some(e) = index.checkpoints.first_mut()
+            && (added > 0 || e.changed != changed)
+        {
+            index.blob_bytes += added;
             e.changed = changed;
+            locked.write_index(&index)?;
         }
-        locked.write_index(&index)?;
         state.known = Some(known);
         Ok(())
     }
@@ -728,6 +752,8 @@ impl Checkpoints {
                 summary: format!("restore {id}"),
             };
             let (_, now) = self.take_locked(&locked, &mut index, &mut state, call, &Scope::All)?;
+            // Listed before anything changes, so a kill mid-restore leaves it to undo with.
+            locked.write_index(&index)?;
             // What the restore changes is looked at again by the next checkpoint.
             state.known = None;
             now
@@ -747,7 +773,8 @@ impl Checkpoints {
             plan.apply(self.root.dir(), &locked)
         };
         // The bounds apply once the content restored from was read.
-        self.prune(&locked, &mut index)?;
+        let garbage = self.prune(&locked, &mut index)?;
+        self.commit(&locked, &mut index, garbage)?;
         Ok(done)
     }
 }
