@@ -419,7 +419,7 @@ impl Checkpoints {
         let taken = self.take_locked(&locked, &mut index, &mut state, call, scope)?;
         let garbage = self.prune(&locked, &mut index)?;
         self.commit(&locked, &mut index, garbage)?;
-        Ok(taken.0)
+        Ok(taken)
     }
 
     fn take_locked(
@@ -429,11 +429,14 @@ impl Checkpoints {
         state: &mut State,
         call: CallInfo,
         scope: &Scope,
-    ) -> Result<(String, Manifest), Error> {
+    ) -> Result<String, Error> {
         let newest_id = index.checkpoints.first().map(|e| e.id.clone());
         let ours = matches!((&state.newest, &newest_id), (Some((a, _)), Some(b)) if a == b);
-        let prev: Manifest = match (&state.newest, &newest_id) {
-            (Some((_, m)), Some(_)) if ours => m.clone(),
+        // Taken, not copied (a whole tree's manifest is large): it is replaced below, and
+        // should this checkpoint fail the next one reads the newest from the store.
+        let newest = state.newest.take();
+        let prev: Manifest = match (newest, &newest_id) {
+            (Some((_, m)), Some(_)) if ours => m,
             (_, Some(id)) => locked.manifest(index, id)?,
             _ => Manifest::new(),
         };
@@ -517,9 +520,9 @@ impl Checkpoints {
                 hashes,
             },
         );
-        state.newest = Some((id.clone(), nodes.clone()));
         state.known = Some(nodes.clone());
-        Ok((id, nodes))
+        state.newest = Some((id.clone(), nodes));
+        Ok(id)
     }
 
     /// Whether a path's parent lies through a symlink (or is not there to say): its call may
@@ -751,11 +754,12 @@ impl Checkpoints {
                 name: "checkpoint_restore".into(),
                 summary: format!("restore {id}"),
             };
-            let (_, now) = self.take_locked(&locked, &mut index, &mut state, call, &Scope::All)?;
+            self.take_locked(&locked, &mut index, &mut state, call, &Scope::All)?;
+            // Taken out of what is known: what the restore changes is looked at again by the
+            // next checkpoint.
+            let now = state.known.take().unwrap_or_default();
             // Listed before anything changes, so a kill mid-restore leaves it to undo with.
             locked.write_index(&index)?;
-            // What the restore changes is looked at again by the next checkpoint.
-            state.known = None;
             now
         };
         let selected = |p: &str| paths.is_none_or(|ps| ps.iter().any(|s| within(p, s)));
