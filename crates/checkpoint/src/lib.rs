@@ -18,12 +18,20 @@
 //! root). Content is stored once, named by its SHA-256 (`blobs/ab/cdef…`); each checkpoint
 //! has a manifest (path → kind, mode, size, times, inode, hash or link target), whole for the
 //! oldest kept and otherwise only what differs from the one before; `index.json` lists the
-//! checkpoints newest first. Every file of the store is installed through
-//! `confine-atomicwrite`: a kill leaves the old file or the new one, never a torn one, so a
-//! later server over the same root lists and restores what an earlier one recorded. A lock
-//! file serializes the servers of one root. Bounds: at most [`Config::max_checkpoints`] and
-//! [`Config::max_bytes`] (the store's blobs and manifests), the oldest dropped first (the
-//! newest is always kept), and a blob no kept manifest names is removed with it.
+//! checkpoints newest first. Every file of the store is written whole under a temporary name
+//! beneath the store and renamed over its final name: a kill leaves the old file or the new
+//! one, never a torn one, so a later server over the same root lists and restores what an
+//! earlier one recorded. Nothing is `fsync`ed (a checkpoint is taken before every changing
+//! call and must cost little beside it): a killed server loses nothing, since what it wrote
+//! stands in the page cache; a power loss or a kernel crash may lose the newest checkpoints.
+//! A lock file serializes the servers of one root. Bounds: at most
+//! [`Config::max_checkpoints`] and [`Config::max_bytes`] (the store's blobs and manifests),
+//! the oldest dropped first (the newest is always kept), and a blob no kept manifest names is
+//! removed with it: found from the new oldest's manifest and the hashes each later
+//! checkpoint's index entry lists, without reading every manifest. A whole sweep (every
+//! manifest read, every blob listed) runs only when the byte bound is exceeded and once every
+//! [`Config::max_checkpoints`] dropped checkpoints (a blob stored after a call and replaced
+//! before the next checkpoint is named by none and found only then).
 //!
 //! # Incremental
 //!
