@@ -18,12 +18,20 @@
 //! root). Content is stored once, named by its SHA-256 (`blobs/ab/cdef…`); each checkpoint
 //! has a manifest (path → kind, mode, size, times, inode, hash or link target), whole for the
 //! oldest kept and otherwise only what differs from the one before; `index.json` lists the
-//! checkpoints newest first. Every file of the store is installed through
-//! `confine-atomicwrite`: a kill leaves the old file or the new one, never a torn one, so a
-//! later server over the same root lists and restores what an earlier one recorded. A lock
-//! file serializes the servers of one root. Bounds: at most [`Config::max_checkpoints`] and
-//! [`Config::max_bytes`] (the store's blobs and manifests), the oldest dropped first (the
-//! newest is always kept), and a blob no kept manifest names is removed with it.
+//! checkpoints newest first. Every file of the store is written whole under a temporary name
+//! beneath the store and renamed over its final name: a kill leaves the old file or the new
+//! one, never a torn one, so a later server over the same root lists and restores what an
+//! earlier one recorded. Nothing is `fsync`ed (a checkpoint is taken before every changing
+//! call and must cost little beside it): a killed server loses nothing, since what it wrote
+//! stands in the page cache; a power loss or a kernel crash may lose the newest checkpoints.
+//! A lock file serializes the servers of one root. Bounds: at most
+//! [`Config::max_checkpoints`] and [`Config::max_bytes`] (the store's blobs and manifests),
+//! the oldest dropped first (the newest is always kept), and a blob no kept manifest names is
+//! removed with it: found from the new oldest's manifest and the hashes each later
+//! checkpoint's index entry lists, without reading every manifest. A whole sweep (every
+//! manifest read, every blob listed) runs only when the byte bound is exceeded and once every
+//! [`Config::max_checkpoints`] dropped checkpoints (a blob stored after a call and replaced
+//! before the next checkpoint is named by none and found only then).
 //!
 //! # Incremental
 //!
@@ -419,8 +427,9 @@ impl Checkpoints {
         let mut index = locked.index()?;
         let mut state = self.state();
         let taken = self.take_locked(&locked, &mut index, &mut state, call, scope)?;
-        self.prune(&locked, &mut index)?;
-        Ok(taken.0)
+        let garbage = self.prune(&locked, &mut index)?;
+        self.commit(&locked, &mut index, garbage)?;
+        Ok(taken)
     }
 
     fn take_locked(
@@ -430,11 +439,14 @@ impl Checkpoints {
         state: &mut State,
         call: CallInfo,
         scope: &Scope,
-    ) -> Result<(String, Manifest), Error> {
+    ) -> Result<String, Error> {
         let newest_id = index.checkpoints.first().map(|e| e.id.clone());
         let ours = matches!((&state.newest, &newest_id), (Some((a, _)), Some(b)) if a == b);
-        let prev: Manifest = match (&state.newest, &newest_id) {
-            (Some((_, m)), Some(_)) if ours => m.clone(),
+        // Taken, not copied (a whole tree's manifest is large): it is replaced below, and
+        // should this checkpoint fail the next one reads the newest from the store.
+        let newest = state.newest.take();
+        let prev: Manifest = match (newest, &newest_id) {
+            (Some((_, m)), Some(_)) if ours => m,
             (_, Some(id)) => locked.manifest(index, id)?,
             _ => Manifest::new(),
         };
@@ -494,7 +506,12 @@ impl Checkpoints {
                     .collect(),
             ),
         };
-        let manifest_bytes = locked.write_manifest(&id, entries)?;
+        let hashes = (!full).then(|| {
+            let hs: Vec<String> = store::hashes_of(entries.values()).cloned().collect();
+            hs
+        });
+        let hashes = hashes.filter(|hs| hs.len() <= store::MAX_ENTRY_HASHES);
+        let manifest_bytes = locked.write_manifest(&id, full, entries)?;
         if let Some(previous) = index.checkpoints.first_mut() {
             previous.changed = files_changed(&prev, &nodes);
         }
@@ -510,12 +527,12 @@ impl Checkpoints {
                 full,
                 parent,
                 manifest_bytes,
+                hashes,
             },
         );
-        locked.write_index(index)?;
-        state.newest = Some((id.clone(), nodes.clone()));
         state.known = Some(nodes.clone());
-        Ok((id, nodes))
+        state.newest = Some((id.clone(), nodes));
+        Ok(id)
     }
 
     /// Whether a path's parent lies through a symlink (or is not there to say): its call may
@@ -539,16 +556,32 @@ impl Checkpoints {
         })
     }
 
-    /// Apply the bounds (the newest is always kept).
-    fn prune(&self, locked: &store::Locked<'_>, index: &mut store::Index) -> Result<(), Error> {
-        let before = index.checkpoints.len();
-        let bytes = index.blob_bytes;
+    /// Apply the bounds (the newest is always kept); what to remove once the index is
+    /// written.
+    fn prune(
+        &self,
+        locked: &store::Locked<'_>,
+        index: &mut store::Index,
+    ) -> Result<store::Garbage, Error> {
         locked.prune(
             index,
             self.config.max_checkpoints.max(1),
             self.config.max_bytes,
-        )?;
-        if index.checkpoints.len() != before || index.blob_bytes != bytes {
+        )
+    }
+
+    /// Write the index, then remove what the checkpoints it dropped alone held; once every
+    /// `max_checkpoints` dropped checkpoints, sweep the whole store.
+    fn commit(
+        &self,
+        locked: &store::Locked<'_>,
+        index: &mut store::Index,
+        garbage: store::Garbage,
+    ) -> Result<(), Error> {
+        locked.write_index(index)?;
+        locked.remove(garbage);
+        if index.drops_since_sweep >= self.config.max_checkpoints.max(1) {
+            locked.sweep(index)?;
             locked.write_index(index)?;
         }
         Ok(())
@@ -590,11 +623,13 @@ impl Checkpoints {
         }
         let newest = &state.newest.as_ref().expect("ours").1;
         let changed = files_changed(newest, &known);
-        index.blob_bytes += added;
-        if let Some(e) = index.checkpoints.first_mut() {
+        if let Some(e) = index.checkpoints.first_mut()
+            && (added > 0 || e.changed != changed)
+        {
+            index.blob_bytes += added;
             e.changed = changed;
+            locked.write_index(&index)?;
         }
-        locked.write_index(&index)?;
         state.known = Some(known);
         Ok(())
     }
@@ -729,9 +764,12 @@ impl Checkpoints {
                 name: "checkpoint_restore".into(),
                 summary: format!("restore {id}"),
             };
-            let (_, now) = self.take_locked(&locked, &mut index, &mut state, call, &Scope::All)?;
-            // What the restore changes is looked at again by the next checkpoint.
-            state.known = None;
+            self.take_locked(&locked, &mut index, &mut state, call, &Scope::All)?;
+            // Taken out of what is known: what the restore changes is looked at again by the
+            // next checkpoint.
+            let now = state.known.take().unwrap_or_default();
+            // Listed before anything changes, so a kill mid-restore leaves it to undo with.
+            locked.write_index(&index)?;
             now
         };
         let selected = |p: &str| paths.is_none_or(|ps| ps.iter().any(|s| within(p, s)));
@@ -749,7 +787,8 @@ impl Checkpoints {
             plan.apply(self.root.dir(), &locked)
         };
         // The bounds apply once the content restored from was read.
-        self.prune(&locked, &mut index)?;
+        let garbage = self.prune(&locked, &mut index)?;
+        self.commit(&locked, &mut index, garbage)?;
         Ok(done)
     }
 }

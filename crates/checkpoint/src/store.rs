@@ -1,12 +1,22 @@
 //! The store: blobs named by the SHA-256 of their content, one manifest per checkpoint, and an
-//! index of the checkpoints, newest first. Every file it writes is installed through
-//! `confine-atomicwrite`, so a kill leaves the old file or the new one, never a torn one.
+//! index of the checkpoints, newest first.
+//!
+//! Every file it writes is written whole under a temporary name beside its final one, then
+//! renamed over it: a reader, and a later server after a kill, sees the old file or the new
+//! one, never a torn one. Nothing is `fsync`ed: a checkpoint taken before each call must cost
+//! little beside the call, and a killed server loses nothing (what it wrote stands in the
+//! page cache). Only a power loss or a kernel crash may lose the newest checkpoints (see
+//! docs/DECISIONS.md). The order of the writes keeps every state a kill can leave readable:
+//! a manifest before the index that names it, and what a dropped checkpoint held removed
+//! only after the index no longer names it.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
+use std::io::Write;
 use std::io::{self, Read};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
@@ -27,13 +37,23 @@ pub(crate) struct Entry {
     pub(crate) parent: Option<String>,
     /// The manifest file's size.
     pub(crate) manifest_bytes: u64,
+    /// The blob hashes a delta's manifest names (`None`: unknown or too many; then the
+    /// manifest is read when a dropped checkpoint's blobs are weighed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) hashes: Option<Vec<String>>,
 }
+
+/// The most hashes an index entry lists; a delta naming more is read when needed.
+pub(crate) const MAX_ENTRY_HASHES: usize = 64;
 
 /// The index file: the checkpoints newest first, and the bytes the blobs hold.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Index {
     pub(crate) checkpoints: Vec<Entry>,
     pub(crate) blob_bytes: u64,
+    /// Checkpoints dropped since the last whole sweep of the blobs.
+    #[serde(default)]
+    pub(crate) drops_since_sweep: usize,
 }
 
 impl Index {
@@ -66,10 +86,53 @@ fn io_err(e: impl Into<io::Error>) -> Error {
     Error::Store(e.into())
 }
 
+/// Write `bytes` as `name` in `dir`: whole under a fresh temporary name (created exclusively,
+/// mode 0600), then renamed over `name`. No `fsync` (see the module docs). A temporary left by
+/// a kill starts with `.` and holds `.tmp-`; the sweep removes it.
 fn install(dir: &Dir, name: &str, bytes: &[u8]) -> Result<(), Error> {
-    confine_atomicwrite::install(dir, name, bytes)
-        .map(drop)
-        .map_err(|e| Error::Store(io::Error::other(e.code())))
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let tmp = format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    cap_std::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = dir.open_with(&tmp, &options).and_then(|f| {
+        let mut f = f.into_std();
+        f.write_all(bytes)
+    });
+    let renamed = written.and_then(|()| dir.rename(&tmp, dir, name));
+    if let Err(e) = renamed {
+        let _ = dir.remove_file(&tmp);
+        return Err(io_err(e));
+    }
+    Ok(())
+}
+
+/// Whether a file name is one of our temporaries.
+fn is_temp(name: &str) -> bool {
+    name.starts_with('.') && name.contains(".tmp-")
+}
+
+/// A manifest's file name: a whole one under a name of its own, so that rewriting a delta
+/// whole never replaces the file the index still names.
+fn manifest_name(id: &str, full: bool) -> String {
+    if full {
+        format!("{id}.full.json")
+    } else {
+        format!("{id}.json")
+    }
+}
+
+/// The blob hashes a manifest names.
+pub(crate) fn hashes_of<'a>(
+    nodes: impl IntoIterator<Item = &'a Option<Node>>,
+) -> impl Iterator<Item = &'a String> {
+    nodes
+        .into_iter()
+        .filter_map(|n| n.as_ref().and_then(|n| n.hash.as_ref()))
 }
 
 impl Store {
@@ -180,24 +243,31 @@ impl Locked<'_> {
         Ok(out)
     }
 
-    /// Write the manifest of `id`; its size.
+    /// Write the manifest of `id` (`full`: every path, else a delta); its size.
     pub(crate) fn write_manifest(
         &self,
         id: &str,
+        full: bool,
         entries: BTreeMap<String, Option<Node>>,
     ) -> Result<u64, Error> {
         let bytes =
             serde_json::to_vec(&ManifestFile { entries }).map_err(|e| Error::Store(e.into()))?;
         let dir = self.dir().open_dir("manifests").map_err(io_err)?;
-        install(&dir, &format!("{id}.json"), &bytes)?;
+        install(&dir, &manifest_name(id, full), &bytes)?;
         Ok(bytes.len() as u64)
     }
 
-    fn read_manifest(&self, id: &str) -> Result<BTreeMap<String, Option<Node>>, Error> {
-        let bytes = self
-            .dir()
-            .read(Path::new("manifests").join(format!("{id}.json")))
-            .map_err(io_err)?;
+    fn read_manifest(&self, entry: &Entry) -> Result<BTreeMap<String, Option<Node>>, Error> {
+        let read = |full| {
+            self.dir()
+                .read(Path::new("manifests").join(manifest_name(&entry.id, full)))
+        };
+        let bytes = match read(entry.full) {
+            // A store written before whole manifests had a name of their own.
+            Err(e) if entry.full && e.kind() == io::ErrorKind::NotFound => read(false),
+            r => r,
+        }
+        .map_err(io_err)?;
         let file: ManifestFile = serde_json::from_slice(&bytes)
             .map_err(|e| Error::Store(io::Error::new(io::ErrorKind::InvalidData, e)))?;
         Ok(file.entries)
@@ -213,7 +283,7 @@ impl Locked<'_> {
                 .iter()
                 .find(|e| e.id == id)
                 .ok_or(Error::NotFound)?;
-            chain.push(entry.id.clone());
+            chain.push(entry);
             at = if entry.full {
                 None
             } else {
@@ -224,8 +294,8 @@ impl Locked<'_> {
             }
         }
         let mut out = Manifest::new();
-        for id in chain.iter().rev() {
-            for (path, node) in self.read_manifest(id)? {
+        for entry in chain.iter().rev() {
+            for (path, node) in self.read_manifest(entry)? {
                 match node {
                     Some(node) => {
                         out.insert(path, node);
@@ -240,50 +310,128 @@ impl Locked<'_> {
     }
 
     /// Drop the oldest checkpoints while more than `max` are kept or the store holds more
-    /// than `max_bytes` (the newest is always kept), then the blobs no manifest refers to.
-    pub(crate) fn prune(&self, index: &mut Index, max: usize, max_bytes: u64) -> Result<(), Error> {
-        let mut dropped = false;
-        while index.checkpoints.len() > 1
-            && (index.checkpoints.len() > max || index.total_bytes() > max_bytes)
-        {
-            let oldest = index.checkpoints.pop().expect("more than one");
-            // The next oldest becomes the base of the chain: written whole.
-            if let Some(next) = index.checkpoints.last()
-                && !next.full
-            {
-                let mut with_oldest = index.clone();
-                with_oldest.checkpoints.push(oldest.clone());
-                let whole = self.manifest(&with_oldest, &next.id)?;
-                let bytes = self.write_manifest(
-                    &next.id,
-                    whole.into_iter().map(|(p, n)| (p, Some(n))).collect(),
-                )?;
-                let next = index.checkpoints.last_mut().expect("present");
-                next.full = true;
-                next.parent = None;
-                next.manifest_bytes = bytes;
-            }
-            let _ = self
-                .dir()
-                .remove_file(Path::new("manifests").join(format!("{}.json", oldest.id)));
-            dropped = true;
-            // Blob bytes are known again only after the sweep below; sweep now when the
-            // byte bound is what drives the pruning.
-            if index.total_bytes() > max_bytes {
-                self.sweep(index)?;
-            }
+    /// than `max_bytes` (the newest is always kept). The blobs only a dropped checkpoint
+    /// named are weighed here (subtracted from the blob bytes) and returned with the dropped
+    /// manifests: the caller removes them once the index that no longer names them is
+    /// written. No whole sweep, except first when the byte bound is exceeded (so that the
+    /// bytes counted are exact before anything is dropped for them).
+    pub(crate) fn prune(
+        &self,
+        index: &mut Index,
+        max: usize,
+        max_bytes: u64,
+    ) -> Result<Garbage, Error> {
+        let mut garbage = Garbage::default();
+        let over = |index: &Index| {
+            index.checkpoints.len() > 1
+                && (index.checkpoints.len() > max || index.total_bytes() > max_bytes)
+        };
+        if !over(index) {
+            return Ok(garbage);
         }
-        if dropped {
+        if index.total_bytes() > max_bytes {
             self.sweep(index)?;
         }
-        Ok(())
+        while over(index) {
+            let oldest = index.checkpoints.pop().expect("more than one");
+            index.drops_since_sweep += 1;
+            let oldest_nodes = if oldest.full {
+                Some(self.read_manifest(&oldest)?)
+            } else {
+                None
+            };
+            let mut with_oldest = index.clone();
+            with_oldest.checkpoints.push(oldest.clone());
+            let next = index.checkpoints.last().expect("more than one").clone();
+            // The next oldest becomes the base of the chain: written whole, under a name of
+            // its own (its delta stays until the index names the whole one).
+            let next_nodes: BTreeMap<String, Option<Node>> = if next.full {
+                self.read_manifest(&next)?
+            } else {
+                let whole = self.manifest(&with_oldest, &next.id)?;
+                let whole: BTreeMap<_, _> = whole.into_iter().map(|(p, n)| (p, Some(n))).collect();
+                let bytes = self.write_manifest(&next.id, true, whole.clone())?;
+                let e = index.checkpoints.last_mut().expect("present");
+                e.full = true;
+                e.parent = None;
+                e.manifest_bytes = bytes;
+                e.hashes = None;
+                garbage
+                    .files
+                    .push(Path::new("manifests").join(manifest_name(&next.id, false)));
+                whole
+            };
+            garbage
+                .files
+                .push(Path::new("manifests").join(manifest_name(&oldest.id, oldest.full)));
+            if oldest.full {
+                garbage
+                    .files
+                    .push(Path::new("manifests").join(manifest_name(&oldest.id, false)));
+            }
+            // The blobs the dropped one named that no kept checkpoint names: those the new
+            // base does not hold, nor any later delta.
+            let Some(oldest_nodes) = oldest_nodes else {
+                // Not a whole manifest (a store left in an unexpected state): sweep later.
+                index.drops_since_sweep = usize::MAX / 2;
+                continue;
+            };
+            let kept: HashSet<&String> = hashes_of(next_nodes.values()).collect();
+            let mut candidates: HashSet<String> = hashes_of(oldest_nodes.values())
+                .filter(|h| !kept.contains(h))
+                .cloned()
+                .collect();
+            if candidates.is_empty() {
+                continue;
+            }
+            let rest = index.checkpoints.len() - 1;
+            for e in &index.checkpoints[..rest] {
+                match &e.hashes {
+                    Some(hs) => {
+                        for h in hs {
+                            candidates.remove(h);
+                        }
+                    }
+                    None => {
+                        for h in hashes_of(self.read_manifest(e)?.values()) {
+                            candidates.remove(h);
+                        }
+                    }
+                }
+                if candidates.is_empty() {
+                    break;
+                }
+            }
+            for h in candidates {
+                let path = blob_path(&h);
+                if garbage.files.contains(&path) {
+                    continue;
+                }
+                if let Ok(md) = self.dir().symlink_metadata(&path) {
+                    index.blob_bytes = index.blob_bytes.saturating_sub(md.len());
+                    garbage.files.push(path);
+                }
+            }
+        }
+        Ok(garbage)
     }
 
-    /// Remove the blobs no kept manifest refers to; recount the blob bytes.
-    fn sweep(&self, index: &mut Index) -> Result<(), Error> {
+    /// Remove what [`prune`](Self::prune) left to remove (after the index was written).
+    pub(crate) fn remove(&self, garbage: Garbage) {
+        for f in garbage.files {
+            let _ = self.dir().remove_file(f);
+        }
+    }
+
+    /// Remove the blobs no kept manifest refers to, the manifests the index does not name
+    /// and the temporaries a kill left; recount the blob bytes. Run when the byte bound is
+    /// exceeded and once every so many dropped checkpoints (what no dropped checkpoint
+    /// named, such as a blob stored after a call and changed again before the next
+    /// checkpoint, is found only here).
+    pub(crate) fn sweep(&self, index: &mut Index) -> Result<(), Error> {
         let mut live = HashSet::new();
         for entry in &index.checkpoints {
-            for node in self.read_manifest(&entry.id)?.into_values().flatten() {
+            for node in self.read_manifest(entry)?.into_values().flatten() {
                 if let Some(h) = node.hash {
                     live.insert(h);
                 }
@@ -306,6 +454,56 @@ impl Locked<'_> {
             }
         }
         index.blob_bytes = bytes;
+        index.drops_since_sweep = 0;
+        // Manifests: those the index names (a whole one's delta only while no whole one is
+        // there); temporaries and the rest go.
+        let named: HashSet<String> = index
+            .checkpoints
+            .iter()
+            .flat_map(|e| {
+                let mut names = vec![manifest_name(&e.id, e.full)];
+                if e.full {
+                    names.push(manifest_name(&e.id, false));
+                }
+                names
+            })
+            .collect();
+        let manifests = self.dir().open_dir("manifests").map_err(io_err)?;
+        let mut present = HashSet::new();
+        for m in manifests.entries().map_err(io_err)? {
+            present.insert(
+                m.map_err(io_err)?
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+        for name in &present {
+            let stale_delta = index.checkpoints.iter().any(|e| {
+                e.full
+                    && *name == manifest_name(&e.id, false)
+                    && present.contains(&manifest_name(&e.id, true))
+            });
+            if !named.contains(name) || stale_delta {
+                let _ = manifests.remove_file(name);
+            }
+        }
+        for f in self.dir().entries().map_err(io_err)? {
+            let name = f
+                .map_err(io_err)?
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if is_temp(&name) {
+                let _ = self.dir().remove_file(&name);
+            }
+        }
         Ok(())
     }
+}
+
+/// What a prune leaves to remove once the index is written.
+#[derive(Default)]
+pub(crate) struct Garbage {
+    files: Vec<PathBuf>,
 }
