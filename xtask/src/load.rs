@@ -106,6 +106,9 @@ impl Server {
                 cmd.arg(arg);
             }
         }
+        // A server's own state (confine's checkpoint store) beside its workspace, under the
+        // run's scratch directory, not in the user's home.
+        cmd.env("XDG_STATE_HOME", root.with_extension("state"));
         cmd.current_dir(root)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -280,9 +283,9 @@ async fn main(options: Options) -> ExitCode {
         return soak(confine, scratch.path(), calls).await;
     }
     println!(
-        "\n| server | workload | sessions | in flight per session | calls | calls/s | p50 ms | p99 ms | peak RSS per session MiB | errors |"
+        "\n| server | workload | sessions | in flight per session | calls | calls/s | p50 ms | p99 ms | server CPU µs/call | peak RSS per session MiB | errors |"
     );
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let mut failed = false;
     for &workload in &options.workloads {
         for &(sessions, in_flight) in &options.matrix {
@@ -297,13 +300,15 @@ async fn main(options: Options) -> ExitCode {
                 match drive(server, &root, workload, sessions, in_flight, calls).await {
                     Ok(r) => {
                         println!(
-                            "| {} | {} | {sessions} | {in_flight} | {} | {:.0} | {:.3} | {:.3} | {:.1} | {} |",
+                            "| {} | {} | {sessions} | {in_flight} | {} | {:.0} | {:.3} | {:.3} | {:.0} | {:.1} | {} |",
                             server.name,
                             workload.name(),
                             r.calls,
                             r.calls as f64 / r.elapsed.as_secs_f64(),
                             ms(r.p50),
                             ms(r.p99),
+                            // Clock ticks are 1/100 s on Linux (USER_HZ).
+                            r.cpu_ticks as f64 * 10_000.0 / r.calls.max(1) as f64,
                             r.peak_rss_kib as f64 / 1024.0,
                             r.errors
                         );
@@ -519,7 +524,8 @@ pub(crate) struct RunResult {
     pub(crate) p99: Duration,
     pub(crate) peak_rss_kib: u64,
     pub(crate) errors: u64,
-    /// The servers' CPU time (user and system) over the run, in clock ticks.
+    /// The servers' CPU time (user and system) over the calls (after their initialization),
+    /// in clock ticks.
     pub(crate) cpu_ticks: u64,
 }
 
@@ -625,6 +631,8 @@ pub(crate) async fn drive(
         let root = root.to_owned();
         let done = done.clone();
         tasks.push(tokio::spawn(async move {
+            // The server's start and its initialization are not the calls' cost.
+            let before = cpu_ticks(session.pid).unwrap_or(0);
             let r = pump(
                 &mut session,
                 &server,
@@ -636,7 +644,7 @@ pub(crate) async fn drive(
                 &done,
             )
             .await;
-            let ticks = cpu_ticks(session.pid).unwrap_or(0);
+            let ticks = cpu_ticks(session.pid).unwrap_or(0).saturating_sub(before);
             let _ = session.child.start_kill();
             let _ = session.child.wait().await;
             r.map(|r| (r, ticks))

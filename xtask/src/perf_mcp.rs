@@ -8,8 +8,10 @@
 //! working tree one after the other, in alternating order (base first in even pairs), each
 //! with a fresh server on a fresh workspace: `sequential` (one call in flight: the round trip)
 //! and `pipelined` (16 in flight: the throughput), both reading 1 KiB files. Per run: calls/s,
-//! the server's CPU time per call (utime + stime from `/proc/<pid>/stat`, read before it is
-//! killed) and its peak resident memory (sampled every 50 ms). The table gives each pair's
+//! the server's CPU time per call (utime + stime from `/proc/<pid>/stat`, read once the
+//! session is initialized and again before it is killed, so the server's start is not counted)
+//! and its peak resident memory (sampled every 50 ms). Each server's `XDG_STATE_HOME` is
+//! beside its workspace under the scratch directory. The table gives each pair's
 //! ratios, working tree over base (above 1 is faster for calls/s, more for CPU and memory),
 //! then their median and spread: on a shared machine one pair says little.
 //!

@@ -28,6 +28,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -84,8 +85,10 @@ struct Shared {
     state: Mutex<State>,
     /// Wakes the reader: a slot was released or queued bytes were written.
     reader: Notify,
-    /// Wakes the writer: something was queued, or the transport closed.
+    /// Wakes the writing task: a refusal was queued, or the transport closed.
     writer: Notify,
+    /// The output; its holder writes the queue out (see [`write_now`]).
+    out: tokio::sync::Mutex<Pin<Box<dyn AsyncWrite + Send>>>,
 }
 
 impl Shared {
@@ -111,16 +114,20 @@ impl Shared {
         }
     }
 
+    /// Queue `bytes` as one line; whoever writes the queue out next writes it.
     fn push(&self, mut bytes: Vec<u8>) {
         bytes.push(b'\n');
-        {
-            let mut s = self.lock();
-            if s.write_failed {
-                return;
-            }
-            s.queued += bytes.len();
-            s.queue.push_back(bytes);
+        let mut s = self.lock();
+        if s.write_failed {
+            return;
         }
+        s.queued += bytes.len();
+        s.queue.push_back(bytes);
+    }
+
+    /// Queue `bytes` and wake the writing task: for a refusal, answered from the reading side.
+    fn push_and_wake(&self, bytes: Vec<u8>) {
+        self.push(bytes);
         self.writer.notify_one();
     }
 
@@ -140,31 +147,31 @@ impl Shared {
             JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => None,
         };
         let notification = matches!(item, JsonRpcMessage::Notification(_));
-        let mut value = match serde_json::to_value(&item) {
-            Ok(v) => v,
+        let mut bytes = match serde_json::to_vec(&item) {
+            Ok(bytes) => bytes,
             Err(e) => {
                 tracing::error!(error = %e, "an outgoing message does not serialize");
                 return;
             }
         };
         if let Some(id) = answered {
-            let theirs = match id {
-                NumberOrString::Number(ours) => self.forget(ours),
+            let theirs = match &id {
+                NumberOrString::Number(ours) => self.forget(*ours),
                 NumberOrString::String(_) => None,
             };
             let Some(theirs) = theirs else {
                 tracing::debug!(%id, "dropping the answer to a cancelled request");
                 return;
             };
-            value["id"] = theirs;
+            bytes = match with_id(&bytes, &id, &theirs) {
+                Some(mapped) => mapped,
+                None => return,
+            };
         } else if notification && self.lock().queued > self.limits.queued_bytes {
             tracing::debug!("answers queued over the bound: dropping a notification");
             return;
         }
-        match serde_json::to_vec(&value) {
-            Ok(bytes) => self.push(bytes),
-            Err(e) => tracing::error!(error = %e, "an outgoing message does not serialize"),
-        }
+        self.push(bytes);
     }
 
     fn refuse(&self, id: Value, code: i64, message: &str) {
@@ -173,8 +180,35 @@ impl Shared {
             "id": id,
             "error": {"code": code, "message": message},
         });
-        self.push(answer.to_string().into_bytes());
+        self.push_and_wake(answer.to_string().into_bytes());
     }
+}
+
+/// An answer serialized by rmcp (`bytes`, with our id `ours`) with the client's id `theirs`
+/// in its place. rmcp writes `{"jsonrpc":"2.0","id":…,` first; that prefix is replaced as
+/// text, so the answer (a read's content, up to megabytes) is serialized once. An answer of
+/// another layout goes through a `Value` instead, with the same result.
+fn with_id(bytes: &[u8], ours: &NumberOrString, theirs: &Value) -> Option<Vec<u8>> {
+    const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
+    if let NumberOrString::Number(n) = ours
+        && let Some(rest) = bytes.strip_prefix(HEAD)
+        && let Some(rest) = rest.strip_prefix(n.to_string().as_bytes())
+        && rest.first() == Some(&b',')
+    {
+        let theirs = theirs.to_string();
+        let mut out = Vec::with_capacity(HEAD.len() + theirs.len() + rest.len() + 1);
+        out.extend_from_slice(HEAD);
+        out.extend_from_slice(theirs.as_bytes());
+        out.extend_from_slice(rest);
+        return Some(out);
+    }
+    let mut value: Value = serde_json::from_slice(bytes)
+        .inspect_err(|e| tracing::error!(error = %e, "an outgoing message is not JSON"))
+        .ok()?;
+    value["id"] = theirs.clone();
+    serde_json::to_vec(&value)
+        .inspect_err(|e| tracing::error!(error = %e, "an outgoing message does not serialize"))
+        .ok()
 }
 
 /// A running request's claim on one of the connection's [`Limits::in_flight`] slots, held in
@@ -227,8 +261,9 @@ where
             state: Mutex::new(State::default()),
             reader: Notify::new(),
             writer: Notify::new(),
+            out: tokio::sync::Mutex::new(Box::pin(output)),
         });
-        let writer = tokio::spawn(write_out(shared.clone(), output));
+        let writer = tokio::spawn(write_out(shared.clone()));
         Self {
             input,
             framer: Framer::new(limits.line_bytes),
@@ -327,39 +362,115 @@ where
     }
 }
 
-/// Write the queue out until the transport closes and the queue is empty.
-async fn write_out<W: AsyncWrite + Unpin>(shared: Arc<Shared>, mut out: W) {
+/// Take the queued lines as one batch (`None` when the queue is empty), and whether writing
+/// already failed.
+fn take_batch(shared: &Shared) -> Option<(Vec<u8>, bool)> {
+    let mut s = shared.lock();
+    let batch = match s.queue.len() {
+        0 => return None,
+        1 => s.queue.pop_front().unwrap_or_default(),
+        _ => {
+            let mut batch = Vec::with_capacity(s.queue.iter().map(Vec::len).sum());
+            for line in s.queue.drain(..) {
+                batch.extend_from_slice(&line);
+            }
+            batch
+        }
+    };
+    Some((batch, s.write_failed))
+}
+
+/// `written` bytes of the queue are out (or dropped, when writing `failed`).
+fn written(shared: &Shared, written: usize, failed: bool) {
+    {
+        let mut s = shared.lock();
+        s.queued -= written;
+        s.write_failed |= failed;
+    }
+    shared.reader.notify_one();
+}
+
+/// Write the queue out without waiting, from the task that queued an answer: if the output is
+/// free, and for as long as it takes each write at once. A line queued while another holds
+/// the output is left to that holder, which looks at the queue again once it has let the
+/// output go; what cannot be written at once (the client does not read) is put back in
+/// front of the queue for the writing task, which alone waits for the client. So an answer
+/// goes out from the task that made it, without a hand-off to another task, and a send never
+/// waits on the client.
+async fn write_now(shared: &Shared) {
+    use std::task::Poll;
     loop {
-        let batch: Vec<Vec<u8>> = loop {
-            let notified = shared.writer.notified();
-            let closed = {
-                let mut s = shared.lock();
-                if !s.queue.is_empty() {
-                    break s.queue.drain(..).collect();
+        let Ok(mut out) = shared.out.try_lock() else {
+            return;
+        };
+        while let Some((batch, mut failed)) = take_batch(shared) {
+            let mut done = 0;
+            while !failed && done < batch.len() {
+                let step = std::future::poll_fn(|cx| {
+                    Poll::Ready(out.as_mut().poll_write(cx, &batch[done..]))
+                })
+                .await;
+                match step {
+                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                        tracing::warn!("stdout cannot be written: answers are dropped from now on");
+                        failed = true;
+                    }
+                    Poll::Ready(Ok(n)) => done += n,
+                    Poll::Pending => break,
                 }
-                s.closed
-            };
-            if closed {
-                let _ = out.flush().await;
+            }
+            if !failed && done < batch.len() {
+                // The rest waits for the client, in the writing task.
+                written(shared, done, false);
+                shared.lock().queue.push_front(batch[done..].to_vec());
+                drop(out);
+                shared.writer.notify_one();
                 return;
             }
-            notified.await;
-        };
-        let mut failed = shared.lock().write_failed;
-        for bytes in batch {
-            if !failed && out.write_all(&bytes).await.is_err() {
-                tracing::warn!("stdout cannot be written: answers are dropped from now on");
-                failed = true;
-            }
-            {
-                let mut s = shared.lock();
-                s.queued -= bytes.len();
-                s.write_failed |= failed;
-            }
-            shared.reader.notify_one();
+            written(shared, batch.len(), failed);
         }
-        if !failed && out.flush().await.is_err() {
-            shared.lock().write_failed = true;
+        let flushed = std::future::poll_fn(|cx| Poll::Ready(out.as_mut().poll_flush(cx))).await;
+        drop(out);
+        if flushed.is_pending() {
+            shared.writer.notify_one();
+        }
+        if shared.lock().queue.is_empty() {
+            return;
+        }
+    }
+}
+
+/// Write the queue out through the held output, waiting for the client, until it is empty.
+async fn write_held(shared: &Shared, out: &mut Pin<Box<dyn AsyncWrite + Send>>) {
+    while let Some((batch, mut failed)) = take_batch(shared) {
+        if !failed && out.write_all(&batch).await.is_err() {
+            tracing::warn!("stdout cannot be written: answers are dropped from now on");
+            failed = true;
+        }
+        written(shared, batch.len(), failed);
+    }
+    if out.flush().await.is_err() {
+        shared.lock().write_failed = true;
+    }
+}
+
+/// The writing task: what [`write_now`] could not write at once, the refusals queued by the
+/// reading side, and at close whatever is left, until the transport closes.
+async fn write_out(shared: Arc<Shared>) {
+    loop {
+        let notified = shared.writer.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let closed = shared.lock().closed;
+        {
+            let mut out = shared.out.lock().await;
+            write_held(&shared, &mut out).await;
+        }
+        if closed {
+            return;
+        }
+        if shared.lock().queue.is_empty() {
+            notified.await;
         }
     }
 }
@@ -374,8 +485,17 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.shared.deliver(item);
-        std::future::ready(Ok(()))
+        // Serialized and written (as far as the client reads at once, see [`write_now`]) in
+        // the returned future, which rmcp runs as a task of its own: not in rmcp's service
+        // loop, which every message of the session goes through one at a time. A
+        // notification's sender awaits that future, so it is queued before the answer that
+        // follows it.
+        let shared = self.shared.clone();
+        async move {
+            shared.deliver(item);
+            write_now(&shared).await;
+            Ok(())
+        }
     }
 
     /// Cancel safe: rmcp polls it in a `select!`; every step that has been taken is kept in
@@ -434,5 +554,35 @@ where
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_gets_the_clients_id_as_a_value_would() {
+        let ours = NumberOrString::Number(17);
+        let answer = br#"{"jsonrpc":"2.0","id":17,"result":{"id":17,"text":"a\"b"}}"#;
+        for theirs in [
+            Value::from(1.5),
+            Value::from("s\"q"),
+            Value::from(-3),
+            Value::from(u64::MAX),
+        ] {
+            let mut expected: Value = serde_json::from_slice(answer).unwrap();
+            expected["id"] = theirs.clone();
+            let got = with_id(answer, &ours, &theirs).unwrap();
+            assert_eq!(got, serde_json::to_vec(&expected).unwrap(), "{theirs}");
+        }
+        // Another layout: through a value, the same result.
+        let other = br#"{"id":17,"jsonrpc":"2.0","result":{}}"#;
+        let got = with_id(other, &ours, &Value::from("x")).unwrap();
+        assert_eq!(got, br#"{"id":"x","jsonrpc":"2.0","result":{}}"#);
+        // An id that only starts like ours is not ours.
+        let longer = br#"{"jsonrpc":"2.0","id":170,"result":{}}"#;
+        let got = with_id(longer, &ours, &Value::from(1)).unwrap();
+        assert_eq!(got, br#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
     }
 }
