@@ -355,10 +355,13 @@ struct Counts {
 
 /// Run `confine call` over `b.root` for `duration` with calls on `paths` while `adversary`
 /// runs; returns the counts and the number of swaps.
+/// Calls for `duration`, and on until `calls` were sent (a slower machine, or checkpoints
+/// taken before each write, still races as many calls), at most four times `duration`.
 fn race(
     b: &Base,
     paths: Vec<String>,
     duration: Duration,
+    calls: u64,
     adversary: impl FnOnce(Arc<AtomicBool>) -> u64 + Send + 'static,
 ) -> (Counts, u64) {
     let mut child = spawn_call(&b.root, &[]);
@@ -375,10 +378,10 @@ fn race(
         let sent = Arc::clone(&sent);
         std::thread::spawn(move || {
             let mut stdin = stdin;
-            let deadline = Instant::now() + duration;
+            let start = Instant::now();
             let mut id = 0u64;
             let mut rng = Rng(0x0dd_ba11);
-            while Instant::now() < deadline {
+            while start.elapsed() < duration || (id < calls && start.elapsed() < duration * 4) {
                 id += 1;
                 let path = &paths[(rng.next() % paths.len() as u64) as usize];
                 let call = if rng.next().is_multiple_of(2) {
@@ -501,7 +504,7 @@ fn race_exchange_symlinks_never_escape() {
     let outside_before = snapshot(&b.outside);
     let paths = race_paths(b.outside.to_str().unwrap());
     let pairs: Vec<(PathBuf, PathBuf)> = PAIRS.iter().map(|(x, y)| (b.p(x), b.p(y))).collect();
-    let (counts, swaps) = race(&b, paths, Duration::from_secs(8), move |stop| {
+    let (counts, swaps) = race(&b, paths, Duration::from_secs(8), 2000, move |stop| {
         exchanger(pairs, stop)
     });
     eprintln!("swaps: {swaps}; {counts:#?}");
@@ -586,7 +589,7 @@ fn race_directories_moved_in_and_out() {
         (b.p("n/k"), b.p("m/k")),
         (b.p("n"), b.p("fl")),
     ];
-    let (counts, swaps) = race(&b, paths, Duration::from_secs(6), move |stop| {
+    let (counts, swaps) = race(&b, paths, Duration::from_secs(6), 1000, move |stop| {
         exchanger(pairs, stop)
     });
     eprintln!("swaps: {swaps}; {counts:#?}");
@@ -623,6 +626,7 @@ fn race_leaf_exchange_writes_only() {
         &b,
         vec!["t.txt".into(), "tl".into()],
         Duration::from_secs(3),
+        500,
         move |stop| exchanger(pairs, stop),
     );
     eprintln!("swaps: {swaps}; {counts:#?}");
@@ -651,7 +655,7 @@ fn race_root_exchanged_and_root_symlink_repointed() {
         .map(String::from)
         .collect();
     let pairs = vec![(b.root.clone(), b.outside.clone())];
-    let (counts, swaps) = race(&b, paths.clone(), Duration::from_secs(3), move |stop| {
+    let (counts, swaps) = race(&b, paths.clone(), Duration::from_secs(3), 0, move |stop| {
         exchanger(pairs, stop)
     });
     eprintln!("root exchanged: swaps {swaps}; {counts:#?}");
@@ -672,7 +676,7 @@ fn race_root_exchanged_and_root_symlink_repointed() {
         secret: b.secret.clone(),
     };
     let (base, root, outside) = (b.base.clone(), b.root.clone(), b.outside.clone());
-    let (counts, swaps) = race(&via, paths, Duration::from_secs(3), move |stop| {
+    let (counts, swaps) = race(&via, paths, Duration::from_secs(3), 0, move |stop| {
         let mut n = 0u64;
         while !stop.load(Ordering::SeqCst) {
             let fresh = base.join("wslink.new");
