@@ -412,23 +412,31 @@ fn invalid_input_and_unknown_ids_have_their_tokens() {
 #[test]
 fn without_a_usable_home_the_server_serves_without_checkpoints() {
     let tmp = tempfile::tempdir().unwrap();
-    let line = json!({"id": 1, "name": "write_file", "arguments": {"path": "a", "content": "x"}});
-    let list = json!({"id": 2, "name": "checkpoint_list", "arguments": {}});
-    let child = support::confine()
-        .args(["call", "--root"])
-        .arg(tmp.path())
-        .env_remove("XDG_STATE_HOME")
-        .env("HOME", "relative-not-usable")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = support::finish_with_input(child, &format!("{line}\n{list}\n"));
-    let out: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(out[0]["isError"], false, "{out:?}");
-    assert_eq!(out[1]["isError"], true, "{out:?}");
+    // A relative HOME, and one that does not exist (nobody's `/nonexistent`): never made.
+    let missing = tmp.path().join("missing-home");
+    for home in [Path::new("relative-not-usable"), missing.as_path()] {
+        let line =
+            json!({"id": 1, "name": "write_file", "arguments": {"path": "a", "content": "x"}});
+        let list = json!({"id": 2, "name": "checkpoint_list", "arguments": {}});
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        let child = support::confine()
+            .args(["call", "--root"])
+            .arg(&root)
+            .env_remove("XDG_STATE_HOME")
+            .env("HOME", home)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = support::finish_with_input(child, &format!("{line}\n{list}\n"));
+        let out: Vec<Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(out[0]["isError"], false, "{out:?}");
+        assert_eq!(out[1]["isError"], true, "{out:?}");
+    }
+    assert!(!missing.exists());
 }

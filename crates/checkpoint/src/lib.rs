@@ -271,9 +271,10 @@ pub fn default_dir(root: &WorkspaceRoot) -> Option<PathBuf> {
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| {
+            // A home that does not exist is not made (nobody's `/nonexistent`): no store.
             std::env::var_os("HOME")
                 .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
+                .filter(|p| p.is_absolute() && p.is_dir())
                 .map(|h| h.join(".local/state"))
         })?;
     let id = root.identity();
