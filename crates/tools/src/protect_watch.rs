@@ -9,7 +9,9 @@
 //! `.git/commondir`), and for the run's whole life a thread of the server's removes whatever
 //! appears at a protected path (recursively, beneath the root's descriptor, nothing
 //! followed), and any symbolic link or other non-directory put on the way to one. A
-//! directory made on the way (`deploy/` for a protected `deploy/run.sh`) is watched in turn.
+//! directory made on the way (`deploy/` for a protected `deploy/run.sh`) is watched in turn,
+//! then looked into once more (what the child made in it before the watch existed raised no
+//! event).
 //! When the run ends the watch stops and every path is looked at once more.
 //!
 //! What this does not give: the instant between the child's creation and the removal (the
@@ -168,7 +170,21 @@ impl State {
         Ok(())
     }
 
+    /// One target, looked at again whenever a watch was just added: what was made in a
+    /// directory before its watch existed (`mkdir -p deploy && echo > deploy/run.sh`) raised
+    /// no event, so the second look is what finds it. Bounded: each pass that asks for another
+    /// adds a watch, and the watches are bounded.
     fn sweep_one(&mut self, root: BorrowedFd<'_>, target: &Path) -> io::Result<()> {
+        for _ in 0..=MAX_WATCHES {
+            if !self.sweep_one_pass(root, target)? {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// One look at `target`; `true` when a new watch was added (look again).
+    fn sweep_one_pass(&mut self, root: BorrowedFd<'_>, target: &Path) -> io::Result<bool> {
         let parts: Vec<&OsStr> = target.iter().collect();
         let mut dir: OwnedFd = open_dir(root, Path::new(""))?;
         let mut at = PathBuf::new();
@@ -201,20 +217,21 @@ impl State {
                     ) {
                         Ok(fd) => fd,
                         // Gone or swapped meanwhile: the next event looks again.
-                        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => return Ok(()),
+                        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => return Ok(false),
                         Err(e) => return Err(e.into()),
                     };
                 }
             }
         }
-        Ok(())
+        Ok(false)
     }
 
-    /// Watch the directory `dir` for names made or moved in, once.
-    fn watch_dir(&mut self, dir: &OwnedFd) -> io::Result<()> {
+    /// Watch the directory `dir` for names made or moved in, once; `true` when the watch is
+    /// new.
+    fn watch_dir(&mut self, dir: &OwnedFd) -> io::Result<bool> {
         let id = confine_beneath::FileId::of_fd(dir)?;
         if self.watches.values().any(|w| *w == id) {
-            return Ok(());
+            return Ok(false);
         }
         if self.watches.len() >= MAX_WATCHES {
             return Err(io::Error::from_raw_os_error(libc::ENOSPC));
@@ -227,7 +244,7 @@ impl State {
             WatchFlags::CREATE | WatchFlags::MOVED_TO | WatchFlags::ONLYDIR,
         )?;
         self.watches.insert(wd, id);
-        Ok(())
+        Ok(true)
     }
 }
 
