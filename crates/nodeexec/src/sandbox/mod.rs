@@ -108,7 +108,9 @@
 //!
 //! Where the run gets the read-only view, all of `/etc` is readable (a rule the child adds
 //! only when the view was made) and the view covers its secrets, found by a bounded walk
-//! when the sandbox is built (`paths::etc_secrets`): those named in `paths::ETC_SECRETS`
+//! when the sandbox is built (`paths::etc_secrets`; its answer is kept between builds while
+//! an inotify watch on every directory it listed reports no change, `paths::EtcSecrets`):
+//! those named in `paths::ETC_SECRETS`
 //! and the SSH host keys, and every file others may not read and directory others may not
 //! list or enter. A file is covered by `/dev/null` (reads as empty), a directory by an empty
 //! read-only tmpfs of mode 0, after everything was made read-only. Without the view, or past
@@ -186,6 +188,8 @@ pub struct Sandbox {
     covers: Vec<(PathBuf, PathBuf)>,
     private: Option<Arc<PrivateDirs>>,
     network: Option<crate::Network>,
+    /// The walk of `/etc` kept between builds (shared by clones).
+    etc: Arc<paths::EtcSecrets>,
 }
 
 impl Default for Sandbox {
@@ -216,6 +220,7 @@ impl Sandbox {
             covers: Vec::new(),
             private: None,
             network: None,
+            etc: Arc::default(),
         }
     }
 
@@ -424,7 +429,7 @@ impl Sandbox {
         // All of `/etc` with its secrets covered, where the view can cover them; past the
         // bounds of the walk, the allow-list alone.
         let etc_secrets = match self.read_only_outside {
-            true => paths::etc_secrets(Path::new(paths::ETC_TREE)),
+            true => self.etc.get(Path::new(paths::ETC_TREE)),
             false => None,
         };
         let rules = self

@@ -112,12 +112,39 @@ pub(super) fn named_secret(rel: &std::path::Path) -> bool {
 /// most of them, could otherwise read. Symbolic links are not followed (what one names is
 /// covered where it lies, when that is here; elsewhere other rules govern it); a covered
 /// directory is not entered; one that cannot be listed is covered. `None` past the bounds.
+#[cfg(test)]
 pub(super) fn etc_secrets(etc: &std::path::Path) -> Option<Vec<(std::path::PathBuf, bool)>> {
+    etc_secrets_watched(etc, None).0
+}
+
+/// [`etc_secrets`], with each directory it lists put under `watch` (an inotify descriptor)
+/// before it is listed, so that any later change of what the walk depends on raises an
+/// event. The second value says whether every listed directory is watched.
+fn etc_secrets_watched(
+    etc: &std::path::Path,
+    watch: Option<&std::os::fd::OwnedFd>,
+) -> (Option<Vec<(std::path::PathBuf, bool)>>, bool) {
+    use rustix::fs::inotify::{self, WatchFlags};
     use std::os::unix::fs::PermissionsExt;
     let mut covers = Vec::new();
     let mut stack = vec![etc.to_path_buf()];
     let mut seen = 0usize;
+    let mut watched_all = watch.is_some();
     while let Some(dir) = stack.pop() {
+        if let Some(fd) = watch {
+            // Names made, removed or moved in or out, and a mode or owner changed on the
+            // directory or on any entry in it: everything a cover depends on.
+            let flags = WatchFlags::CREATE
+                | WatchFlags::DELETE
+                | WatchFlags::MOVED_FROM
+                | WatchFlags::MOVED_TO
+                | WatchFlags::ATTRIB
+                | WatchFlags::DELETE_SELF
+                | WatchFlags::MOVE_SELF
+                | WatchFlags::DONT_FOLLOW
+                | WatchFlags::ONLYDIR;
+            watched_all &= inotify::add_watch(fd, dir.as_path(), flags).is_ok();
+        }
         let Ok(entries) = std::fs::read_dir(&dir) else {
             if dir != etc {
                 covers.push((dir, true));
@@ -127,7 +154,7 @@ pub(super) fn etc_secrets(etc: &std::path::Path) -> Option<Vec<(std::path::PathB
         for entry in entries {
             seen += 1;
             if seen > MAX_ETC_ENTRIES {
-                return None;
+                return (None, watched_all);
             }
             let Ok(entry) = entry else { continue };
             let path = entry.path();
@@ -147,7 +174,7 @@ pub(super) fn etc_secrets(etc: &std::path::Path) -> Option<Vec<(std::path::PathB
             if hidden_from_others || named_secret(rel) {
                 covers.push((path, kind.is_dir()));
                 if covers.len() > MAX_ETC_COVERS {
-                    return None;
+                    return (None, watched_all);
                 }
             } else if kind.is_dir() {
                 stack.push(path);
@@ -155,7 +182,71 @@ pub(super) fn etc_secrets(etc: &std::path::Path) -> Option<Vec<(std::path::PathB
         }
     }
     covers.sort();
-    Some(covers)
+    (Some(covers), watched_all)
+}
+
+/// [`etc_secrets`] kept between runs: the walk costs about two milliseconds a run (a
+/// thousand entries on a Debian system), and its answer changes only when `/etc` does. The
+/// walk puts an inotify watch on every directory it lists before listing it; the kept answer
+/// is used while that descriptor has no event to read, and any event (a name made, removed
+/// or moved, a mode or owner changed, the queue overflowing) makes the next run walk again.
+/// Where a watch cannot be had (the user's inotify limits), every run walks, as without the
+/// cache. What no event reports is a file system mounted over a path in `/etc` while the
+/// server runs: its entries are walked only when something else changes. Clones of a
+/// [`Sandbox`](super::Sandbox) share one.
+#[derive(Debug, Default)]
+pub(super) struct EtcSecrets {
+    kept: std::sync::Mutex<Option<Kept>>,
+    /// Walks made (for tests).
+    walks: std::sync::atomic::AtomicUsize,
+}
+
+/// A cache, not a policy: two sandboxes that differ only in it are the same.
+impl PartialEq for EtcSecrets {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for EtcSecrets {}
+
+#[derive(Debug)]
+struct Kept {
+    watch: std::os::fd::OwnedFd,
+    covers: Option<Vec<(std::path::PathBuf, bool)>>,
+}
+
+impl EtcSecrets {
+    /// The covers of `etc`, as [`etc_secrets`] gives them now.
+    pub(super) fn get(&self, etc: &std::path::Path) -> Option<Vec<(std::path::PathBuf, bool)>> {
+        use rustix::fs::inotify;
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = kept.as_ref() {
+            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 256];
+            if let Err(rustix::io::Errno::AGAIN) = inotify::Reader::new(&k.watch, &mut buf).next() {
+                return k.covers.clone();
+            }
+        }
+        *kept = None;
+        self.walks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let watch =
+            inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).ok();
+        let (covers, watched_all) = etc_secrets_watched(etc, watch.as_ref());
+        if let (Some(watch), true) = (watch, watched_all) {
+            *kept = Some(Kept {
+                watch,
+                covers: covers.clone(),
+            });
+        }
+        covers
+    }
+
+    /// How many walks [`EtcSecrets::get`] made.
+    #[cfg(test)]
+    pub(super) fn walks(&self) -> usize {
+        self.walks.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// Devices readable (`/dev/null` is also writable, see `mod.rs`).
@@ -250,5 +341,66 @@ mod tests {
         )));
         assert!(!named_secret(std::path::Path::new("x/ssh_host_rsa_key")));
         assert!(named_secret(std::path::Path::new("gshadow-")));
+    }
+
+    /// The kept walk is used while `/etc` is unchanged, and walked again after each kind of
+    /// change a cover depends on: a file's mode (reported on its directory's watch only as
+    /// an attribute event, which a cache keyed on the directories' times would miss), a new
+    /// directory others may not enter, a file removed, a directory moved in, and a change
+    /// deep in the tree.
+    #[test]
+    fn the_kept_walk_follows_every_change_a_cover_depends_on() {
+        use super::EtcSecrets;
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let etc = t.path().join("etc");
+        std::fs::create_dir_all(etc.join("app/conf.d")).unwrap();
+        std::fs::write(etc.join("hostname"), "h").unwrap();
+        std::fs::write(etc.join("app/conf.d/db.conf"), "x").unwrap();
+        std::fs::write(etc.join("shadow"), "x").unwrap();
+        let cache = EtcSecrets::default();
+        let rel = |covers: Option<Vec<(std::path::PathBuf, bool)>>| -> Vec<String> {
+            covers
+                .unwrap()
+                .into_iter()
+                .map(|(p, _)| p.strip_prefix(&etc).unwrap().to_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(rel(cache.get(&etc)), ["shadow"]);
+        assert_eq!(rel(cache.get(&etc)), ["shadow"]);
+        assert_eq!(cache.walks(), 1, "the second build walked again");
+        let mode = |p: &str, m: u32| {
+            std::fs::set_permissions(etc.join(p), std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        // A file's mode, deep in the tree.
+        mode("app/conf.d/db.conf", 0o600);
+        assert_eq!(rel(cache.get(&etc)), ["app/conf.d/db.conf", "shadow"]);
+        assert_eq!(cache.walks(), 2);
+        assert_eq!(rel(cache.get(&etc)), ["app/conf.d/db.conf", "shadow"]);
+        assert_eq!(cache.walks(), 2);
+        // A new directory others may not enter.
+        std::fs::create_dir(etc.join("vault")).unwrap();
+        mode("vault", 0o700);
+        assert_eq!(
+            rel(cache.get(&etc)),
+            ["app/conf.d/db.conf", "shadow", "vault"]
+        );
+        // A file removed.
+        std::fs::remove_file(etc.join("shadow")).unwrap();
+        assert_eq!(rel(cache.get(&etc)), ["app/conf.d/db.conf", "vault"]);
+        // A directory moved in, holding a secret by name.
+        let staged = t.path().join("staged");
+        std::fs::create_dir_all(staged.join("private")).unwrap();
+        std::fs::rename(&staged, etc.join("ssl")).unwrap();
+        assert_eq!(
+            rel(cache.get(&etc)),
+            ["app/conf.d/db.conf", "ssl/private", "vault"]
+        );
+        let walks = cache.walks();
+        assert_eq!(
+            rel(cache.get(&etc)),
+            ["app/conf.d/db.conf", "ssl/private", "vault"]
+        );
+        assert_eq!(cache.walks(), walks, "an unchanged tree is walked once");
     }
 }
