@@ -1070,3 +1070,98 @@ fn a_sandboxed_script_cannot_replace_the_roots_git_by_a_gitdir_file() {
     );
     assert_eq!(repository.user_status(), ["gitdir"]);
 }
+
+/// The configuration of a repository planted at the root itself: a work tree (the root) and a
+/// `core.fsmonitor` that leaves `mark`.
+fn root_repository_config(mark: &Path) -> String {
+    format!(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n{}",
+        fsmonitor(mark).trim_start_matches("[core]\n")
+    )
+}
+
+/// The root made a repository, through the tools or a sandboxed child: `.git/HEAD` (git's own
+/// ordinary file) spoiled, so that `.git` is no repository and git's discovery looks at the
+/// root itself as a bare one, which `HEAD`, `objects`, `refs` and a `config` at the root
+/// make. The root's `HEAD` is refused to the tools and removed while a sandboxed run lasts,
+/// so the user's `git status` runs nothing planted (it finds no repository there at all);
+/// the twins, the defaults dropped, run the planted `core.fsmonitor`.
+#[test]
+fn neither_the_tools_nor_a_sandboxed_script_can_make_the_root_itself_a_repository() {
+    const TEST: &str =
+        "neither_the_tools_nor_a_sandboxed_script_can_make_the_root_itself_a_repository";
+    if !have_git(TEST) {
+        return;
+    }
+    let tools = |repository: &Repository| -> Vec<(&'static str, Value)> {
+        let branch = host_git(repository.ws(), &["symbolic-ref", "HEAD"]).unwrap();
+        vec![
+            (
+                "write_file",
+                json!({"path": ".git/HEAD", "content": "spoiled\n"}),
+            ),
+            ("create_directory", json!({"path": "objects"})),
+            ("create_directory", json!({"path": "refs"})),
+            (
+                "write_file",
+                json!({"path": "config", "content": root_repository_config(&repository.mark("tools"))}),
+            ),
+            (
+                "write_file",
+                json!({"path": "HEAD", "content": format!("ref: {branch}")}),
+            ),
+        ]
+    };
+    let script = |repository: &Repository| {
+        format!(
+            "echo spoiled > .git/HEAD; echo spoiled=$?\n\
+             mkdir objects refs && printf '%s' '{}' > config; echo config=$?\n\
+             echo 'ref: refs/heads/main' > HEAD; echo head=$?\n\
+             sleep 1; test -e HEAD; echo absent=$?\n",
+            root_repository_config(&repository.mark("script"))
+        )
+    };
+    let sandboxed = [&["--allow-commands"][..], &GIT_ENV].concat();
+    for naive in [false, true] {
+        let flags = match naive {
+            false => sandboxed.clone(),
+            true => [&sandboxed[..], &["--unprotect-defaults"]].concat(),
+        };
+        let repository = Repository::new();
+        let calls = tools(&repository);
+        let records = call(repository.ws(), &flags, &calls);
+        for (record, (name, args)) in records.iter().zip(&calls) {
+            let refused = record["content"]["error"]["message"] == "PATH_PROTECTED";
+            assert_eq!(
+                refused,
+                !naive && args["path"] == "HEAD",
+                "{name}: {record}"
+            );
+        }
+        let want: &[&str] = match naive {
+            false => &[],
+            true => &["tools"],
+        };
+        assert_eq!(repository.user_status(), want);
+
+        let repository = Repository::new();
+        let records = call(
+            repository.ws(),
+            &flags,
+            &[("run_command", json!({"command": script(&repository)}))],
+        );
+        let absent = if naive { 0 } else { 1 };
+        assert_eq!(
+            ran(&records[0]),
+            format!("spoiled=0\nconfig=0\nhead=0\nabsent={absent}\n"),
+            "{}",
+            records[0]
+        );
+        assert_eq!(repository.ws().join("HEAD").exists(), naive);
+        let want: &[&str] = match naive {
+            false => &[],
+            true => &["script"],
+        };
+        assert_eq!(repository.user_status(), want);
+    }
+}
