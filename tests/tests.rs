@@ -70,6 +70,8 @@ mod commands {
     mod run_ends;
     // The kernel sandbox (on by default), end to end.
     mod sandbox_cli;
+    // git clone and fetch over HTTP from an allowed host, under the default sandbox.
+    mod sandbox_git;
 }
 
 /// The network policy of `--allow-net` and `--sandbox`.

@@ -904,3 +904,264 @@ fn a_sandboxed_script_cannot_change_the_rest_of_the_protected_list() {
     assert!(said.ends_with("worktree=0\n"), "{said}");
     assert!(repository.ws().join(".git/worktrees/w/gitdir").exists());
 }
+
+// The third attack: what git discovers as the repository. A submodule's `commondir` planted
+// while the run lasts, the root's `.git` swapped for a `gitdir:` file, and the root itself
+// made a repository once `.git` no longer is one.
+
+impl Repository {
+    /// The user's `git status` on the host inside the submodule `sub`; the marks left.
+    fn user_status_in_submodule(&self) -> Vec<String> {
+        let _ = host_git(&self.ws().join("sub"), &["status", "--porcelain"]);
+        self.marks()
+    }
+
+    fn clear_marks(&self) {
+        for entry in std::fs::read_dir(self.marks.path()).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+    }
+}
+
+/// The sandboxed child's attack on the submodule, one line per step: a common directory
+/// planted beside its repository (`.git/modules/sub/evil`: the submodule's configuration plus
+/// a `core.fsmonitor`, its branch at the submodule's commit, its objects borrowed), then named
+/// by `.git/modules/sub/commondir` (absent at the run's start). Then it waits and says whether
+/// the name is still there.
+fn submodule_commondir_attack(repository: &Repository) -> String {
+    let sub = repository.ws().join("sub");
+    let head = host_git(&sub, &["rev-parse", "HEAD"]).unwrap();
+    let branch = host_git(&sub, &["symbolic-ref", "HEAD"]).unwrap();
+    let config = std::fs::read_to_string(repository.ws().join(".git/modules/sub/config")).unwrap();
+    let planted = format!(
+        "{config}{}",
+        fsmonitor(&repository.mark("submodule-commondir"))
+    );
+    format!(
+        "d=.git/modules/sub/evil; b={branch}\n\
+         mkdir -p $d/objects/info \"$d/$(dirname $b)\" && printf '%s' '{planted}' > $d/config \
+         && echo {head} > $d/$b && echo ../../objects > $d/objects/info/alternates; echo evil=$?\n\
+         printf evil > .git/modules/sub/commondir; echo commondir=$?\n\
+         sleep 1; test -e .git/modules/sub/commondir; echo absent=$?\n",
+        branch = branch.trim(),
+        head = head.trim(),
+    )
+}
+
+/// A sandboxed child (the default sandbox, no flag) plants a submodule's `commondir`: it is
+/// removed while the run lasts, and the user's `git status` at the top level and inside the
+/// submodule runs nothing. The twin, the defaults dropped: the name stays, and both run the
+/// planted `core.fsmonitor`.
+#[test]
+fn a_sandboxed_script_cannot_plant_a_submodules_commondir() {
+    const TEST: &str = "a_sandboxed_script_cannot_plant_a_submodules_commondir";
+    if !have_git(TEST) {
+        return;
+    }
+    let sandboxed = [&["--allow-commands"][..], &GIT_ENV].concat();
+    let commondir = ".git/modules/sub/commondir";
+    let (repository, _upstream) = Repository::with_submodule();
+    assert!(!repository.ws().join(commondir).exists());
+    let script = submodule_commondir_attack(&repository);
+    let records = call(
+        repository.ws(),
+        &sandboxed,
+        &[("run_command", json!({"command": script}))],
+    );
+    assert_eq!(
+        ran(&records[0]),
+        "evil=0\ncommondir=0\nabsent=1\n",
+        "{}",
+        records[0]
+    );
+    assert!(!repository.ws().join(commondir).exists());
+    assert!(repository.user_status().is_empty());
+    assert!(repository.user_status_in_submodule().is_empty());
+
+    // The twin: the same run with the defaults dropped leaves the name, and the user's git
+    // runs the planted command at the top level and in the submodule.
+    let (repository, _upstream) = Repository::with_submodule();
+    let script = submodule_commondir_attack(&repository);
+    let naive = [&sandboxed[..], &["--unprotect-defaults"]].concat();
+    let records = call(
+        repository.ws(),
+        &naive,
+        &[("run_command", json!({"command": script}))],
+    );
+    assert_eq!(
+        ran(&records[0]),
+        "evil=0\ncommondir=0\nabsent=0\n",
+        "{}",
+        records[0]
+    );
+    assert!(repository.ws().join(commondir).exists());
+    assert_eq!(repository.user_status(), ["submodule-commondir"]);
+    repository.clear_marks();
+    assert_eq!(
+        repository.user_status_in_submodule(),
+        ["submodule-commondir"]
+    );
+}
+
+/// The sandboxed child's attempt to swap the root's `.git` for a `gitdir:` file, one line per
+/// step: a planted repository (a copy of the user's, its configuration given a
+/// `core.fsmonitor`), `.git` renamed away, removed (as an entry: `rmdir`, `rm`, `unlink`),
+/// then a `.git` file naming the planted repository written.
+fn gitdir_file_attack(repository: &Repository) -> String {
+    let planted = fsmonitor(&repository.mark("gitdir"));
+    format!(
+        "cp -R .git planted && printf '%s' '{planted}' >> planted/config; echo planted=$?\n\
+         mv .git .git-aside 2>/dev/null; echo aside=$?\n\
+         rmdir .git 2>/dev/null; echo rmdir=$?\n\
+         rm -f .git 2>/dev/null; echo rm=$?\n\
+         perl -e 'unlink(\".git\") or exit 1'; echo unlink=$?\n\
+         (printf 'gitdir: planted\\n' > .git) 2>/dev/null; echo gitfile=$?\n\
+         test -f .git; echo file=$?\n"
+    )
+}
+
+/// The root's `.git` under a sandboxed child (the default sandbox): it is never renamed,
+/// removed, nor replaced by a `gitdir:` file, and the user's `git status` runs nothing
+/// planted. The twin, the defaults dropped: `.git` is moved aside, the file written, and the
+/// user's `git status` runs the planted repository's `core.fsmonitor`.
+#[test]
+fn a_sandboxed_script_cannot_replace_the_roots_git_by_a_gitdir_file() {
+    const TEST: &str = "a_sandboxed_script_cannot_replace_the_roots_git_by_a_gitdir_file";
+    if !have_git(TEST) {
+        return;
+    }
+    let sandboxed = [&["--allow-commands"][..], &GIT_ENV].concat();
+    let repository = Repository::new();
+    let records = call(
+        repository.ws(),
+        &sandboxed,
+        &[(
+            "run_command",
+            json!({"command": gitdir_file_attack(&repository)}),
+        )],
+    );
+    assert_eq!(
+        ran(&records[0]),
+        "planted=0\naside=1\nrmdir=1\nrm=1\nunlink=1\ngitfile=2\nfile=1\n",
+        "{}",
+        records[0]
+    );
+    assert!(repository.ws().join(".git").is_dir());
+    assert!(repository.user_status().is_empty());
+    assert!(repository.user_commits().is_empty());
+    assert_eq!(repository.log(), ["by the user", "first"]);
+
+    // The twin: without the list `.git` goes aside and the `gitdir:` file takes its place.
+    let repository = Repository::new();
+    let naive = [&sandboxed[..], &["--unprotect-defaults"]].concat();
+    let records = call(
+        repository.ws(),
+        &naive,
+        &[(
+            "run_command",
+            json!({"command": gitdir_file_attack(&repository)}),
+        )],
+    );
+    assert_eq!(
+        ran(&records[0]),
+        "planted=0\naside=0\nrmdir=1\nrm=0\nunlink=1\ngitfile=0\nfile=0\n",
+        "{}",
+        records[0]
+    );
+    assert_eq!(repository.user_status(), ["gitdir"]);
+}
+
+/// The configuration of a repository planted at the root itself: a work tree (the root) and a
+/// `core.fsmonitor` that leaves `mark`.
+fn root_repository_config(mark: &Path) -> String {
+    format!(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n{}",
+        fsmonitor(mark).trim_start_matches("[core]\n")
+    )
+}
+
+/// The root made a repository, through the tools or a sandboxed child: `.git/HEAD` (git's own
+/// ordinary file) spoiled, so that `.git` is no repository and git's discovery looks at the
+/// root itself as a bare one, which `HEAD`, `objects`, `refs` and a `config` at the root
+/// make. The root's `HEAD` is refused to the tools and removed while a sandboxed run lasts,
+/// so the user's `git status` runs nothing planted (it finds no repository there at all);
+/// the twins, the defaults dropped, run the planted `core.fsmonitor`.
+#[test]
+fn neither_the_tools_nor_a_sandboxed_script_can_make_the_root_itself_a_repository() {
+    const TEST: &str =
+        "neither_the_tools_nor_a_sandboxed_script_can_make_the_root_itself_a_repository";
+    if !have_git(TEST) {
+        return;
+    }
+    let tools = |repository: &Repository| -> Vec<(&'static str, Value)> {
+        let branch = host_git(repository.ws(), &["symbolic-ref", "HEAD"]).unwrap();
+        vec![
+            (
+                "write_file",
+                json!({"path": ".git/HEAD", "content": "spoiled\n"}),
+            ),
+            ("create_directory", json!({"path": "objects"})),
+            ("create_directory", json!({"path": "refs"})),
+            (
+                "write_file",
+                json!({"path": "config", "content": root_repository_config(&repository.mark("tools"))}),
+            ),
+            (
+                "write_file",
+                json!({"path": "HEAD", "content": format!("ref: {branch}")}),
+            ),
+        ]
+    };
+    let script = |repository: &Repository| {
+        format!(
+            "echo spoiled > .git/HEAD; echo spoiled=$?\n\
+             mkdir objects refs && printf '%s' '{}' > config; echo config=$?\n\
+             echo 'ref: refs/heads/main' > HEAD; echo head=$?\n\
+             sleep 1; test -e HEAD; echo absent=$?\n",
+            root_repository_config(&repository.mark("script"))
+        )
+    };
+    let sandboxed = [&["--allow-commands"][..], &GIT_ENV].concat();
+    for naive in [false, true] {
+        let flags = match naive {
+            false => sandboxed.clone(),
+            true => [&sandboxed[..], &["--unprotect-defaults"]].concat(),
+        };
+        let repository = Repository::new();
+        let calls = tools(&repository);
+        let records = call(repository.ws(), &flags, &calls);
+        for (record, (name, args)) in records.iter().zip(&calls) {
+            let refused = record["content"]["error"]["message"] == "PATH_PROTECTED";
+            assert_eq!(
+                refused,
+                !naive && args["path"] == "HEAD",
+                "{name}: {record}"
+            );
+        }
+        let want: &[&str] = match naive {
+            false => &[],
+            true => &["tools"],
+        };
+        assert_eq!(repository.user_status(), want);
+
+        let repository = Repository::new();
+        let records = call(
+            repository.ws(),
+            &flags,
+            &[("run_command", json!({"command": script(&repository)}))],
+        );
+        let absent = if naive { 0 } else { 1 };
+        assert_eq!(
+            ran(&records[0]),
+            format!("spoiled=0\nconfig=0\nhead=0\nabsent={absent}\n"),
+            "{}",
+            records[0]
+        );
+        assert_eq!(repository.ws().join("HEAD").exists(), naive);
+        let want: &[&str] = match naive {
+            false => &[],
+            true => &["script"],
+        };
+        assert_eq!(repository.user_status(), want);
+    }
+}

@@ -54,6 +54,10 @@ use crate::patterns::{PathPatterns, PatternError, literal_part};
 /// * a submodule's repository beneath `.git/modules` (its configuration, hooks and
 ///   `commondir`: a top-level `git status` runs `git status` in each submodule, which obeys
 ///   them) and linked worktrees' administrative directories (`.git/worktrees`);
+/// * the root's `HEAD`: where `.git` is no repository (its `HEAD`, git's own ordinary file,
+///   spoiled), git's discovery takes the root itself for a bare repository if it holds
+///   `HEAD`, `objects` and `refs`, and obeys a `config` beside them (`core.worktree` and
+///   `core.fsmonitor` there run a program at the user's `git status`); git needs the `HEAD`;
 /// * `.gitmodules` (submodule URLs and update commands), `.envrc` (direnv), `.mcp.json`,
 ///   `.vscode/`, `.idea/`, `.claude/` (tasks, run configurations and hooks an editor or agent
 ///   runs when the workspace is opened).
@@ -72,6 +76,7 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     ".git/modules/**/hooks/**",
     ".git/modules/**/commondir",
     ".git/worktrees/**",
+    "/HEAD",
     ".vscode/**",
     ".idea/**",
     ".claude/**",
@@ -468,6 +473,7 @@ mod tests {
             ".git/modules/sub/commondir",
             ".git/worktrees",
             ".git/worktrees/w/gitdir",
+            "HEAD",
             ".vscode",
             ".vscode/tasks.json",
             ".idea/workspace.xml",
@@ -495,6 +501,8 @@ mod tests {
             "sub/.git/hooks/pre-commit",
             "sub/.mcp.json",
             "src/config",
+            "src/HEAD",
+            "config",
             ".github/workflows/ci.yml",
             "",
         ] {
@@ -577,6 +585,7 @@ mod tests {
         assert_eq!(
             watched,
             [
+                "HEAD",
                 ".idea",
                 ".claude",
                 ".mcp.json",
@@ -607,6 +616,7 @@ mod tests {
             [
                 ".git/config.worktree",
                 ".git/commondir",
+                "HEAD",
                 ".idea",
                 ".claude",
                 ".mcp.json",

@@ -120,3 +120,18 @@ pub fn run_until_killed(cmd: Command) -> ! {
     let _ = rt.block_on(cmd.run(&CancellationToken::new()));
     panic!("the run ended before the helper was killed");
 }
+
+/// Whether this process holds `CAP_SYS_ADMIN` (bit 21 of its effective set). Root without it
+/// (the container-like setup CI reproduces) gets a user namespace of its own for a run, as an
+/// ordinary user does: another owner is not mapped there, and other processes' secrets are
+/// out of reach even unconfined.
+pub fn has_cap_sys_admin() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << 21) != 0)
+}
