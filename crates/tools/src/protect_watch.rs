@@ -27,7 +27,6 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use confine_beneath::Symlinks;
 use confine_rootid::WorkspaceRoot;
@@ -43,12 +42,18 @@ const MAX_REMOVED: usize = 100_000;
 /// The most directories watched for one run (missing paths and directories made on the way).
 const MAX_WATCHES: usize = 256;
 
-/// A running watch; dropping it stops the watch and sweeps once more.
+/// A running watch; dropping it stops the watch and waits for the last sweep.
+///
+/// The watch's thread makes that sweep and owns the inotify descriptor to its end: closing
+/// the last descriptor of an inotify instance waits for the kernel to retire its watches (an
+/// SRCU grace period: 10 to 20 ms on a loaded machine, measured as most of what the sandbox
+/// added to a run's answer), so it is closed after the sweep is reported, off the caller's
+/// path.
 #[derive(Debug)]
 pub(crate) struct ProtectWatch {
     stop: Option<OwnedFd>,
-    thread: Option<JoinHandle<()>>,
-    state: Arc<std::sync::Mutex<State>>,
+    /// Receives once the thread's last sweep is done (or the thread is gone).
+    swept: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 #[derive(Debug)]
@@ -83,44 +88,43 @@ impl ProtectWatch {
         };
         state.sweep()?;
         let (stop_read, stop_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        let state = Arc::new(std::sync::Mutex::new(state));
-        let shared = state.clone();
-        let thread = std::thread::Builder::new()
+        let (done, swept) = std::sync::mpsc::sync_channel(1);
+        std::thread::Builder::new()
             .name("confine-protect-watch".into())
-            .spawn(move || watch(&shared, &stop_read))?;
+            .spawn(move || {
+                watch(&mut state, &stop_read);
+                // The run's processes are reaped: the last look at every path.
+                if let Err(e) = state.sweep() {
+                    tracing::warn!(error = %e, "protected paths: the last sweep failed");
+                }
+                let _ = done.send(());
+                // `state`, with the inotify instance, is dropped here, after the report.
+            })?;
         Ok(Self {
             stop: Some(stop_write),
-            thread: Some(thread),
-            state,
+            swept: Some(swept),
         })
     }
 }
 
 impl Drop for ProtectWatch {
     fn drop(&mut self) {
-        // Closing the pipe's write end wakes the thread.
+        // Closing the pipe's write end wakes the thread for its last sweep.
         drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = state.sweep() {
-            tracing::warn!(error = %e, "protected paths: the last sweep failed");
+        if let Some(swept) = self.swept.take() {
+            // An error is the thread gone without sending (a panic): nothing to wait for.
+            let _ = swept.recv();
         }
     }
 }
 
 /// The thread: wait for events or the stop pipe; sweep after every batch of events.
-fn watch(state: &std::sync::Mutex<State>, stop: &OwnedFd) {
+fn watch(state: &mut State, stop: &OwnedFd) {
     let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+    let Ok(inotify_fd) = state.inotify.try_clone() else {
+        return;
+    };
     loop {
-        let inotify_fd = {
-            let state = state.lock().unwrap_or_else(|e| e.into_inner());
-            match state.inotify.try_clone() {
-                Ok(fd) => fd,
-                Err(_) => return,
-            }
-        };
         let mut fds = [
             PollFd::new(&inotify_fd, PollFlags::IN),
             PollFd::new(stop, PollFlags::IN),
@@ -134,23 +138,18 @@ fn watch(state: &std::sync::Mutex<State>, stop: &OwnedFd) {
         }
         // Drain what is there. The events' names are not relied on (every target is looked
         // at); a dropped watch is forgotten.
-        let mut dropped = Vec::new();
         let mut reader = inotify::Reader::new(&inotify_fd, &mut buf);
         loop {
             match reader.next() {
                 Ok(event) => {
                     if event.events().contains(inotify::ReadFlags::IGNORED) {
-                        dropped.push(event.wd());
+                        state.watches.remove(&event.wd());
                     }
                 }
                 Err(Errno::AGAIN) => break,
                 Err(Errno::INTR) => continue,
                 Err(_) => break,
             }
-        }
-        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
-        for wd in dropped {
-            state.watches.remove(&wd);
         }
         if let Err(e) = state.sweep() {
             tracing::warn!(error = %e, "protected paths: a sweep failed");
