@@ -118,6 +118,22 @@ pub fn install_with(
     if let Err(e) = hook(hooks, Step::Rename, temp_name) {
         return Err(temp.abort(e));
     }
+    // The name looked at once more, right before the rename: the checks since step 3 take
+    // time (the caller's hook above walks the root), and a process that may rename in this
+    // directory could substitute the temporary meanwhile. What is left is the instant between
+    // this look and the rename: a substitution there puts that process's entry at the target,
+    // as its own rename over the target could, and step 7 reports it.
+    match temp.0.still_ours() {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(temp.abort(Error::new(
+                ErrorKind::TempIdentityChanged,
+                Step::Rename,
+                None,
+            )));
+        }
+        Err(e) => return Err(temp.abort(failed(Step::Rename, e))),
+    }
     let tmp = temp.name().to_owned();
     let displaced = match commit(dir, &tmp, name) {
         Ok(displaced) => displaced,

@@ -17,7 +17,9 @@
 //!    ([`ErrorKind::TempIdentityChanged`] otherwise: nothing is committed and nothing that
 //!    this operation did not create is removed), and `lstat` the target again;
 //! 5. `fchown` the old file's owner and group (as far as allowed), `fchmod` the final mode,
-//!    then commit: where the target exists, the temporary and the
+//!    look at the temporary's name once more (the caller's hook before the rename takes time:
+//!    [`ErrorKind::TempIdentityChanged`] again), then commit: where the target exists, the
+//!    temporary and the
 //!    target are exchanged in one step (`renameat2(RENAME_EXCHANGE)`), so the old file is not
 //!    gone yet but sits at the temporary's name until the caller's check after the commit
 //!    ([`Step::CheckInstalled`], whose hook is given that name, so it can check the commit
@@ -90,8 +92,10 @@
 //! - a temporary replaced by a file, a symlink or a directory is detected before the commit
 //!   ([`ErrorKind::TempIdentityChanged`]) and left where it is: removal is by identity, and a
 //!   directory is never removed at all;
-//! - a swap in the window between that check and the rename is detected after it
-//!   ([`ErrorKind::TargetReplaced`]) and the foreign entry is left where it is;
+//! - a swap in the instant between the last of those checks (right before the rename) and
+//!   the rename is detected after it ([`ErrorKind::TargetReplaced`]) and the foreign entry
+//!   is left where it is: at the target, where the swapping process could have renamed it
+//!   itself;
 //! - a directory moved elsewhere between the caller's last check and the commit (the caller
 //!   notices at [`Step::CheckInstalled`]) loses nothing: the exchange is undone there;
 //! - another writer renaming its file over the target while a commit is undone keeps the

@@ -397,31 +397,47 @@ fn install_temp_substituted_via_inotify_fails_identity_changed() {
     }
 }
 
-/// The swap comes after the identity check, just before the rename: the rename installs the
-/// attacker's entry, which is detected after it (`WRITE_TARGET_REPLACED`) and left alone: an
-/// entry this operation did not create is never removed (whoever put it there could have put
-/// it at the target directly).
+/// The swap comes after the first identity check, at the caller's last hook before the
+/// rename (the checks between them take time): the look right before the rename catches it
+/// (`WRITE_TEMP_IDENTITY_CHANGED` at the rename), the target keeps what it held and the
+/// attacker's entry stays where it was put. What remains is the instant between that look
+/// and the rename, which no hook reaches: a swap there is reported after the rename
+/// (`WRITE_TARGET_REPLACED`, the entry left alone, see `ErrorKind::TargetReplaced`), as the
+/// binary's inotify attacker test counts.
 #[test]
-fn install_temp_swapped_before_rename_is_detected_after() {
+fn install_temp_swapped_before_rename_is_caught_before_it() {
     for sub in Substitute::ALL {
-        let fx = Fixture::new();
-        let (ws, outside) = (fx.ws.clone(), fx.outside.clone());
-        let mut swap = |step: Step, temp: Option<&OsStr>| {
-            if step == Step::Rename {
-                sub.plant(&ws, temp.unwrap(), &outside);
+        for target_exists in [false, true] {
+            let fx = Fixture::new();
+            if target_exists {
+                std::fs::write(fx.path("target.txt"), "old").unwrap();
             }
-            Ok(())
-        };
-        let err = install_with(&fx.dir, "target.txt", b"payload", &mut swap).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::TargetReplaced, "{sub:?}");
-        assert_eq!(err.code(), "WRITE_TARGET_REPLACED");
-        assert_eq!(err.step(), Step::CheckInstalled);
-        // The foreign entry now at the target is left as it is.
-        sub.check_and_remove(&fx.path("target.txt"));
-        assert_eq!(std::fs::read(fx.path("stolen")).unwrap(), b"payload");
-        std::fs::remove_file(fx.path("stolen")).unwrap();
-        fx.secret_intact();
-        fx.assert_no_leftovers();
+            let (ws, outside) = (fx.ws.clone(), fx.outside.clone());
+            let mut swap = |step: Step, temp: Option<&OsStr>| {
+                if step == Step::Rename {
+                    sub.plant(&ws, temp.unwrap(), &outside);
+                }
+                Ok(())
+            };
+            let err = install_with(&fx.dir, "target.txt", b"payload", &mut swap).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::TempIdentityChanged, "{sub:?}");
+            assert_eq!(err.step(), Step::Rename);
+            if target_exists {
+                assert_eq!(
+                    std::fs::read_to_string(fx.path("target.txt")).unwrap(),
+                    "old"
+                );
+            } else {
+                assert!(!fx.path("target.txt").exists(), "target created ({sub:?})");
+            }
+            assert_eq!(std::fs::read(fx.path("stolen")).unwrap(), b"payload");
+            std::fs::remove_file(fx.path("stolen")).unwrap();
+            let planted = temp_names(&fx.ws);
+            assert_eq!(planted.len(), 1, "{sub:?}");
+            sub.check_and_remove(&fx.ws.join(&planted[0]));
+            fx.secret_intact();
+            fx.assert_no_leftovers();
+        }
     }
 }
 
