@@ -602,6 +602,7 @@ impl Checkpoints {
         let newest_id = index.checkpoints.first().map(|e| e.id.clone());
         let ours = matches!((&state.newest, &newest_id), (Some((a, _)), Some(b)) if a == b);
         let (Some(mut known), true) = (state.known.take(), ours) else {
+            locked.keep(index);
             return Ok(());
         };
         let mut added = 0;
@@ -611,7 +612,7 @@ impl Checkpoints {
                     known.retain(|k, _| !within(k, p));
                 }
                 for p in paths {
-                    let found = self.scan(&known.clone(), Some(&locked)).at(p)?;
+                    let found = self.scan(&known, Some(&locked)).at(p)?;
                     added += found.added_bytes;
                     known.extend(found.nodes);
                 }
@@ -630,6 +631,8 @@ impl Checkpoints {
             index.blob_bytes += added;
             e.changed = changed;
             locked.write_index(&index)?;
+        } else {
+            locked.keep(index);
         }
         state.known = Some(known);
         Ok(())
@@ -638,18 +641,20 @@ impl Checkpoints {
     /// The checkpoints, newest first.
     pub fn list(&self) -> Result<Vec<Checkpoint>, Error> {
         let locked = self.store.lock()?;
-        Ok(locked
-            .index()?
+        let index = locked.index()?;
+        let list = index
             .checkpoints
-            .into_iter()
+            .iter()
             .map(|e| Checkpoint {
-                id: e.id,
-                at: e.at,
-                call: e.call,
+                id: e.id.clone(),
+                at: e.at.clone(),
+                call: e.call.clone(),
                 changed: e.changed,
-                skipped: e.skipped,
+                skipped: e.skipped.clone(),
             })
-            .collect())
+            .collect();
+        locked.keep(index);
+        Ok(list)
     }
 
     /// What differs between the checkpoint `id` and the workspace now (beneath `path` when
@@ -659,6 +664,7 @@ impl Checkpoints {
         let index = locked.index()?;
         let then = locked.manifest(&index, id)?;
         let basis = self.basis(&locked, &index)?;
+        locked.keep(index);
         let now = self.scan(&basis, None).all()?.nodes;
         let scope = path.unwrap_or("");
         let mut diff = Diff::default();
@@ -758,6 +764,7 @@ impl Checkpoints {
         let then = locked.manifest(&index, id)?;
         let now = if dry_run {
             let basis = self.basis(&locked, &index)?;
+            locked.keep(std::mem::take(&mut index));
             self.scan(&basis, None).all()?.nodes
         } else {
             let mut state = self.state();
