@@ -24,7 +24,9 @@
 //! earlier one recorded. Nothing is `fsync`ed (a checkpoint is taken before every changing
 //! call and must cost little beside it): a killed server loses nothing, since what it wrote
 //! stands in the page cache; a power loss or a kernel crash may lose the newest checkpoints.
-//! A lock file serializes the servers of one root. Bounds: at most
+//! A lock file serializes the servers of one root; a server reads the index again only when
+//! `index.json` is no longer the file it last read or wrote (another server's checkpoint in
+//! between). Bounds: at most
 //! [`Config::max_checkpoints`] and [`Config::max_bytes`] (the store's blobs and manifests),
 //! the oldest dropped first (the newest is always kept), and a blob no kept manifest names is
 //! removed with it: found from the new oldest's manifest and the hashes each later
