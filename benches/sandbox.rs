@@ -118,6 +118,104 @@ fn alternating_run_start() {
     );
 }
 
+/// Everyday commands under the default sandbox beside the same commands unsandboxed:
+/// `cargo build --offline` of a small crate (one source file touched first, so each round
+/// compiles it again) and `npm test` of a small package, each through `run_command` of two
+/// workspace tool sets over one workspace, in alternating rounds (the order swapped every
+/// round, two warm-up rounds each); prints the medians and the median of the per-round
+/// ratios. Runs only with `CONFINE_BENCH_EVERYDAY=1` (it takes about a minute and needs
+/// `cargo` and `npm` on `PATH`).
+fn alternating_everyday() {
+    const ROUNDS: usize = 20;
+    if std::env::var("CONFINE_BENCH_EVERYDAY").as_deref() != Ok("1") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path();
+    std::fs::create_dir_all(ws.join("small/src")).unwrap();
+    std::fs::write(
+        ws.join("small/Cargo.toml"),
+        "[package]\nname = \"small\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("small/src/main.rs"),
+        "mod util;\nfn main() { println!(\"{}\", util::words(\"a b a\")); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("small/src/util.rs"),
+        "use std::collections::HashMap;\npub fn words(s: &str) -> usize {\n    \
+         let mut m: HashMap<&str, usize> = HashMap::new();\n    \
+         for w in s.split_whitespace() { *m.entry(w).or_default() += 1; }\n    m.len()\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("package.json"),
+        r#"{"name":"everyday","version":"1.0.0","private":true,"scripts":{"test":"node test.js"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("test.js"),
+        "const assert = require('node:assert');\n\
+         const fib = (n) => (n < 2 ? n : fib(n - 1) + fib(n - 2));\n\
+         assert.strictEqual(fib(20), 6765);\n",
+    )
+    .unwrap();
+    let cancel = CancellationToken::new();
+    let rt = runtime();
+    let dirs = std::sync::Arc::new(PrivateDirs::create(None).unwrap());
+    let mut default = Sandbox::new();
+    default.private_dirs(dirs);
+    let registries = [None, Some(default)].map(|sandbox| {
+        let mut options = node_options(&node());
+        options.sandbox = sandbox;
+        options.commands = Some(RunCommandOptions::default());
+        create_workspace_tools(ws, options).unwrap()
+    });
+    for (name, command) in [
+        (
+            "cargo build --offline",
+            "cd small && touch src/util.rs && cargo build --offline -q",
+        ),
+        ("npm test", "npm test --silent"),
+    ] {
+        let call = ToolCall::new(
+            "b",
+            "run_command",
+            &serde_json::json!({"command": command, "timeoutMs": 120_000}),
+        );
+        let run = |i: usize| {
+            let start = std::time::Instant::now();
+            let r = rt
+                .block_on(execute_tool_call(&registries[i], &call, &cancel))
+                .unwrap();
+            assert!(!r.is_error, "{}", r.content);
+            assert_eq!(r.record()["exitCode"], 0, "{name}: {}", r.content);
+            start.elapsed().as_secs_f64() * 1e3
+        };
+        for i in [0, 1, 0, 1] {
+            run(i);
+        }
+        let mut times = [Vec::new(), Vec::new()];
+        for round in 0..ROUNDS {
+            for k in 0..2 {
+                let i = (round + k) % 2;
+                times[i].push(run(i));
+            }
+        }
+        let mut ratios: Vec<f64> = times[1].iter().zip(&times[0]).map(|(s, b)| s / b).collect();
+        let ratio = median(&mut ratios);
+        let [base, sandboxed] = times.map(|mut t| median(&mut t));
+        println!(
+            "alternating {ROUNDS} rounds: {name} unsandboxed {base:.0} ms, sandboxed as by \
+             default {sandboxed:.0} ms (median ratio {ratio:.3}, {:.2} to {:.2})",
+            ratios[0],
+            ratios[ratios.len() - 1]
+        );
+    }
+}
+
 /// Alternating rounds of the unsandboxed call, the sandboxed call and the sandboxed call
 /// without the seccomp filter; prints medians (ms).
 fn alternating() {
@@ -162,6 +260,7 @@ criterion_group!(benches, bench);
 
 fn main() {
     alternating_run_start();
+    alternating_everyday();
     alternating();
     benches();
     Criterion::default().configure_from_args().final_summary();

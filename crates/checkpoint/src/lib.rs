@@ -24,7 +24,9 @@
 //! earlier one recorded. Nothing is `fsync`ed (a checkpoint is taken before every changing
 //! call and must cost little beside it): a killed server loses nothing, since what it wrote
 //! stands in the page cache; a power loss or a kernel crash may lose the newest checkpoints.
-//! A lock file serializes the servers of one root. Bounds: at most
+//! A lock file serializes the servers of one root; a server reads the index again only when
+//! `index.json` is no longer the file it last read or wrote (another server's checkpoint in
+//! between). Bounds: at most
 //! [`Config::max_checkpoints`] and [`Config::max_bytes`] (the store's blobs and manifests),
 //! the oldest dropped first (the newest is always kept), and a blob no kept manifest names is
 //! removed with it: found from the new oldest's manifest and the hashes each later
@@ -317,9 +319,10 @@ pub fn check_dir(root: &WorkspaceRoot, dir: &Path) -> Result<(), Error> {
 #[derive(Default)]
 struct State {
     /// The newest checkpoint's id and whole manifest, as this server wrote it.
-    newest: Option<(String, Manifest)>,
-    /// The workspace as it stood after the last call, when known.
-    known: Option<Manifest>,
+    newest: Option<(String, Arc<Manifest>)>,
+    /// The workspace as it stood after the last call, when known (shared with `newest`
+    /// until a call changed something).
+    known: Option<Arc<Manifest>>,
 }
 
 /// The checkpoints of one workspace root.
@@ -357,21 +360,82 @@ fn now_id_and_time() -> (String, String) {
     (id, at)
 }
 
-/// Paths of `a` and `b` that differ, files only, counted.
-fn files_changed(a: &Manifest, b: &Manifest) -> usize {
-    let mut n = 0;
-    for (p, x) in a {
-        match b.get(p) {
-            Some(y) if x.same_content(y) => {}
-            _ if x.kind == Kind::File => n += 1,
-            Some(y) if y.kind == Kind::File => n += 1,
-            _ => {}
+/// What differs from `prev` to `now`: each path added or changed with its node, each removed
+/// path as `None`. One pass over both (each sorted by path).
+fn delta(prev: &Manifest, now: &Manifest) -> BTreeMap<String, Option<Node>> {
+    let mut out = Vec::new();
+    let mut a = prev.iter().peekable();
+    let mut b = now.iter().peekable();
+    loop {
+        match (a.peek(), b.peek()) {
+            (Some((pa, na)), Some((pb, nb))) => match pa.cmp(pb) {
+                std::cmp::Ordering::Less => {
+                    out.push(((*pa).clone(), None));
+                    a.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    out.push(((*pb).clone(), Some((*nb).clone())));
+                    b.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if na != nb {
+                        out.push(((*pb).clone(), Some((*nb).clone())));
+                    }
+                    a.next();
+                    b.next();
+                }
+            },
+            (Some((pa, _)), None) => {
+                out.push(((*pa).clone(), None));
+                a.next();
+            }
+            (None, Some((pb, nb))) => {
+                out.push(((*pb).clone(), Some((*nb).clone())));
+                b.next();
+            }
+            (None, None) => break,
         }
     }
-    n + b
-        .iter()
-        .filter(|(p, y)| y.kind == Kind::File && !a.contains_key(*p))
-        .count()
+    // In order: built in one pass.
+    out.into_iter().collect()
+}
+
+/// Paths of `a` and `b` that differ, files only, counted.
+fn files_changed(a: &Manifest, b: &Manifest) -> usize {
+    // One pass over both (each sorted by path).
+    let mut n = 0;
+    let mut xs = a.iter().peekable();
+    let mut ys = b.iter().peekable();
+    loop {
+        match (xs.peek(), ys.peek()) {
+            (Some((pa, x)), Some((pb, y))) => match pa.cmp(pb) {
+                std::cmp::Ordering::Less => {
+                    n += usize::from(x.kind == Kind::File);
+                    xs.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    n += usize::from(y.kind == Kind::File);
+                    ys.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if !x.same_content(y) && (x.kind == Kind::File || y.kind == Kind::File) {
+                        n += 1;
+                    }
+                    xs.next();
+                    ys.next();
+                }
+            },
+            (Some((_, x)), None) => {
+                n += usize::from(x.kind == Kind::File);
+                xs.next();
+            }
+            (None, Some((_, y))) => {
+                n += usize::from(y.kind == Kind::File);
+                ys.next();
+            }
+            (None, None) => return n,
+        }
+    }
 }
 
 /// Whether `path` is `scope` or lies beneath it.
@@ -446,14 +510,15 @@ impl Checkpoints {
         // Taken, not copied (a whole tree's manifest is large): it is replaced below, and
         // should this checkpoint fail the next one reads the newest from the store.
         let newest = state.newest.take();
-        let prev: Manifest = match (newest, &newest_id) {
+        let prev: Arc<Manifest> = match (newest, &newest_id) {
             (Some((_, m)), Some(_)) if ours => m,
-            (_, Some(id)) => locked.manifest(index, id)?,
-            _ => Manifest::new(),
+            (_, Some(id)) => Arc::new(locked.manifest(index, id)?),
+            _ => Arc::new(Manifest::new()),
         };
         let known = if ours { state.known.take() } else { None };
         let (nodes, skipped, added) = match (scope, known) {
-            (Scope::Paths(paths), Some(mut base)) if !self.through_symlink(paths) => {
+            (Scope::Paths(paths), Some(base)) if !self.through_symlink(paths) => {
+                let mut base = Arc::unwrap_or_clone(base);
                 let mut skipped = Vec::new();
                 let mut added = 0;
                 for p in paths {
@@ -476,6 +541,7 @@ impl Checkpoints {
             (_, known) => {
                 let basis = known.unwrap_or_else(|| prev.clone());
                 let found = self.scan(&basis, Some(locked)).all()?;
+                drop(basis);
                 (found.nodes, found.skipped, found.added_bytes)
             }
         };
@@ -484,20 +550,7 @@ impl Checkpoints {
         skipped.dedup();
         let (id, at) = now_id_and_time();
         let (full, parent, entries) = match &newest_id {
-            Some(parent) => {
-                let mut delta = BTreeMap::new();
-                for (p, n) in &nodes {
-                    if prev.get(p) != Some(n) {
-                        delta.insert(p.clone(), Some(n.clone()));
-                    }
-                }
-                for p in prev.keys() {
-                    if !nodes.contains_key(p) {
-                        delta.insert(p.clone(), None);
-                    }
-                }
-                (false, Some(parent.clone()), delta)
-            }
+            Some(parent) => (false, Some(parent.clone()), delta(&prev, &nodes)),
             None => (
                 true,
                 None,
@@ -531,6 +584,7 @@ impl Checkpoints {
                 hashes,
             },
         );
+        let nodes = Arc::new(nodes);
         state.known = Some(nodes.clone());
         state.newest = Some((id.clone(), nodes));
         Ok(id)
@@ -601,9 +655,11 @@ impl Checkpoints {
         let mut state = self.state();
         let newest_id = index.checkpoints.first().map(|e| e.id.clone());
         let ours = matches!((&state.newest, &newest_id), (Some((a, _)), Some(b)) if a == b);
-        let (Some(mut known), true) = (state.known.take(), ours) else {
+        let (Some(known), true) = (state.known.take(), ours) else {
+            locked.keep(index);
             return Ok(());
         };
+        let mut known = Arc::unwrap_or_clone(known);
         let mut added = 0;
         match scope {
             Scope::Paths(paths) if !self.through_symlink(paths) => {
@@ -611,7 +667,7 @@ impl Checkpoints {
                     known.retain(|k, _| !within(k, p));
                 }
                 for p in paths {
-                    let found = self.scan(&known.clone(), Some(&locked)).at(p)?;
+                    let found = self.scan(&known, Some(&locked)).at(p)?;
                     added += found.added_bytes;
                     known.extend(found.nodes);
                 }
@@ -630,26 +686,30 @@ impl Checkpoints {
             index.blob_bytes += added;
             e.changed = changed;
             locked.write_index(&index)?;
+        } else {
+            locked.keep(index);
         }
-        state.known = Some(known);
+        state.known = Some(Arc::new(known));
         Ok(())
     }
 
     /// The checkpoints, newest first.
     pub fn list(&self) -> Result<Vec<Checkpoint>, Error> {
         let locked = self.store.lock()?;
-        Ok(locked
-            .index()?
+        let index = locked.index()?;
+        let list = index
             .checkpoints
-            .into_iter()
+            .iter()
             .map(|e| Checkpoint {
-                id: e.id,
-                at: e.at,
-                call: e.call,
+                id: e.id.clone(),
+                at: e.at.clone(),
+                call: e.call.clone(),
                 changed: e.changed,
-                skipped: e.skipped,
+                skipped: e.skipped.clone(),
             })
-            .collect())
+            .collect();
+        locked.keep(index);
+        Ok(list)
     }
 
     /// What differs between the checkpoint `id` and the workspace now (beneath `path` when
@@ -659,6 +719,7 @@ impl Checkpoints {
         let index = locked.index()?;
         let then = locked.manifest(&index, id)?;
         let basis = self.basis(&locked, &index)?;
+        locked.keep(index);
         let now = self.scan(&basis, None).all()?.nodes;
         let scope = path.unwrap_or("");
         let mut diff = Diff::default();
@@ -729,7 +790,11 @@ impl Checkpoints {
     }
 
     /// The manifest a walk compares with: the newest checkpoint's.
-    fn basis(&self, locked: &store::Locked<'_>, index: &store::Index) -> Result<Manifest, Error> {
+    fn basis(
+        &self,
+        locked: &store::Locked<'_>,
+        index: &store::Index,
+    ) -> Result<Arc<Manifest>, Error> {
         let state = self.state();
         if let (Some((id, m)), Some(e)) = (&state.newest, index.checkpoints.first())
             && *id == e.id
@@ -738,8 +803,8 @@ impl Checkpoints {
         }
         drop(state);
         match index.checkpoints.first() {
-            Some(e) => locked.manifest(index, &e.id),
-            None => Ok(Manifest::new()),
+            Some(e) => Ok(Arc::new(locked.manifest(index, &e.id)?)),
+            None => Ok(Arc::new(Manifest::new())),
         }
     }
 
@@ -758,7 +823,8 @@ impl Checkpoints {
         let then = locked.manifest(&index, id)?;
         let now = if dry_run {
             let basis = self.basis(&locked, &index)?;
-            self.scan(&basis, None).all()?.nodes
+            locked.keep(std::mem::take(&mut index));
+            Arc::new(self.scan(&basis, None).all()?.nodes)
         } else {
             let mut state = self.state();
             let call = CallInfo {

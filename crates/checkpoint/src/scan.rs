@@ -31,6 +31,40 @@ pub(crate) struct Scan<'a> {
     pub(crate) store: Option<&'a Locked<'a>>,
 }
 
+/// The shallowest directories whose subdirectories are walked in parallel (rayon's pool);
+/// deeper ones are walked on the thread that reached them, which bounds the nesting.
+const PARALLEL_DEPTH: usize = 6;
+
+/// What a walk gathers, in the order it found it.
+#[derive(Default)]
+struct Acc {
+    nodes: Vec<(String, Node)>,
+    skipped: Vec<String>,
+    added_bytes: u64,
+}
+
+impl Acc {
+    fn merge(&mut self, mut other: Acc) {
+        if self.nodes.is_empty() {
+            std::mem::swap(&mut self.nodes, &mut other.nodes);
+        } else {
+            self.nodes.append(&mut other.nodes);
+        }
+        self.skipped.append(&mut other.skipped);
+        self.added_bytes += other.added_bytes;
+    }
+
+    fn found(self) -> Found {
+        Found {
+            // Depth first, each directory sorted: nearly in order, and sorted in one pass.
+            nodes: self.nodes.into_iter().collect(),
+            skipped: self.skipped,
+            added_bytes: self.added_bytes,
+            whole: false,
+        }
+    }
+}
+
 /// What a walk found.
 #[derive(Default)]
 pub(crate) struct Found {
@@ -155,11 +189,11 @@ pub(crate) fn node_of(st: &Stat) -> Option<Node> {
 impl Scan<'_> {
     /// Walk the whole tree.
     pub(crate) fn all(&self) -> Result<Found, Error> {
-        let mut found = Found::default();
+        let mut acc = Acc::default();
         let mut root = WalkDir::open_beneath(self.root, "", Symlinks::Refuse).map_err(Error::Io)?;
         let mut ignores = Ignores::default();
-        self.walk(&mut root, "", &mut ignores, 0, &mut found)?;
-        Ok(found)
+        self.walk(&mut root, "", &mut ignores, 0, &mut acc)?;
+        Ok(acc.found())
     }
 
     /// What stands at `path` now, and beneath it when it is a directory. A path beneath a
@@ -211,8 +245,9 @@ impl Scan<'_> {
             return Ok(found);
         }
         let depth = path.split('/').count();
-        self.entry(&dir, path, name, node, &mut ignores, depth, &mut found)?;
-        Ok(found)
+        let mut acc = Acc::default();
+        self.entry(&dir, path, name, node, &mut ignores, depth, &mut acc)?;
+        Ok(acc.found())
     }
 
     fn walk(
@@ -221,7 +256,7 @@ impl Scan<'_> {
         path: &str,
         ignores: &mut Ignores,
         depth: usize,
-        found: &mut Found,
+        found: &mut Acc,
     ) -> Result<(), Error> {
         let mut entries = dir.read_entries().map_err(Error::Io)?;
         entries.sort_by(|a, b| a.name().cmp(b.name()));
@@ -233,6 +268,9 @@ impl Scan<'_> {
         {
             ignores.push_from(path, file);
         }
+        // Subdirectories to walk in parallel once this directory's other entries are done.
+        let parallel = depth < PARALLEL_DEPTH && rayon::current_num_threads() > 1;
+        let mut subdirs = Vec::new();
         for e in &entries {
             let Some(name) = e.name_str() else {
                 continue;
@@ -254,10 +292,72 @@ impl Scan<'_> {
                 Err(e) => return Err(Error::Io(e)),
             };
             let Some(node) = node_of(&st) else { continue };
+            if parallel && node.kind == Kind::Dir {
+                if let Some(sub) = self.enter(dir, &child, name, &node, depth + 1, found)? {
+                    found.nodes.push((child, node));
+                    subdirs.push(sub);
+                }
+                continue;
+            }
             self.entry(dir, &child, name, node, ignores, depth + 1, found)?;
+        }
+        if !subdirs.is_empty() {
+            use rayon::prelude::*;
+            let ignores: &Ignores = ignores;
+            let walked: Vec<Result<Acc, Error>> = subdirs
+                .into_par_iter()
+                .map(|(mut sub, child)| {
+                    let mut acc = Acc::default();
+                    let mut ignores = ignores.clone();
+                    self.walk(&mut sub, &child, &mut ignores, depth + 1, &mut acc)?;
+                    Ok(acc)
+                })
+                .collect();
+            for acc in walked {
+                found.merge(acc?);
+            }
         }
         ignores.0.truncate(level);
         Ok(())
+    }
+
+    /// Open the directory `name` of `dir` to walk it: `None` when it is too deep (listed in
+    /// `skipped`), cannot be opened, or is no longer the directory `node` saw.
+    fn enter(
+        &self,
+        dir: &WalkDir,
+        path: &str,
+        name: &str,
+        node: &Node,
+        depth: usize,
+        found: &mut Acc,
+    ) -> Result<Option<(WalkDir, String)>, Error> {
+        if depth > MAX_DEPTH {
+            found.skipped.push(path.to_owned());
+            return Ok(None);
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::NOCTTY;
+        let fd = match rustix::fs::openat(
+            dir,
+            name,
+            flags | OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let e: io::Error = e.into();
+                if !is_absent(&e) {
+                    found.skipped.push(path.to_owned());
+                }
+                return Ok(None);
+            }
+        };
+        let sub = WalkDir::from_fd(fd).map_err(Error::Io)?;
+        if sub.id().ino != node.ino {
+            // Swapped since the lstat: what stands there now is left for the next walk.
+            return Ok(None);
+        }
+        Ok(Some((sub, path.to_owned())))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -269,36 +369,14 @@ impl Scan<'_> {
         mut node: Node,
         ignores: &mut Ignores,
         depth: usize,
-        found: &mut Found,
+        found: &mut Acc,
     ) -> Result<(), Error> {
         match node.kind {
             Kind::Dir => {
-                if depth > MAX_DEPTH {
-                    found.skipped.push(path.to_owned());
+                let Some((mut sub, _)) = self.enter(dir, path, name, &node, depth, found)? else {
                     return Ok(());
-                }
-                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::NOCTTY;
-                let fd = match rustix::fs::openat(
-                    dir,
-                    name,
-                    flags | OFlags::CLOEXEC,
-                    rustix::fs::Mode::empty(),
-                ) {
-                    Ok(fd) => fd,
-                    Err(e) => {
-                        let e: io::Error = e.into();
-                        if !is_absent(&e) {
-                            found.skipped.push(path.to_owned());
-                        }
-                        return Ok(());
-                    }
                 };
-                let mut sub = WalkDir::from_fd(fd).map_err(Error::Io)?;
-                if sub.id().ino != node.ino {
-                    // Swapped since the lstat: what stands there now is left for the next walk.
-                    return Ok(());
-                }
-                found.nodes.insert(path.to_owned(), node);
+                found.nodes.push((path.to_owned(), node));
                 self.walk(&mut sub, path, ignores, depth, found)?;
             }
             Kind::Symlink => {
@@ -319,7 +397,7 @@ impl Scan<'_> {
                     return Ok(());
                 };
                 node.target = Some(target);
-                found.nodes.insert(path.to_owned(), node);
+                found.nodes.push((path.to_owned(), node));
             }
             Kind::File => {
                 if let Some(known) = self.known.get(path)
@@ -327,12 +405,12 @@ impl Scan<'_> {
                     && known.hash.is_some()
                 {
                     node.hash.clone_from(&known.hash);
-                    found.nodes.insert(path.to_owned(), node);
+                    found.nodes.push((path.to_owned(), node));
                     return Ok(());
                 }
                 if node.size > MAX_FILE_BYTES {
                     found.skipped.push(path.to_owned());
-                    found.nodes.insert(path.to_owned(), node);
+                    found.nodes.push((path.to_owned(), node));
                     return Ok(());
                 }
                 let flags = OFlags::RDONLY
@@ -347,7 +425,7 @@ impl Scan<'_> {
                         if !is_absent(&e) {
                             // Unreadable (its mode): listed, kept as it was known.
                             found.skipped.push(path.to_owned());
-                            found.nodes.insert(path.to_owned(), node);
+                            found.nodes.push((path.to_owned(), node));
                         }
                         return Ok(());
                     }
@@ -367,7 +445,7 @@ impl Scan<'_> {
                     .map_err(Error::Io)?;
                 if bytes.len() as u64 > MAX_FILE_BYTES {
                     found.skipped.push(path.to_owned());
-                    found.nodes.insert(path.to_owned(), node);
+                    found.nodes.push((path.to_owned(), node));
                     return Ok(());
                 }
                 let hash = hash_of(&bytes);
@@ -388,7 +466,7 @@ impl Scan<'_> {
                     }
                 };
                 node.hash = Some(hash);
-                found.nodes.insert(path.to_owned(), node);
+                found.nodes.push((path.to_owned(), node));
             }
         }
         Ok(())
@@ -418,4 +496,79 @@ pub(crate) fn read_now(root: BorrowedFd<'_>, path: &str, max: u64) -> Option<Vec
         .read_to_end(&mut out)
         .ok()?;
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::*;
+    use crate::ExcludeNothing;
+
+    /// A tree deeper than the parallel levels, with `.gitignore` files at several depths, a
+    /// symlink and an empty directory.
+    fn tree(root: &Path) {
+        let w = |p: &str, s: &str| {
+            let p = root.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, s).unwrap();
+        };
+        w(".gitignore", "*.log\n");
+        for i in 0..6 {
+            let mut dir = format!("t{i}");
+            for depth in 0..(PARALLEL_DEPTH + 3) {
+                w(&format!("{dir}/f{depth}.txt"), &format!("{i} {depth}"));
+                w(&format!("{dir}/x.log"), "ignored");
+                if depth == 3 {
+                    w(&format!("{dir}/.gitignore"), "skip/\n!keep.log\n");
+                    w(&format!("{dir}/skip/a"), "ignored");
+                    w(&format!("{dir}/keep.log"), "kept");
+                }
+                dir = format!("{dir}/d{depth}");
+            }
+            std::fs::create_dir_all(root.join(format!("t{i}/empty"))).unwrap();
+            std::os::unix::fs::symlink("../t0", root.join(format!("t{i}/link"))).unwrap();
+        }
+    }
+
+    fn walk(root: &Path, threads: usize) -> (Vec<(String, Node)>, Vec<String>) {
+        let dir = std::fs::File::open(root).unwrap();
+        let known = Manifest::new();
+        let scan = Scan {
+            root: dir.as_fd(),
+            exclude: &ExcludeNothing,
+            include_ignored: false,
+            known: &known,
+            store: None,
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let found = pool.install(|| scan.all()).unwrap();
+        let mut skipped = found.skipped;
+        skipped.sort();
+        (found.nodes.into_iter().collect(), skipped)
+    }
+
+    #[test]
+    fn the_parallel_walk_finds_what_the_walk_on_one_thread_finds() {
+        let ws = tempfile::tempdir().unwrap();
+        tree(ws.path());
+        let one = walk(ws.path(), 1);
+        assert_eq!(walk(ws.path(), 4), one);
+        let paths: Vec<&str> = one.0.iter().map(|(p, _)| p.as_str()).collect();
+        assert!(
+            paths.contains(&"t5/d0/d1/d2/d3/d4/d5/d6/f7.txt"),
+            "{paths:?}"
+        );
+        assert!(paths.contains(&"t2/d0/d1/d2/keep.log"), "{paths:?}");
+        assert!(paths.contains(&"t1/empty") && paths.contains(&"t1/link"));
+        assert!(
+            !paths
+                .iter()
+                .any(|p| p.ends_with("x.log") || p.contains("skip"))
+        );
+        assert_eq!(paths.len(), 6 * (2 * (PARALLEL_DEPTH + 3) + 4) + 1);
+    }
 }

@@ -16,6 +16,7 @@ use std::io::Write;
 use std::io::{self, Read};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::Dir;
@@ -77,7 +78,48 @@ struct ManifestFile {
 /// The store's directory, held open.
 pub(crate) struct Store {
     dir: Dir,
+    /// `manifests/`, held open.
+    manifests: Dir,
     lock: File,
+    /// The index as this process last read or wrote it (see [`Cached`]).
+    cache: Mutex<Option<Cached>>,
+}
+
+/// What `index.json` was when this process last read or wrote it, and the index it held.
+///
+/// The index is used again without being read only while `index.json` is still that file:
+/// the same device and inode, size, modification and change times. Every writer replaces
+/// the file by a rename, so another server's index is always another inode; and the cache
+/// holds the file open, so its inode number cannot be given to a new file meanwhile.
+struct Cached {
+    stamp: Stamp,
+    /// The file the stamp is of, held open.
+    _file: File,
+    /// `None` while a caller holds the index (taken, not copied).
+    index: Option<Index>,
+}
+
+/// A file's identity and the times any change to it moves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: i64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
+    fn of(st: &rustix::fs::Stat) -> Self {
+        Self {
+            dev: st.st_dev as u64,
+            ino: u64::from(st.st_ino),
+            size: st.st_size as i64,
+            mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
+            ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+        }
+    }
 }
 
 const INDEX: &str = "index.json";
@@ -89,7 +131,7 @@ fn io_err(e: impl Into<io::Error>) -> Error {
 /// Write `bytes` as `name` in `dir`: whole under a fresh temporary name (created exclusively,
 /// mode 0600), then renamed over `name`. No `fsync` (see the module docs). A temporary left by
 /// a kill starts with `.` and holds `.tmp-`; the sweep removes it.
-fn install(dir: &Dir, name: &str, bytes: &[u8]) -> Result<(), Error> {
+fn install(dir: &Dir, name: &str, bytes: &[u8]) -> Result<File, Error> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let tmp = format!(
         ".{name}.tmp-{}-{}",
@@ -101,14 +143,15 @@ fn install(dir: &Dir, name: &str, bytes: &[u8]) -> Result<(), Error> {
     cap_std::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let written = dir.open_with(&tmp, &options).and_then(|f| {
         let mut f = f.into_std();
-        f.write_all(bytes)
+        f.write_all(bytes).map(|()| f)
     });
-    let renamed = written.and_then(|()| dir.rename(&tmp, dir, name));
-    if let Err(e) = renamed {
-        let _ = dir.remove_file(&tmp);
-        return Err(io_err(e));
+    match written.and_then(|f| dir.rename(&tmp, dir, name).map(|()| f)) {
+        Ok(f) => Ok(f),
+        Err(e) => {
+            let _ = dir.remove_file(&tmp);
+            Err(io_err(e))
+        }
     }
-    Ok(())
 }
 
 /// Whether a file name is one of our temporaries.
@@ -151,6 +194,7 @@ impl Store {
                 Err(e) => return Err(io_err(e)),
             }
         }
+        let manifests = dir.open_dir("manifests").map_err(io_err)?;
         let lock = dir
             .open_with(
                 "lock",
@@ -161,7 +205,12 @@ impl Store {
             )
             .map_err(io_err)?
             .into_std();
-        Ok(Self { dir, lock })
+        Ok(Self {
+            dir,
+            manifests,
+            lock,
+            cache: Mutex::new(None),
+        })
     }
 
     /// Hold the store for one operation (other servers over the same root wait).
@@ -201,18 +250,72 @@ impl Locked<'_> {
         &self.store.dir
     }
 
+    fn cache(&self) -> std::sync::MutexGuard<'_, Option<Cached>> {
+        self.store
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The index: the one this process last read or wrote while `index.json` is still that
+    /// file (one `lstat`), else read from the store. Taken out of the cache, not copied: give
+    /// it back with [`keep`](Self::keep) when it was not changed, or write it.
     pub(crate) fn index(&self) -> Result<Index, Error> {
-        match self.dir().read(INDEX) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| Error::Store(io::Error::new(io::ErrorKind::InvalidData, e))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Index::default()),
-            Err(e) => Err(io_err(e)),
+        let mut cache = self.cache();
+        let now = rustix::fs::statat(
+            &self.store.dir,
+            INDEX,
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .ok()
+        .map(|st| Stamp::of(&st));
+        if let (Some(c), Some(now)) = (cache.as_mut(), now)
+            && c.stamp == now
+            && let Some(index) = c.index.take()
+        {
+            return Ok(index);
+        }
+        *cache = None;
+        let file = match self.dir().open(INDEX) {
+            Ok(f) => f.into_std(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Index::default()),
+            Err(e) => return Err(io_err(e)),
+        };
+        let stamp = rustix::fs::fstat(&file).map_err(io_err)?;
+        let mut bytes = Vec::new();
+        (&file).read_to_end(&mut bytes).map_err(io_err)?;
+        let index = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Store(io::Error::new(io::ErrorKind::InvalidData, e)))?;
+        *cache = Some(Cached {
+            stamp: Stamp::of(&stamp),
+            _file: file,
+            index: None,
+        });
+        Ok(index)
+    }
+
+    /// Give back, unchanged, the index [`index`](Self::index) gave.
+    pub(crate) fn keep(&self, index: Index) {
+        if let Some(c) = self.cache().as_mut() {
+            c.index = Some(index);
         }
     }
 
+    /// Write the index (and keep a copy of it for the next [`index`](Self::index)).
     pub(crate) fn write_index(&self, index: &Index) -> Result<(), Error> {
+        let mut cache = self.cache();
+        *cache = None;
         let bytes = serde_json::to_vec(index).map_err(|e| Error::Store(e.into()))?;
-        install(self.dir(), INDEX, &bytes)
+        let file = install(self.dir(), INDEX, &bytes)?;
+        // After the rename, which may move the change time.
+        if let Ok(st) = rustix::fs::fstat(&file) {
+            *cache = Some(Cached {
+                stamp: Stamp::of(&st),
+                _file: file,
+                index: Some(index.clone()),
+            });
+        }
+        Ok(())
     }
 
     /// Store `bytes` under their hash unless there already; the bytes it added to the store.
@@ -222,12 +325,18 @@ impl Locked<'_> {
             return Ok(0);
         }
         let sub = Path::new("blobs").join(&hash[..2]);
-        match self.dir().create_dir(&sub) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        let sub = match self.dir().open_dir(&sub) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                match self.dir().create_dir(&sub) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(io_err(e)),
+                }
+                self.dir().open_dir(&sub).map_err(io_err)?
+            }
             Err(e) => return Err(io_err(e)),
-        }
-        let sub = self.dir().open_dir(&sub).map_err(io_err)?;
+        };
         install(&sub, &hash[2..], bytes)?;
         Ok(bytes.len() as u64)
     }
@@ -252,16 +361,12 @@ impl Locked<'_> {
     ) -> Result<u64, Error> {
         let bytes =
             serde_json::to_vec(&ManifestFile { entries }).map_err(|e| Error::Store(e.into()))?;
-        let dir = self.dir().open_dir("manifests").map_err(io_err)?;
-        install(&dir, &manifest_name(id, full), &bytes)?;
+        install(&self.store.manifests, &manifest_name(id, full), &bytes)?;
         Ok(bytes.len() as u64)
     }
 
     fn read_manifest(&self, entry: &Entry) -> Result<BTreeMap<String, Option<Node>>, Error> {
-        let read = |full| {
-            self.dir()
-                .read(Path::new("manifests").join(manifest_name(&entry.id, full)))
-        };
+        let read = |full| self.store.manifests.read(manifest_name(&entry.id, full));
         let bytes = match read(entry.full) {
             // A store written before whole manifests had a name of their own.
             Err(e) if entry.full && e.kind() == io::ErrorKind::NotFound => read(false),

@@ -460,3 +460,56 @@ fn a_restore_racing_a_symlink_swapper_writes_nothing_outside() {
         );
     }
 }
+
+#[test]
+fn two_servers_on_one_root_interleave_and_each_restores_exact() {
+    // Each server keeps the index it wrote in memory; the other's checkpoints in between
+    // must be seen, kept and restorable (with and without drops by the count bound).
+    for max in [100usize, 4] {
+        let fx = Fixture::new();
+        let a = fx.open_with(|c| c.max_checkpoints = max, Arc::new(ExcludeNothing));
+        let b = fx.open_with(|c| c.max_checkpoints = max, Arc::new(ExcludeNothing));
+        let mut taken = Vec::new();
+        for i in 0..12 {
+            let cp = if i % 2 == 0 { &a } else { &b };
+            let name = format!("f{}", i % 3);
+            let scope = if i % 3 == 2 {
+                Scope::All
+            } else {
+                Scope::Paths(vec![name.clone()])
+            };
+            let before = record(fx.ws.path());
+            let id = cp.take(call("write_file"), &scope).unwrap();
+            taken.push((id, before));
+            fs::write(fx.p(&name), format!("v{i}")).unwrap();
+            cp.after(Some(&scope)).unwrap();
+        }
+        let kept: Vec<String> = taken
+            .iter()
+            .rev()
+            .take(max)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for cp in [&a, &b] {
+            let ids: Vec<String> = cp.list().unwrap().into_iter().map(|c| c.id).collect();
+            assert_eq!(ids, kept, "max {max}");
+        }
+        let end = record(fx.ws.path());
+        // Each restore by the server that did not take it, the oldest kept first.
+        let first = taken.len() - kept.len();
+        for (k, (id, tree)) in taken.iter().enumerate().skip(first) {
+            let cp = if k % 2 == 0 { &b } else { &a };
+            cp.restore(id, None, false, false).unwrap();
+            assert_eq!(&record(fx.ws.path()), tree, "max {max}, checkpoint {k}");
+        }
+        if max == 100 {
+            // The restores' own checkpoints are there too, the newest (taken before the last
+            // restore) gives back the tree before it.
+            let list = a.list().unwrap();
+            assert_eq!(list.len(), taken.len() * 2);
+            b.restore(&list[0].id, None, false, false).unwrap();
+            assert_eq!(record(fx.ws.path()), taken[taken.len() - 2].1);
+        }
+        let _ = end;
+    }
+}
