@@ -227,7 +227,14 @@ impl EtcSecrets {
                 return k.covers.clone();
             }
         }
-        *kept = None;
+        if let Some(old) = kept.take() {
+            // Closing an inotify instance waits for the kernel to retire its watches (an SRCU
+            // grace period, milliseconds): done on a thread of its own, off the run's start.
+            let closer = move || drop(old);
+            let _ = std::thread::Builder::new()
+                .name("confine-etc-watch-close".into())
+                .spawn(closer);
+        }
         self.walks
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let watch =
