@@ -283,6 +283,12 @@ impl ToolArgs {
         if let Some(abi) = self.sandbox_min_abi {
             sandbox.min_abi(abi);
         }
+        // Whether the kernel can enforce the policy is decided by the Landlock probe, the
+        // seccomp filter's architecture and the ruleset's creation, none of which the
+        // read-only view of the rest of the system changes; without it the check skips the
+        // walk of `/etc` for its secrets (and the inotify watches kept on it), which the
+        // first sandboxed run makes anyway.
+        sandbox.read_only_outside(false);
         let root = std::fs::File::open(&self.root).ok();
         match root.map(|dir| sandbox.build(&dir)) {
             Some(Err(e)) if e.kind() == confine_nodeexec::ErrorKind::SandboxUnavailable => {
@@ -329,8 +335,8 @@ impl ToolArgs {
         }
     }
 
-    /// The network policy these flags ask for, started (its proxy serving), or `None` when
-    /// it is off.
+    /// The network policy these flags ask for (its network made and its proxy started at the
+    /// first run under it), or `None` when it is off.
     pub fn network_policy(
         &self,
     ) -> Result<Option<std::sync::Arc<confine_tools::NetworkPolicy>>, ExitCode> {
@@ -339,8 +345,10 @@ impl ToolArgs {
         }
         let allow = self.allow_list()?;
         let strongest = Self::network_mechanism()?;
+        // Made at the first run under it: a session that runs nothing never forks the
+        // namespace's maker nor starts the proxy's thread.
         Ok(Some(std::sync::Arc::new(
-            confine_tools::NetworkPolicy::start(allow, strongest),
+            confine_tools::NetworkPolicy::deferred(allow, strongest),
         )))
     }
 

@@ -132,6 +132,51 @@ fn temp_root() -> tempfile::TempDir {
     tempfile::tempdir().expect("temporary root")
 }
 
+/// The names of a process's threads.
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .map(|name| name.trim().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A session that only reads files never starts what a run needs: with the whole tool set
+/// (and so the network policy) served, no proxy thread exists after reads. The namespace and
+/// the proxy are made at the first run instead (`NetworkPolicy::deferred`).
+#[tokio::test]
+async fn mcp_a_session_of_reads_starts_no_proxy_thread() {
+    let root = temp_root();
+    std::fs::write(root.path().join("a.txt"), "alpha").unwrap();
+    let (transport, _stderr) = TokioChildProcess::builder(confine_mcp(root.path(), &[]))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn confine mcp");
+    let pid = transport.id().expect("the server's pid");
+    let client: Client = ().serve(transport).await.expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert!(
+        tools.iter().any(|t| t.name == "node_process"),
+        "the process tools are served, so the network policy is on"
+    );
+    for _ in 0..3 {
+        let result = call(&client, "read_file", json!({"path": "a.txt"}))
+            .await
+            .expect("read_file");
+        assert!(!is_error(&result), "{result:?}");
+    }
+    let threads = thread_names(pid);
+    assert!(!threads.is_empty(), "the server's threads are readable");
+    assert!(
+        !threads.iter().any(|t| t == "confine-proxy"),
+        "no proxy thread in a session of reads: {threads:?}"
+    );
+    client.cancel().await.expect("close");
+}
+
 #[tokio::test]
 async fn mcp_initialize_reports_confine_and_instructions() {
     let root = temp_root();

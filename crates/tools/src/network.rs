@@ -18,15 +18,26 @@ use confine_nodeexec::{Network, NetworkMechanism};
 ///
 /// The proxy runs on a runtime of the policy's own (one worker thread, `confine-proxy`), so
 /// an embedder needs none and its own runtime's load never delays a child's request.
+///
+/// A policy made by [`NetworkPolicy::deferred`] makes the children's network and starts its
+/// proxy at the first run under it (or the first question about its mechanism): a server
+/// whose session only reads and writes files never forks the namespace's maker nor starts the
+/// proxy's thread. [`NetworkPolicy::start`] does both at once.
 pub struct NetworkPolicy {
-    state: Result<Live, String>,
     allow: AllowList,
+    strongest: NetworkMechanism,
+    started: std::sync::OnceLock<Started>,
+}
+
+/// The network made and the proxy serving (or why not).
+struct Started {
+    state: Result<Live, String>,
     /// The proxy's runtime: shut down (in the background, so the policy may be dropped
     /// anywhere, an async task included) after the proxy has been dropped.
     runtime: Option<tokio::runtime::Runtime>,
 }
 
-impl Drop for NetworkPolicy {
+impl Drop for Started {
     fn drop(&mut self) {
         // The proxy first (its listener and tunnels closed), then its runtime.
         self.state = Err(String::new());
@@ -43,8 +54,13 @@ struct Live {
 
 impl std::fmt::Debug for NetworkPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Asks nothing of a policy not yet started (a `Debug` must not fork).
+        let mechanism = self
+            .started
+            .get()
+            .map(|s| s.state.as_ref().ok().map(|l| l.network.mechanism()));
         f.debug_struct("NetworkPolicy")
-            .field("mechanism", &self.mechanism())
+            .field("mechanism", &mechanism)
             .field("allow", &self.allow)
             .finish()
     }
@@ -59,10 +75,76 @@ pub(crate) struct RunNetwork {
 
 impl NetworkPolicy {
     /// Make the children's network with the strongest mechanism allowed, no stronger than
-    /// `strongest`, and serve the proxy for `allow` on it. Never fails: where no mechanism
-    /// works (or the proxy's runtime cannot start) the policy is unavailable (see
+    /// `strongest`, and serve the proxy for `allow` on it, now. Never fails: where no
+    /// mechanism works (or the proxy's runtime cannot start) the policy is unavailable (see
     /// [`NetworkPolicy::unavailable`]).
     pub fn start(allow: AllowList, strongest: NetworkMechanism) -> Self {
+        let policy = Self::deferred(allow, strongest);
+        policy.started();
+        policy
+    }
+
+    /// [`NetworkPolicy::start`], done at the first run under the policy (or the first call of
+    /// [`NetworkPolicy::mechanism`], [`NetworkPolicy::unavailable`] or
+    /// [`NetworkPolicy::proxy_addr`]) instead of now.
+    pub fn deferred(allow: AllowList, strongest: NetworkMechanism) -> Self {
+        Self {
+            allow,
+            strongest,
+            started: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Whether the network is made and the proxy started (or found unavailable).
+    pub fn is_started(&self) -> bool {
+        self.started.get().is_some()
+    }
+
+    fn started(&self) -> &Started {
+        self.started
+            .get_or_init(|| Started::new(&self.allow, self.strongest))
+    }
+
+    /// The mechanism in use; `None` when the policy is unavailable.
+    pub fn mechanism(&self) -> Option<NetworkMechanism> {
+        self.started()
+            .state
+            .as_ref()
+            .ok()
+            .map(|l| l.network.mechanism())
+    }
+
+    /// Why no mechanism works here (for `confine doctor`), when the policy is unavailable.
+    pub fn unavailable(&self) -> Option<&str> {
+        self.started().state.as_ref().err().map(String::as_str)
+    }
+
+    /// The allow list.
+    pub fn allow_list(&self) -> &AllowList {
+        &self.allow
+    }
+
+    /// The proxy's address as a child reaches it.
+    pub fn proxy_addr(&self) -> Option<std::net::SocketAddr> {
+        self.started()
+            .state
+            .as_ref()
+            .ok()
+            .map(|l| l.network.proxy_addr())
+    }
+
+    /// A run's network and ticket; `None` when the policy is unavailable.
+    pub(crate) fn run(&self) -> Option<RunNetwork> {
+        let live = self.started().state.as_ref().ok()?;
+        Some(RunNetwork {
+            network: live.network.clone(),
+            ticket: live.proxy.ticket(),
+        })
+    }
+}
+
+impl Started {
+    fn new(allow: &AllowList, strongest: NetworkMechanism) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("confine-proxy")
@@ -75,7 +157,6 @@ impl NetworkPolicy {
                 tracing::warn!("the network policy is unavailable: {why}");
                 return Self {
                     state: Err(why),
-                    allow,
                     runtime: None,
                 };
             }
@@ -97,38 +178,8 @@ impl NetworkPolicy {
         }
         Self {
             state,
-            allow,
             runtime: Some(runtime),
         }
-    }
-
-    /// The mechanism in use; `None` when the policy is unavailable.
-    pub fn mechanism(&self) -> Option<NetworkMechanism> {
-        self.state.as_ref().ok().map(|l| l.network.mechanism())
-    }
-
-    /// Why no mechanism works here (for `confine doctor`), when the policy is unavailable.
-    pub fn unavailable(&self) -> Option<&str> {
-        self.state.as_ref().err().map(String::as_str)
-    }
-
-    /// The allow list.
-    pub fn allow_list(&self) -> &AllowList {
-        &self.allow
-    }
-
-    /// The proxy's address as a child reaches it.
-    pub fn proxy_addr(&self) -> Option<std::net::SocketAddr> {
-        self.state.as_ref().ok().map(|l| l.network.proxy_addr())
-    }
-
-    /// A run's network and ticket; `None` when the policy is unavailable.
-    pub(crate) fn run(&self) -> Option<RunNetwork> {
-        let live = self.state.as_ref().ok()?;
-        Some(RunNetwork {
-            network: live.network.clone(),
-            ticket: live.proxy.ticket(),
-        })
     }
 }
 
@@ -148,11 +199,12 @@ mod tests {
         /// A policy whose mechanism failed, as on a system with neither namespaces nor
         /// Landlock (which this machine is not).
         fn unavailable_for_tests() -> Self {
-            Self {
+            let policy = Self::deferred(AllowList::empty(), NetworkMechanism::Landlock);
+            let _ = policy.started.set(Started {
                 state: Err("no mechanism (test)".into()),
-                allow: AllowList::empty(),
                 runtime: None,
-            }
+            });
+            policy
         }
     }
 
@@ -214,6 +266,33 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
+        rt.block_on(async move { drop(policy) });
+    }
+
+    /// A deferred policy is not started until its first run, which it then serves as a
+    /// started one does; started inside a multi-thread runtime's task, as a server's first
+    /// run starts it. (That a server's process has no proxy thread before then is asserted
+    /// from outside, by the serving tests: the threads of this test process are shared.)
+    #[test]
+    fn a_deferred_policy_starts_nothing_until_its_first_run() {
+        let policy = Arc::new(NetworkPolicy::deferred(
+            AllowList::empty(),
+            NetworkMechanism::Namespace,
+        ));
+        assert!(!policy.is_started());
+        assert!(format!("{policy:?}").contains("mechanism: None"));
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let in_task = Arc::clone(&policy);
+        let run = rt
+            .block_on(async move { tokio::spawn(async move { in_task.run() }).await })
+            .unwrap();
+        assert!(policy.is_started());
+        assert!(policy.unavailable().is_none(), "{:?}", policy.unavailable());
+        let run = run.unwrap();
+        assert!(run.ticket.env().iter().any(|(k, _)| k == "HTTPS_PROXY"));
         rt.block_on(async move { drop(policy) });
     }
 }

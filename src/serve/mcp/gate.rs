@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rmcp::RoleServer;
-use rmcp::model::{GetExtensions, JsonRpcMessage, NumberOrString};
+use rmcp::model::{ClientRequest, GetExtensions, JsonRpcMessage, JsonRpcRequest, NumberOrString};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::Value;
@@ -41,7 +41,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::triage::{INVALID_REQUEST, Triage, triage};
+use super::triage::{INVALID_REQUEST, Triage, WellFormed, triage, well_formed};
 use crate::serve::lines::{Frame, Framer, MAX_LINE_BYTES};
 
 /// The bounds of one connection.
@@ -291,6 +291,9 @@ where
             }
             Frame::Line(line) => line,
         };
+        if let Some(message) = self.admit_well_formed(&line) {
+            return message;
+        }
         match triage(&line) {
             Triage::Blank => None,
             Triage::Refused { id, code, message } => {
@@ -359,6 +362,58 @@ where
                 }
             }
         }
+    }
+}
+
+impl<R> Gate<R> {
+    /// [`Gate::admit`] of a line [`well_formed`] reads: rmcp's message read from the line
+    /// itself, without the `Value` the triage builds, then the same steps. `None` when the
+    /// line is for the triage (which then gives the answer it always gave: this changes
+    /// nothing it has not checked first).
+    fn admit_well_formed(&mut self, line: &[u8]) -> Option<Option<RxJsonRpcMessage<RoleServer>>> {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        let (id, initialize) = match well_formed(line)? {
+            WellFormed::Notification => {
+                let notification = serde_json::from_slice(line).ok()?;
+                return Some(Some(JsonRpcMessage::Notification(notification)));
+            }
+            WellFormed::Request { id, initialize } => (id, initialize),
+        };
+        // An id rmcp does not take (a fraction, beyond i64) is ours before rmcp reads the
+        // request in the triage's way; here the line is read as it is, so such a line goes
+        // there.
+        let mut request: JsonRpcRequest<ClientRequest> = serde_json::from_slice(line).ok()?;
+        let ours = {
+            let mut s = self.shared.lock();
+            let theirs = id.to_string();
+            if s.from_client.contains_key(&theirs) {
+                None
+            } else {
+                let ours = s.next_id;
+                s.next_id += 1;
+                s.from_client.insert(theirs, ours);
+                s.to_client.insert(ours, id.clone());
+                Some(ours)
+            }
+        };
+        let Some(ours) = ours else {
+            self.shared.refuse(
+                id,
+                INVALID_REQUEST,
+                "Invalid request: a request with this id is still in flight",
+            );
+            return Some(None);
+        };
+        request.id = NumberOrString::Number(ours);
+        // rmcp keeps the initialize request's extensions for the session.
+        if !initialize {
+            request
+                .request
+                .extensions_mut()
+                .insert(Slot::take(&self.shared));
+        }
+        Some(Some(JsonRpcMessage::Request(request)))
     }
 }
 

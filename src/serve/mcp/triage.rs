@@ -146,6 +146,97 @@ pub fn triage(line: &[u8]) -> Triage {
     }
 }
 
+/// A field of [`Envelope`]: its text when present, `null` included (serde's `Option` reads
+/// `null` as absent, which the triage tells apart).
+#[derive(Default)]
+struct Field<'a>(Option<&'a serde_json::value::RawValue>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Field<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <&'a serde_json::value::RawValue>::deserialize(d).map(|raw| Field(Some(raw)))
+    }
+}
+
+impl Field<'_> {
+    fn text(&self) -> Option<&str> {
+        self.0.map(serde_json::value::RawValue::get)
+    }
+
+    fn starts_with(&self, any: &[u8]) -> bool {
+        self.text()
+            .and_then(|t| t.as_bytes().first())
+            .is_some_and(|b| any.contains(b))
+    }
+}
+
+/// The members of a message the triage looks at, each kept as the text of the line.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow)]
+    jsonrpc: Field<'a>,
+    #[serde(default, borrow)]
+    id: Field<'a>,
+    #[serde(default, borrow)]
+    method: Field<'a>,
+    #[serde(default, borrow)]
+    params: Field<'a>,
+    #[serde(default, borrow)]
+    result: Field<'a>,
+    #[serde(default, borrow)]
+    error: Field<'a>,
+}
+
+/// What [`well_formed`] found.
+#[derive(Debug, PartialEq)]
+pub enum WellFormed {
+    /// A request: the client's id (a string or a number), whether it is `initialize`.
+    Request {
+        /// The client's id, as [`triage`] would give it.
+        id: Value,
+        /// `method` is `initialize`.
+        initialize: bool,
+    },
+    /// A notification other than `notifications/cancelled`.
+    Notification,
+}
+
+/// The common case of [`triage`] read without building the message: a line that triage
+/// would pass on as a request (`jsonrpc` written `"2.0"`, a string `method`, `params` an
+/// object or an array or absent, an `id` that is a string or a number, no `result` nor
+/// `error`) or as a notification (the same without `id`, and not a cancellation). `None` for
+/// anything else (blank, deep, not JSON, a duplicate member, escapes in `jsonrpc`, a
+/// refusal, a response, a cancellation): [`triage`] decides those, so every answer stays
+/// its. The line must still be read by rmcp's types, which may refuse what this accepts.
+pub fn well_formed(line: &[u8]) -> Option<WellFormed> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    if nests_deeper_than(line, MAX_NESTING) {
+        return None;
+    }
+    let mut de = serde_json::Deserializer::from_slice(line);
+    de.disable_recursion_limit();
+    let envelope = Envelope::deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    if envelope.jsonrpc.text() != Some("\"2.0\"")
+        || !envelope.method.starts_with(b"\"")
+        || !(envelope.params.0.is_none() || envelope.params.starts_with(b"{["))
+        || envelope.result.0.is_some()
+        || envelope.error.0.is_some()
+    {
+        return None;
+    }
+    let method: std::borrow::Cow<'_, str> = serde_json::from_str(envelope.method.text()?).ok()?;
+    match envelope.id.text() {
+        None if method == "notifications/cancelled" => None,
+        None => Some(WellFormed::Notification),
+        Some(_) if envelope.id.starts_with(b"\"-0123456789") => Some(WellFormed::Request {
+            id: serde_json::from_str(envelope.id.text()?).ok()?,
+            initialize: method == "initialize",
+        }),
+        Some(_) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -273,5 +364,56 @@ mod tests {
             triage(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}\r"),
             Triage::Request { id, .. } if id == json!(1.5)
         ));
+    }
+
+    /// Whatever the line, [`well_formed`] agrees with [`triage`] where it answers at all.
+    #[test]
+    fn the_fast_reading_agrees_with_the_triage() {
+        let lines: &[&[u8]] = &[
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"a\\u0062\",\"method\":\"initialize\"}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1.5e0,\"method\":\"ping\",\"params\":[]}\r",
+            b"\xEF\xBB\xBF{\"method\":\"ping\",\"id\":-7,\"jsonrpc\":\"2.0\"}",
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}",
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"result\":{}}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":null}",
+            b"{\"jsonrpc\":\"2\\u002e0\",\"id\":1,\"method\":\"ping\"}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"ping\"}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":7}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
+            b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} x",
+            b"  ",
+            b"not json",
+        ];
+        let mut fast = 0;
+        for line in lines {
+            let shown = String::from_utf8_lossy(line);
+            match (well_formed(line), triage(line)) {
+                (None, _) => continue,
+                (
+                    Some(WellFormed::Request { id, initialize }),
+                    Triage::Request {
+                        id: expected,
+                        message,
+                    },
+                ) => {
+                    assert_eq!(id, expected, "{shown}");
+                    assert_eq!(initialize, message["method"] == "initialize", "{shown}");
+                }
+                (Some(WellFormed::Notification), Triage::Unanswered(message)) => {
+                    assert!(message.get("id").is_none(), "{shown}");
+                    assert_ne!(message["method"], "notifications/cancelled", "{shown}");
+                }
+                (got, expected) => panic!("{shown}: {got:?} against {expected:?}"),
+            }
+            fast += 1;
+        }
+        assert_eq!(fast, 5, "the well-formed lines are read fast");
     }
 }
