@@ -93,8 +93,9 @@ pub struct ToolArgs {
     /// those that exist read-only (and cannot create those that do not). The defaults are
     /// what the user's git runs or obeys outside any sandbox (.git/config, config.worktree,
     /// commondir, hooks, info, modules' config, hooks and commondir, worktrees, the .git
-    /// entry itself, the root's HEAD) and what editors run (.vscode, .idea, .claude, .mcp.json,
-    /// .gitmodules, .envrc).
+    /// entry itself, the root's HEAD; for the tools, every .git below the root and what lies
+    /// beneath it) and what editors run (.vscode, .idea, .claude, .mcp.json, .gitmodules,
+    /// .envrc).
     #[arg(long = "protect", value_name = "GLOB", value_parser = protect_pattern)]
     pub protect: Vec<String>,
     /// Drop the default protected paths (see --protect); --protect patterns still

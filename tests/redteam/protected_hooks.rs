@@ -1165,3 +1165,93 @@ fn neither_the_tools_nor_a_sandboxed_script_can_make_the_root_itself_a_repositor
         assert_eq!(repository.user_status(), want);
     }
 }
+
+/// A repository planted beside a submodule (a copy of the submodule's, its work tree the
+/// submodule's, given a `core.fsmonitor`), standing for what a sandboxed run could leave; the
+/// tools then rewrite the submodule's gitfile (`sub/.git`) to name it, or plant a nested
+/// repository's configuration. With the defaults every one of those writes is refused and the
+/// user's top-level `git status` runs nothing planted; the twin, the defaults dropped, writes
+/// the gitfile, and the user's `git status` follows it into the planted repository and runs
+/// its `core.fsmonitor`.
+#[test]
+fn the_tools_cannot_rewrite_a_submodules_gitfile_or_plant_a_nested_repository() {
+    const TEST: &str = "the_tools_cannot_rewrite_a_submodules_gitfile_or_plant_a_nested_repository";
+    if !have_git(TEST) {
+        return;
+    }
+    let plant = |repository: &Repository| {
+        let ws = repository.ws();
+        copy_tree(&ws.join(".git/modules/sub"), &ws.join("planted"));
+        host_git(
+            ws,
+            &["config", "-f", "planted/config", "core.worktree", "../sub"],
+        )
+        .expect("git config");
+        let mut config = std::fs::OpenOptions::new()
+            .append(true)
+            .open(ws.join("planted/config"))
+            .unwrap();
+        std::io::Write::write_all(
+            &mut config,
+            fsmonitor(&repository.mark("gitfile")).as_bytes(),
+        )
+        .unwrap();
+    };
+    let attack = [
+        (
+            "write_file",
+            json!({"path": "sub/.git", "content": "gitdir: ../planted\n"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "sub/.git", "edits": [{"oldText": "../.git/modules/sub", "newText": "../planted"}]}),
+        ),
+        (
+            "write_file",
+            json!({"path": "nested/.git/config", "content": "[core]\n"}),
+        ),
+        ("create_directory", json!({"path": "nested/.git"})),
+        ("delete_file", json!({"path": "sub/.git"})),
+    ];
+    let (repository, _upstream) = Repository::with_submodule();
+    plant(&repository);
+    let gitfile = std::fs::read_to_string(repository.ws().join("sub/.git")).unwrap();
+    let records = call(repository.ws(), &[], &attack);
+    for (record, (tool, _)) in records.iter().zip(&attack) {
+        assert_eq!(
+            record["content"]["error"]["message"], "PATH_PROTECTED",
+            "{tool}: {record}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(repository.ws().join("sub/.git")).unwrap(),
+        gitfile
+    );
+    assert!(!repository.ws().join("nested").exists());
+    assert!(repository.user_status().is_empty());
+
+    // The twin: the defaults dropped, the first write lands and the user's git runs the
+    // planted repository's fsmonitor from the top level.
+    let (repository, _upstream) = Repository::with_submodule();
+    plant(&repository);
+    let records = call(repository.ws(), &["--unprotect-defaults"], &attack[..1]);
+    assert_eq!(records[0]["isError"], false, "{}", records[0]);
+    assert_eq!(repository.user_status(), ["gitfile"]);
+}
+
+/// `from` copied to `to`: directories, files and symbolic links (as links).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            copy_tree(&source, &target);
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&source).unwrap(), &target).unwrap();
+        } else {
+            std::fs::copy(&source, &target).unwrap();
+        }
+    }
+}

@@ -65,7 +65,10 @@ use crate::patterns::{PathPatterns, PatternError, literal_part};
 /// With the defaults, the root's `.git` entry itself is protected as well (never written,
 /// deleted, moved or replaced, for example by a `gitdir:` file), while what lies beneath it
 /// apart from the list stays writable: git's ordinary writes (`objects`, `refs`, `logs`,
-/// `index`, `HEAD`, lock files).
+/// `index`, `HEAD`, lock files). So is every `.git` entry below the root with all that lies
+/// beneath it, for the tools ([`ProtectedPaths::is_protected`]): a submodule's `gitfile`
+/// (`sub/.git`), which the user's top-level `git status` follows, and a nested repository
+/// (the sandbox's plan keeps only the patterns' paths read-only for children).
 pub const DEFAULT_PROTECTED: &[&str] = &[
     ".git/config",
     ".git/config.worktree",
@@ -164,6 +167,9 @@ impl ProtectedPaths {
             return false;
         }
         if self.defaults > 0 && rel == Path::new(REPOSITORY_ENTRY) {
+            return true;
+        }
+        if self.defaults > 0 && below_the_root_in_a_repository_entry(rel) {
             return true;
         }
         self.matches_list(rel, true)
@@ -336,6 +342,17 @@ impl ProtectedPaths {
     }
 }
 
+/// Whether `rel` is a `.git` entry below the root, or lies beneath one: a submodule's
+/// `gitfile` (`sub/.git`, `gitdir: ../.git/modules/sub`), which the user's top-level
+/// `git status` follows into the submodule (rewritten to name a planted repository, that
+/// repository's `core.fsmonitor` runs), or a nested repository. The tools never need to write
+/// there (git does); sandboxed children are not held by this (see `docs/SECURITY.md`).
+fn below_the_root_in_a_repository_entry(rel: &Path) -> bool {
+    rel.components()
+        .skip(1)
+        .any(|c| c.as_os_str() == std::ffi::OsStr::new(REPOSITORY_ENTRY))
+}
+
 /// Whether an anchored pattern names a path in the root's repository.
 fn in_repository(anchored: &str) -> bool {
     anchored
@@ -481,6 +498,10 @@ mod tests {
             ".mcp.json",
             ".gitmodules",
             ".envrc",
+            "sub/.git",
+            "sub/.git/config",
+            "sub/.git/hooks/pre-commit",
+            "a/b/.git/HEAD",
         ] {
             assert!(list.is_protected(p(yes)), "{yes}");
         }
@@ -498,7 +519,8 @@ mod tests {
             ".git/modules/sub/objects/ab/cd",
             ".git/modules/sub/HEAD",
             "hooks/pre-commit",
-            "sub/.git/hooks/pre-commit",
+            "sub/.gitignore",
+            "sub/.github/x",
             "sub/.mcp.json",
             "src/config",
             "src/HEAD",
