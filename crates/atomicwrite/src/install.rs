@@ -83,16 +83,8 @@ pub fn install_with(
     if let Err(e) = hook(hooks, Step::CheckTemp, temp_name) {
         return Err(temp.abort(e));
     }
-    match temp.0.still_ours() {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(temp.abort(Error::new(
-                ErrorKind::TempIdentityChanged,
-                Step::CheckTemp,
-                None,
-            )));
-        }
-        Err(e) => return Err(temp.abort(failed(Step::CheckTemp, e))),
+    if let Err(e) = still_ours(&temp, Step::CheckTemp) {
+        return Err(temp.abort(e));
     }
     // The mode and owner are taken from this fresher look at the target.
     let Target { mode, owner } = match target_mode(dir, name, Step::CheckTemp) {
@@ -123,16 +115,8 @@ pub fn install_with(
     // directory could substitute the temporary meanwhile. What is left is the instant between
     // this look and the rename: a substitution there puts that process's entry at the target,
     // as its own rename over the target could, and step 7 reports it.
-    match temp.0.still_ours() {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(temp.abort(Error::new(
-                ErrorKind::TempIdentityChanged,
-                Step::Rename,
-                None,
-            )));
-        }
-        Err(e) => return Err(temp.abort(failed(Step::Rename, e))),
+    if let Err(e) = still_ours(&temp, Step::Rename) {
+        return Err(temp.abort(e));
     }
     let tmp = temp.name().to_owned();
     let displaced = match commit(dir, &tmp, name) {
@@ -186,6 +170,16 @@ pub fn install_with(
         mode,
         len: bytes.len(),
     })
+}
+
+/// Whether the temporary's name still names our file: `WRITE_TEMP_IDENTITY_CHANGED` at
+/// `step` when it does not.
+fn still_ours(temp: &Temp<'_>, step: Step) -> Result<(), Error> {
+    match temp.0.still_ours() {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Error::new(ErrorKind::TempIdentityChanged, step, None)),
+        Err(e) => Err(failed(step, e)),
+    }
 }
 
 /// The commit: put the temporary `tmp` at `name`. Where `name` exists it is exchanged with the

@@ -131,6 +131,32 @@ impl Shared {
         self.writer.notify_one();
     }
 
+    /// Map the client's request `id` to a fresh id of ours; `None` (the request refused with
+    /// `INVALID_REQUEST`) while a request with that id is still in flight.
+    fn admit_id(&self, id: &Value) -> Option<i64> {
+        let ours = {
+            let mut s = self.lock();
+            let theirs = id.to_string();
+            if s.from_client.contains_key(&theirs) {
+                None
+            } else {
+                let ours = s.next_id;
+                s.next_id += 1;
+                s.from_client.insert(theirs, ours);
+                s.to_client.insert(ours, id.clone());
+                Some(ours)
+            }
+        };
+        if ours.is_none() {
+            self.refuse(
+                id.clone(),
+                INVALID_REQUEST,
+                "Invalid request: a request with this id is still in flight",
+            );
+        }
+        ours
+    }
+
     /// Forget our id `ours` (its request is answered, cancelled or refused).
     fn forget(&self, ours: i64) -> Option<Value> {
         let mut s = self.lock();
@@ -314,27 +340,7 @@ where
                     .ok()
             }
             Triage::Request { id, mut message } => {
-                let ours = {
-                    let mut s = self.shared.lock();
-                    let theirs = id.to_string();
-                    if s.from_client.contains_key(&theirs) {
-                        None
-                    } else {
-                        let ours = s.next_id;
-                        s.next_id += 1;
-                        s.from_client.insert(theirs, ours);
-                        s.to_client.insert(ours, id.clone());
-                        Some(ours)
-                    }
-                };
-                let Some(ours) = ours else {
-                    self.shared.refuse(
-                        id,
-                        INVALID_REQUEST,
-                        "Invalid request: a request with this id is still in flight",
-                    );
-                    return None;
-                };
+                let ours = self.shared.admit_id(&id)?;
                 let initialize = message["method"] == "initialize";
                 message["id"] = Value::from(ours);
                 match serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(message) {
@@ -384,25 +390,7 @@ impl<R> Gate<R> {
         // request in the triage's way; here the line is read as it is, so such a line goes
         // there.
         let mut request: JsonRpcRequest<ClientRequest> = serde_json::from_slice(line).ok()?;
-        let ours = {
-            let mut s = self.shared.lock();
-            let theirs = id.to_string();
-            if s.from_client.contains_key(&theirs) {
-                None
-            } else {
-                let ours = s.next_id;
-                s.next_id += 1;
-                s.from_client.insert(theirs, ours);
-                s.to_client.insert(ours, id.clone());
-                Some(ours)
-            }
-        };
-        let Some(ours) = ours else {
-            self.shared.refuse(
-                id,
-                INVALID_REQUEST,
-                "Invalid request: a request with this id is still in flight",
-            );
+        let Some(ours) = self.shared.admit_id(&id) else {
             return Some(None);
         };
         request.id = NumberOrString::Number(ours);
