@@ -54,6 +54,12 @@ pub struct ToolArgs {
     /// private directory of the server's, removed with it.
     #[arg(long, value_name = "DIR", conflicts_with = "no_sandbox", value_parser = existing_path)]
     pub sandbox_home: Option<PathBuf>,
+    /// The bound of the sandboxed children's private /tmp and /dev/shm together (one tmpfs
+    /// of the server's, shared by its runs and jobs, gone with it): bytes, or a number with
+    /// K, M or G (1024-based). A write past it fails with "No space left on device". Default:
+    /// a quarter of the machine's memory, at most 2G and at least 64M.
+    #[arg(long, value_name = "SIZE", conflicts_with = "no_sandbox", value_parser = size)]
+    pub sandbox_tmp_size: Option<u64>,
     /// Offer only the tools that change nothing: read_file, read_lines, read_media,
     /// list_directory, find_files, grep and file_info.
     #[arg(long)]
@@ -227,6 +233,26 @@ pub fn deny_pattern(text: &str) -> Result<String, String> {
 }
 
 /// A path that exists, canonicalized now (the sandbox opens it at each call).
+/// A size: bytes, or a number with a K, M or G suffix (1024-based); at least one byte.
+fn size(text: &str) -> Result<u64, String> {
+    let (digits, shift) = match text.as_bytes().last() {
+        Some(b'K' | b'k') => (&text[..text.len() - 1], 10),
+        Some(b'M' | b'm') => (&text[..text.len() - 1], 20),
+        Some(b'G' | b'g') => (&text[..text.len() - 1], 30),
+        _ => (text, 0),
+    };
+    let bad = || format!("{text}: not a size (bytes, or a number with K, M or G)");
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    match n.checked_mul(1 << shift) {
+        Some(0) => Err(format!("{text}: the size must be at least one byte")),
+        Some(bytes) => Ok(bytes),
+        None => Err(bad()),
+    }
+}
+
 fn existing_path(path: &str) -> Result<PathBuf, String> {
     std::fs::canonicalize(path).map_err(|e| format!("{path}: {e}"))
 }
@@ -449,6 +475,12 @@ impl ToolArgs {
             return Ok(None);
         }
         confine_nodeexec::PrivateDirs::create(self.sandbox_home.as_deref())
+            .and_then(|mut dirs| {
+                if let Some(bytes) = self.sandbox_tmp_size {
+                    dirs.bound_tmp(bytes, confine_nodeexec::DEFAULT_TMP_INODES)?;
+                }
+                Ok(dirs)
+            })
             .map(|dirs| Some(std::sync::Arc::new(dirs)))
             .map_err(|e| {
                 usage(&format!(
@@ -593,4 +625,31 @@ pub fn init_logging() {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size;
+
+    #[test]
+    fn sizes_are_bytes_or_a_number_with_k_m_or_g() {
+        assert_eq!(size("1"), Ok(1));
+        assert_eq!(size("4096"), Ok(4096));
+        assert_eq!(size("128K"), Ok(128 << 10));
+        assert_eq!(size("3m"), Ok(3 << 20));
+        assert_eq!(size("2G"), Ok(2 << 30));
+        for bad in [
+            "0",
+            "0K",
+            "",
+            "K",
+            "-1",
+            "1.5G",
+            "12X",
+            "1KB",
+            "99999999999999999999G",
+        ] {
+            assert!(size(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -113,6 +113,9 @@ struct Report {
     network: Value,
     /// What sandboxed children may run from the home, and why.
     home_tools: confine_nodeexec::HomeTools,
+    /// The sandboxed children's private /tmp and /dev/shm: the tmpfs's bound (bytes,
+    /// entries), or why none could be made.
+    private_tmp: Result<(u64, u64), String>,
 }
 
 /// Run the subcommand.
@@ -220,6 +223,31 @@ async fn examine(args: &Args, scratch: &Path, protected: confine_tools::Protecte
         denied_check,
         network: Value::Null,
         home_tools: confine_nodeexec::HomeTools::discover(&|name| std::env::var_os(name)),
+        private_tmp: private_tmp(),
+    }
+}
+
+/// Make a server's private tmpfs as a sandboxed server's first run would (default bound),
+/// and drop it.
+fn private_tmp() -> Result<(u64, u64), String> {
+    let dirs = confine_nodeexec::PrivateDirs::create(None).map_err(|e| e.to_string())?;
+    dirs.make_tmp().map_err(|e| e.to_string())
+}
+
+/// The private /tmp and /dev/shm, in words.
+fn private_tmp_text(made: &Result<(u64, u64), String>) -> String {
+    match made {
+        Ok((bytes, inodes)) => format!(
+            "a tmpfs of the server's own shown at /tmp and /dev/shm, shared by its runs and \
+             jobs, gone with the server; {} MiB and {inodes} entries together \
+             (--sandbox-tmp-size)",
+            bytes >> 20
+        ),
+        Err(e) => format!(
+            "plain directories of the server's (beneath $XDG_RUNTIME_DIR or the system's \
+             temporary directory), bounded only by their file system: no tmpfs of its own \
+             could be made ({e})"
+        ),
     }
 }
 
@@ -358,6 +386,10 @@ impl Report {
                 "usable": true,
                 "byDefault": true,
                 "homeTools": home_tools,
+                "privateTmp": match &self.private_tmp {
+                    Ok((bytes, inodes)) => json!({"tmpfs": true, "bytes": bytes, "inodes": inodes}),
+                    Err(e) => json!({"tmpfs": false, "error": e}),
+                },
                 "abi": rules.abi(),
                 "read": shown(&rules.readable()),
                 "readOwnProc": true,
@@ -428,6 +460,7 @@ impl Report {
                  sandbox read:  {}, and the program's own /proc/<pid>\n\
                  sandbox write: {}\n\
                  home tools:    {}\n\
+                 /tmp, /dev/shm: {}\n\
                  metadata:      {}\n\
                  /etc:          {}\n\
                  unix sockets:  {}",
@@ -448,6 +481,7 @@ impl Report {
                 shown(&rules.readable()).join(", "),
                 shown(&rules.writable()).join(", "),
                 home_tools_text(&self.home_tools),
+                private_tmp_text(&self.private_tmp),
                 metadata_policy(rules),
                 etc_policy(rules),
                 rules.pathname_socket_mechanism().map_or_else(
@@ -703,7 +737,9 @@ fn etc_policy(rules: &SandboxRules) -> String {
             .map(|p| p.display().to_string())
             .collect();
         format!(
-            "all readable (programs read many small files there), but its secrets, covered              in the run's mount namespace (by name, and whatever the system keeps from other              users): {}; where no mount namespace can be made, only the files listed above",
+            "all readable (programs read many small files there), but its secrets, covered \
+             in the run's mount namespace (by name, and whatever the system keeps from other \
+             users): {}; where no mount namespace can be made, only the files listed above",
             covered.join(", ")
         )
     } else {

@@ -530,6 +530,13 @@ fn doctor_reports_landlock_and_the_sandbox_check() {
                "readOutside": "EACCES", "chmodOutside": "EROFS", "chmodInside": "ok",
                "metadataHere": "read-only view (mount namespace): metadata changeable inside, EROFS outside"})
     );
+    // The private /tmp and /dev/shm: one tmpfs of the server's, its default bound.
+    assert_eq!(
+        report["sandbox"]["privateTmp"],
+        json!({"tmpfs": true, "bytes": confine_nodeexec::default_tmp_bytes(),
+               "inodes": confine_nodeexec::DEFAULT_TMP_INODES}),
+        "{report}"
+    );
     // The effective policy: what may be read and written, metadata, Unix sockets.
     let read = report["sandbox"]["read"].as_array().unwrap();
     assert_eq!(read[0], "<workspace>");
@@ -779,4 +786,57 @@ fn proc_shows_the_runs_processes_and_nothing_of_the_host() {
     // The twin: the host's /proc, this test's process in it.
     let open = run(&["--no-sandbox"]);
     assert_eq!(open[2], "host-visible", "{open:?}");
+}
+
+#[test]
+fn the_private_tmp_is_bounded_by_sandbox_tmp_size_at_n_and_n_plus_one() {
+    let workspace = tempfile::tempdir().unwrap();
+    // /tmp and /dev/shm share the bound: N bytes fit across both, one byte more does not.
+    let fill = "head -c 65536 /dev/zero > /tmp/a && head -c 65536 /dev/zero > /dev/shm/b && \
+                if head -c 1 /dev/zero > /tmp/c 2>/dev/null; then echo over; else echo full; fi; \
+                rm /dev/shm/b && echo kept > /tmp/kept";
+    let read = "cat /tmp/kept; ls /tmp/a";
+    let input = [fill, read]
+        .iter()
+        .enumerate()
+        .map(|(i, command)| {
+            json!({"id": i, "name": "run_command", "arguments": {"command": command}}).to_string()
+                + "\n"
+        })
+        .collect::<String>();
+    let stdout = |flags: &[&str]| -> Vec<String> {
+        let mut all = vec!["--allow-commands"];
+        all.extend_from_slice(flags);
+        call_lines(workspace.path(), &all, &input)
+            .iter()
+            .map(|line| {
+                assert_eq!(line["isError"], false, "{line}");
+                line["content"]["stdout"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    let bounded = stdout(&["--sandbox-tmp-size", "128K"]);
+    assert_eq!(bounded[0], "full\n");
+    // Shared by the server's runs.
+    assert_eq!(bounded[1], "kept\n/tmp/a\n");
+    // The twin: one page more, and the byte fits.
+    let roomier = stdout(&["--sandbox-tmp-size", "132K"]);
+    assert_eq!(roomier[0], "over\n");
+    // Nothing reached the host's /tmp.
+    assert_eq!(std::fs::read_to_string("/tmp/kept").ok(), None);
+    // A size of nothing, or not a size: a usage error.
+    for bad in ["0", "0K", "12X", "K", "-1"] {
+        #[allow(clippy::disallowed_methods)]
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_confine"))
+            .args(["call", "--root"])
+            .arg(workspace.path())
+            .args(["--allow-commands", &format!("--sandbox-tmp-size={bad}")])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--sandbox-tmp-size"),
+            "{bad}: {out:?}"
+        );
+    }
 }

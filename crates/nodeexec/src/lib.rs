@@ -394,8 +394,9 @@ pub use network::{Network, NetworkMechanism};
 pub use owner::Owner;
 pub use run::{Containment, Outcome, ProcessBound, Started, find_on_path};
 pub use sandbox::{
-    DEFAULT_ADDRESS_SPACE, DEFAULT_MIN_ABI, DEFAULT_OPEN_FILES, GIT_IDENTITY, HomeTools,
-    LandlockSupport, MAX_TESTED_ABI, PrivateDirs, SECRET_PLACES, Sandbox, SandboxRules,
+    DEFAULT_ADDRESS_SPACE, DEFAULT_MIN_ABI, DEFAULT_OPEN_FILES, DEFAULT_TMP_INODES, GIT_IDENTITY,
+    HomeTools, LandlockSupport, MAX_TESTED_ABI, PrivateDirs, SECRET_PLACES, Sandbox, SandboxRules,
+    default_tmp_bytes,
 };
 pub use signal::signal_name;
 pub use slots::{RunSlot, RunSlots};

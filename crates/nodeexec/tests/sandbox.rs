@@ -1126,3 +1126,78 @@ fn sandbox_keeps_threads_and_forks() {
         assert_eq!(o.stdout.text, "28 7\n", "{sandboxed}: {o:?}");
     }
 }
+
+/// The probe of the private `/tmp` and `/dev/shm`: their bounds, then each at N and N + 1.
+const TMPFS_PROBE: &str = "const s = fs.statfsSync('/tmp');\
+    const r = { bytes: s.blocks * s.bsize, inodes: s.files, same: JSON.stringify(s) === JSON.stringify(fs.statfsSync('/dev/shm')) };\
+    const free = fs.statfsSync('/tmp').bfree * s.bsize;\
+    r.freeBytes = free;\
+    r.fill = code(() => fs.writeFileSync('/tmp/fill', Buffer.alloc(free)));\
+    r.oneMore = code(() => fs.writeFileSync('/dev/shm/one', 'x'));\
+    fs.unlinkSync('/tmp/fill'); try { fs.unlinkSync('/dev/shm/one'); } catch (e) {}\
+    const entries = fs.statfsSync('/tmp').ffree;\
+    r.freeEntries = entries;\
+    let made = 0; for (let i = 0; i < entries; i++) { if (code(() => fs.writeFileSync('/dev/shm/e' + i, '')) === 'ok') made++; }\
+    r.made = made;\
+    r.entryMore = code(() => fs.writeFileSync('/tmp/more', ''));\
+    for (let i = 0; i < entries; i++) { try { fs.unlinkSync('/dev/shm/e' + i); } catch (e) {} }\
+    r.marker = code(() => fs.writeFileSync('/tmp/' + process.argv[1], 'kept'));\
+    say(r);";
+
+#[test]
+fn the_private_tmp_is_one_bounded_tmpfs_shared_by_the_servers_runs_alone() {
+    use std::sync::Arc;
+    let dirs = Dirs::new();
+    let marker = testkit::unique("confine-private-tmp");
+    let server = |bytes, inodes| {
+        let mut private = confine_nodeexec::PrivateDirs::create(None).unwrap();
+        private.bound_tmp(bytes, inodes).unwrap();
+        let private = Arc::new(private);
+        let mut sandbox = Sandbox::new();
+        sandbox.private_dirs(Arc::clone(&private));
+        (private, sandbox)
+    };
+    let (private, sandbox) = server(1 << 20, 64);
+    assert_eq!(
+        private.tmp_bound(),
+        None,
+        "made at the first run, not before"
+    );
+    let ran = said(&run(&dirs, Some(&sandbox), TMPFS_PROBE, &[&marker]));
+    // Made everywhere these tests run (root makes it in a mount namespace of a helper's; an
+    // ordinary user, and root without CAP_SYS_ADMIN, in a user namespace of the helper's).
+    assert_eq!(private.tmp_bound(), Some((1 << 20, 64)), "{ran}");
+    let r: serde_json::Value = serde_json::from_str(&ran).unwrap();
+    // One bound for both: N bytes fit, one more does not; so with entries.
+    assert_eq!(r["bytes"], 1 << 20, "{r}");
+    assert_eq!(r["inodes"], 64, "{r}");
+    assert_eq!(r["same"], true, "{r}");
+    assert_eq!(r["freeBytes"], 1 << 20, "{r}");
+    assert_eq!(r["fill"], "ok", "{r}");
+    assert_eq!(r["oneMore"], "ENOSPC", "{r}");
+    let free_entries = r["freeEntries"].as_u64().unwrap();
+    assert!((32..64).contains(&free_entries), "{r}");
+    assert_eq!(r["made"], free_entries, "{r}");
+    assert_eq!(r["entryMore"], "ENOSPC", "{r}");
+    assert_eq!(r["marker"], "ok", "{r}");
+    // Nothing of it in the host's /tmp.
+    assert!(!Path::new("/tmp").join(&marker).exists());
+    // The server's next run sees what the first left; another server's does not.
+    let read = format!("say(code(() => fs.readFileSync('/tmp/{marker}', 'utf8')))");
+    let twice = said(&run(
+        &dirs,
+        Some(&sandbox),
+        &format!("{read}; say(fs.readFileSync('/tmp/{marker}', 'utf8'))"),
+        &[],
+    ));
+    assert_eq!(twice, r#""kept""#);
+    let (_other, other_sandbox) = server(1 << 20, 64);
+    assert_eq!(
+        said(&run(&dirs, Some(&other_sandbox), &read, &[])),
+        r#""ENOENT""#
+    );
+    // A zero bound is refused.
+    let mut zero = confine_nodeexec::PrivateDirs::create(None).unwrap();
+    assert!(zero.bound_tmp(0, 64).is_err());
+    assert!(zero.bound_tmp(1, 0).is_err());
+}

@@ -133,11 +133,13 @@ mod paths;
 mod private;
 mod ruleset;
 pub(crate) mod seccomp;
+mod tmpfs;
 mod toolchains;
 
 pub(crate) use mounts::UNAVAILABLE_ERRNO;
 pub use private::{GIT_IDENTITY, PrivateDirs};
 pub(crate) use ruleset::restrict_tcp_to;
+pub use tmpfs::{DEFAULT_INODES as DEFAULT_TMP_INODES, default_bytes as default_tmp_bytes};
 pub use toolchains::{HomeTools, SECRET_PLACES};
 
 use std::io;
@@ -342,14 +344,13 @@ impl Sandbox {
         self
     }
 
-    /// Give the program the server's private directories ([`PrivateDirs`]): its `tmp` and
-    /// `shm` shown at `/tmp` and `/dev/shm` ([`Sandbox::cover`]), its home writable. The
+    /// Give the program the server's private directories ([`PrivateDirs`]): its bounded
+    /// tmpfs (or, where none can be made, its `tmp` and `shm` directories) shown at `/tmp`
+    /// and `/dev/shm` like a [`Sandbox::cover`], its home writable. The
     /// embedder sets `HOME` to [`PrivateDirs::home`] in the program's environment. The
     /// directories live as long as any sandbox holding them.
     pub fn private_dirs(&mut self, dirs: Arc<PrivateDirs>) -> &mut Self {
-        self.cover("/tmp", dirs.tmp())
-            .cover("/dev/shm", dirs.shm())
-            .allow_write(dirs.home());
+        self.allow_write(dirs.home());
         // The toolchains of the home, read-only at their real paths (`toolchains.rs`).
         for (tree, _) in &dirs.tools().readable {
             self.allow_read(tree);
@@ -432,9 +433,17 @@ impl Sandbox {
             true => self.etc.get(Path::new(paths::ETC_TREE)),
             false => None,
         };
+        let covers = self.resolve_covers().map_err(failed)?;
         let rules = self
-            .rules(target, write_root.as_fd(), etc_secrets.is_some())
+            .rules(target, write_root.as_fd(), etc_secrets.is_some(), &covers)
             .map_err(failed)?;
+        let shown_covers: Vec<(PathBuf, Option<PathBuf>)> = covers
+            .iter()
+            .map(|c| match &c.source {
+                mounts::CoverSource::Dir(path) => (c.target.clone(), Some(path.clone())),
+                mounts::CoverSource::Tmpfs(_) => (c.target.clone(), None),
+            })
+            .collect();
         let mut mounts = match self.read_only.is_empty() && self.hidden.is_empty() {
             true => mounts::Mounts::default(),
             // The write root's path, as its rule names it (read from its descriptor).
@@ -442,7 +451,7 @@ impl Sandbox {
                 .map_err(failed)?,
         };
         if self.read_only_outside {
-            let is_cover = |r: &PathRule| self.covers.iter().any(|(s, _)| *s == r.path);
+            let is_cover = |r: &PathRule| covers.iter().any(|c| c.identity == r.identity);
             let writable: Vec<(PathBuf, (u64, u64))> = rules
                 .iter()
                 .filter(|r| r.write && !r.path.starts_with("/dev") && !is_cover(r))
@@ -453,16 +462,8 @@ impl Sandbox {
                 .filter(|r| !r.write && !r.path.starts_with("/proc") && !r.path.starts_with("/dev"))
                 .map(|r| r.path.clone())
                 .collect();
-            let covers: Vec<(PathBuf, (u64, u64), PathBuf)> = self
-                .covers
-                .iter()
-                .filter_map(|(source, target)| {
-                    let rule = rules.iter().find(|r| r.path == *source)?;
-                    Some((source.clone(), rule.identity, target.clone()))
-                })
-                .collect();
             mounts
-                .isolate(&writable, &readable, &covers)
+                .isolate(&writable, &readable, covers)
                 .map_err(failed)?;
             if rules.iter().any(|r| r.view_only) {
                 mounts
@@ -502,12 +503,52 @@ impl Sandbox {
             socket_filter: self.socket_filter,
             metadata_filter: self.metadata_filter,
             read_only_outside: self.read_only_outside,
-            covers: self.covers.clone(),
+            covers: shown_covers,
+            _private: self.private.clone(),
             // Always: the namespace rule is not optional.
             program: Some(seccomp::Program::new(sockets, metadata)),
             fallback: seccomp::Program::new(sockets, fallback),
             network: self.network.clone(),
         })))
+    }
+
+    /// The covers as this build shows them: the embedder's directories, then the private
+    /// `/tmp` and `/dev/shm` (the server's tmpfs where it could be made, else its
+    /// directories), each with its source's identity.
+    fn resolve_covers(&self) -> io::Result<Vec<mounts::Cover>> {
+        let dir = |source: &Path, target: &Path| -> io::Result<mounts::Cover> {
+            let stat = rustix::fs::stat(source)?;
+            Ok(mounts::Cover {
+                source: mounts::CoverSource::Dir(source.to_owned()),
+                identity: (stat.st_dev, stat.st_ino),
+                target: target.to_owned(),
+            })
+        };
+        let mut covers = Vec::new();
+        for (source, target) in &self.covers {
+            covers.push(dir(source, target)?);
+        }
+        // Shown only by the view's mount namespace.
+        if let Some(private) = self.private.as_ref().filter(|_| self.read_only_outside) {
+            for (name, source, target) in [
+                (tmpfs::TMP, private.tmp(), "/tmp"),
+                (tmpfs::SHM, private.shm(), "/dev/shm"),
+            ] {
+                covers.push(match private.tmpfs() {
+                    Some(fs) => {
+                        let fd = fs.open(name)?;
+                        let stat = rustix::fs::fstat(&fd)?;
+                        mounts::Cover {
+                            source: mounts::CoverSource::Tmpfs(fd),
+                            identity: (stat.st_dev, stat.st_ino),
+                            target: PathBuf::from(target),
+                        }
+                    }
+                    None => dir(&source, Path::new(target))?,
+                });
+            }
+        }
+        Ok(covers)
     }
 
     /// Every rule of the policy, paths opened. Default paths that do not exist are skipped;
@@ -518,6 +559,7 @@ impl Sandbox {
         abi: ABI,
         root: std::os::fd::BorrowedFd<'_>,
         etc_whole: bool,
+        covers: &[mounts::Cover],
     ) -> io::Result<Vec<PathRule>> {
         let tree = tree_rights(abi).bits();
         let file = (tree_rights(abi) & AccessFs::from_file(abi)).bits();
@@ -585,11 +627,22 @@ impl Sandbox {
                 .iter()
                 .map(|p| (p.as_path(), true, (tree, file), true)),
         );
-        wanted.extend(
-            self.covers
-                .iter()
-                .map(|(source, _)| (source.as_path(), true, (tree, file), true)),
-        );
+        for cover in covers {
+            match &cover.source {
+                mounts::CoverSource::Dir(source) => {
+                    wanted.push((source.as_path(), true, (tree, file), true));
+                }
+                // Named by the target it is shown at.
+                mounts::CoverSource::Tmpfs(fd) => rules.push(PathRule {
+                    fd: rustix::io::fcntl_dupfd_cloexec(fd, 10)?,
+                    identity: cover.identity,
+                    access: tree,
+                    path: cover.target.clone(),
+                    write: true,
+                    view_only: false,
+                }),
+            }
+        }
 
         for (path, required, (dir_rights, file_rights), write) in wanted {
             let (fd, dir, identity) = match PathRule::open(path) {
@@ -646,7 +699,11 @@ struct Prepared {
     socket_filter: bool,
     metadata_filter: bool,
     read_only_outside: bool,
-    covers: Vec<(PathBuf, PathBuf)>,
+    /// (target, source): the source `None` for the private tmpfs.
+    covers: Vec<(PathBuf, Option<PathBuf>)>,
+    /// Held while the rules are (its directories are the covers' sources where no tmpfs
+    /// could be made).
+    _private: Option<Arc<PrivateDirs>>,
     program: Option<seccomp::Program>,
     /// The program where the read-only view could not be made (the metadata rule
     /// everywhere).
@@ -711,10 +768,12 @@ impl SandboxRules {
         self.0.read_only_outside
     }
 
-    /// The covers ([`Sandbox::cover`]): (target, source), as named.
-    pub fn covers(&self) -> Vec<(&Path, &Path)> {
+    /// The covers ([`Sandbox::cover`], and the private `/tmp` and `/dev/shm` of
+    /// [`Sandbox::private_dirs`]): (target, source directory), the source `None` where it is
+    /// the server's bounded tmpfs ([`PrivateDirs::tmp_bound`]).
+    pub fn covers(&self) -> Vec<(&Path, Option<&Path>)> {
         let covers = self.0.covers.iter();
-        covers.map(|(s, t)| (t.as_path(), s.as_path())).collect()
+        covers.map(|(t, s)| (t.as_path(), s.as_deref())).collect()
     }
 
     /// The paths the program may read beneath (the write root first), as they were named

@@ -47,8 +47,40 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::StatVfsMountFlags;
-use rustix::mount::{MountFlags, MountPropagationFlags};
+use std::os::fd::OwnedFd;
+
+use rustix::fs::{Mode, OFlags, StatVfsMountFlags};
+use rustix::mount::{MountFlags, MountPropagationFlags, MoveMountFlags, OpenTreeFlags};
+
+/// The most covers and rehomed paths a run's view takes (each a descriptor held on the
+/// child's stack while the mounts move).
+const MAX_CLONES: usize = 16;
+
+/// What a cover shows at its target ([`Mounts::isolate`]).
+#[derive(Debug)]
+pub(super) struct Cover {
+    pub(super) source: CoverSource,
+    /// The identity (device, inode) of the source's directory, checked at the target once
+    /// the cover is there.
+    pub(super) identity: (u64, u64),
+    pub(super) target: PathBuf,
+}
+
+/// Where a cover's tree comes from.
+#[derive(Debug)]
+pub(super) enum CoverSource {
+    /// A directory of the server's namespace, cloned by path in the child.
+    Dir(PathBuf),
+    /// A directory of a detached tmpfs (`tmpfs.rs`), opened `O_PATH`, cloned by descriptor.
+    Tmpfs(OwnedFd),
+}
+
+/// A cover's source as the child clones it.
+#[derive(Debug)]
+enum ViewSource {
+    Path(CString),
+    Fd(OwnedFd),
+}
 
 /// The error number a start fails with when a read-only path is named and no mount namespace
 /// can be made (`ENOTRECOVERABLE`: no system call of a start returns it otherwise).
@@ -146,37 +178,43 @@ impl Mounts {
 
     /// Give the run a mount namespace whose view of everything is read-only but `writable`
     /// (each with its identity: the write root first, then the embedder's), with each cover
-    /// (source, its identity, target: the server's private `/tmp` and `/dev/shm`) bound over
-    /// its target. `readable` are the other paths the program may read: one beneath a cover's
-    /// target is bound again at its own path inside the cover, as is a writable one, so that
-    /// covering `/tmp` hides no workspace or installation that lives in it. The mount points
-    /// this needs are made now inside the cover's source (which only this server's runs
-    /// write).
+    /// (the server's private `/tmp` and `/dev/shm`, [`Cover`]) shown at its target.
+    /// `readable` are the other paths the program may read: one beneath a cover's target is
+    /// shown again at its own path inside the cover, as is a writable one, so that covering
+    /// `/tmp` hides no workspace or installation that lives in it. The mount points this
+    /// needs are made now inside the cover's source (which only this server's runs write),
+    /// beneath its descriptor, no symbolic link followed.
     pub(super) fn isolate(
         &mut self,
         writable: &[(PathBuf, (u64, u64))],
         readable: &[PathBuf],
-        covers: &[(PathBuf, (u64, u64), PathBuf)],
+        covers: Vec<Cover>,
     ) -> io::Result<()> {
         self.server_pid_ns = rustix::fs::stat("/proc/self/ns/pid")
             .ok()
             .map(|st| (st.st_dev, st.st_ino));
         let mut view = View::default();
-        // Covers whose target exists, by canonical target.
-        let mut kept_covers = Vec::new();
-        for (source, identity, target) in covers {
-            let Ok(target) = std::fs::canonicalize(target) else {
+        // Covers whose target exists, by canonical target, each with a descriptor of its
+        // source for the mount points.
+        let mut kept = Vec::new();
+        for cover in covers {
+            let Ok(target) = std::fs::canonicalize(&cover.target) else {
                 continue;
             };
-            kept_covers.push((source.clone(), *identity, target));
+            let dir = match &cover.source {
+                CoverSource::Dir(path) => rustix::fs::open(
+                    path,
+                    OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )?,
+                CoverSource::Tmpfs(fd) => rustix::io::fcntl_dupfd_cloexec(fd, 3)?,
+            };
+            kept.push((cover, target, dir));
         }
-        let sources: Vec<&PathBuf> = kept_covers.iter().map(|(s, _, _)| s).collect();
         let beneath = |path: &Path| {
-            kept_covers
-                .iter()
-                .find(|(_, _, target)| path != target && path.starts_with(target))
+            kept.iter()
+                .find(|(_, target, _)| path != target && path.starts_with(target))
         };
-        let mut rehomed: Vec<(PathBuf, PathBuf)> = Vec::new();
         let writable: Vec<(PathBuf, (u64, u64))> = writable
             .iter()
             .map(|(path, identity)| Ok((std::fs::canonicalize(path)?, *identity)))
@@ -189,39 +227,42 @@ impl Mounts {
             }
         }
         all.sort_by_key(|(p, _)| p.components().count());
+        let mut rehomed: Vec<PathBuf> = Vec::new();
         for (path, write) in &all {
-            if sources.iter().any(|s| path.starts_with(s)) {
+            let own_source = |(cover, _, _): &(Cover, PathBuf, OwnedFd)| match &cover.source {
+                CoverSource::Dir(source) => path.starts_with(source),
+                CoverSource::Tmpfs(_) => false,
+            };
+            if kept.iter().any(own_source) {
                 // The covers' own sources: shown at their targets.
                 continue;
             }
             match beneath(path) {
-                Some((source, _, target)) => {
+                Some((_, target, dir)) => {
                     let rel = path.strip_prefix(target).expect("beneath the target");
-                    let point = source.join(rel);
-                    mount_point(path, &point)?;
-                    if !rehomed.iter().any(|(p, _)| p == path) {
-                        rehomed.push((path.clone(), point));
+                    mount_point(path, dir, rel)?;
+                    if !rehomed.contains(path) {
+                        rehomed.push(path.clone());
                     }
                 }
                 None if *write => view.selves.push(c_path(path)?),
                 None => {}
             }
         }
+        if kept.len() + rehomed.len() > MAX_CLONES {
+            return Err(io::Error::from_raw_os_error(libc::E2BIG));
+        }
         view.rehomed = rehomed
             .iter()
-            .map(|(p, point)| Ok((c_path(p)?, c_path(point)?)))
+            .map(|p| c_path(p))
             .collect::<io::Result<_>>()?;
-        // A cover whose target holds another's source (`/tmp` holding the private
-        // directories) is bound after it, while that source can still be named.
-        let mut ordered: Vec<&(PathBuf, (u64, u64), PathBuf)> = kept_covers.iter().collect();
-        ordered.sort_by_key(|(_, _, target)| {
-            kept_covers
-                .iter()
-                .any(|(source, _, _)| source.starts_with(target))
-        });
-        for (source, identity, target) in ordered {
-            view.covers.push((c_path(source)?, c_path(target)?));
-            view.writable.push((c_path(target)?, *identity));
+        for (cover, target, _) in kept {
+            view.writable.push((c_path(&target)?, cover.identity));
+            let source = match cover.source {
+                CoverSource::Dir(path) => ViewSource::Path(c_path(&path)?),
+                CoverSource::Tmpfs(fd) => ViewSource::Fd(fd),
+            };
+            view.covers.push((source, c_path(&target)?));
         }
         for (path, identity) in &writable {
             view.writable.push((c_path(path)?, *identity));
@@ -346,11 +387,13 @@ fn cover(path: &CString, is_dir: bool) -> io::Result<()> {
 /// The read-only view of a run (see [`Mounts::isolate`]).
 #[derive(Debug, Default)]
 struct View {
-    /// Paths beneath a cover's target, each bound at its mount point inside the cover's
-    /// source (outermost first), before the cover is bound.
-    rehomed: Vec<(CString, CString)>,
-    /// (source, target): the server's private directories bound over `/tmp`, `/dev/shm`.
-    covers: Vec<(CString, CString)>,
+    /// Paths beneath a cover's target (outermost first): each cloned before the covers are
+    /// moved over their targets, then moved back onto its own path, its mount point inside
+    /// the cover.
+    rehomed: Vec<CString>,
+    /// (source, target): the server's private `/tmp` and `/dev/shm` (its tmpfs's
+    /// directories, or plain directories) shown over `/tmp`, `/dev/shm`.
+    covers: Vec<(ViewSource, CString)>,
     /// Writable paths outside every cover, bound onto themselves (so that each is a mount
     /// of its own, which can be made writable again alone).
     selves: Vec<CString>,
@@ -369,17 +412,45 @@ impl View {
     fn apply(&self) -> io::Result<()> {
         let mut cwd = [0u8; 4096];
         let have_cwd = getcwd(&mut cwd);
-        let rbind = |source: &CString, target: &CString| {
-            rustix::mount::mount_bind_recursive(source.as_c_str(), target.as_c_str())
-        };
-        for (path, point) in &self.rehomed {
-            rbind(path, point)?;
+        // Every clone first, while each source can still be named at its path (a private
+        // directory in `/tmp`, a workspace in `/tmp`), then the covers over their targets,
+        // then the rehomed paths back at theirs, inside the covers. No allocation: a fixed
+        // array of descriptors (`isolate` bounds their number).
+        let mut clones: [Option<OwnedFd>; MAX_CLONES] = [const { None }; MAX_CLONES];
+        let clone = OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_RECURSIVE;
+        for (slot, (source, _)) in clones.iter_mut().zip(&self.covers) {
+            *slot = Some(match source {
+                ViewSource::Path(path) => {
+                    rustix::mount::open_tree(rustix::fs::CWD, path.as_c_str(), clone)?
+                }
+                ViewSource::Fd(fd) => {
+                    rustix::mount::open_tree(fd, c"", clone | OpenTreeFlags::AT_EMPTY_PATH)?
+                }
+            });
         }
-        for (source, target) in &self.covers {
-            rbind(source, target)?;
+        let rest = clones.iter_mut().skip(self.covers.len());
+        for (slot, path) in rest.zip(&self.rehomed) {
+            *slot = Some(rustix::mount::open_tree(
+                rustix::fs::CWD,
+                path.as_c_str(),
+                clone,
+            )?);
+        }
+        let targets = self.covers.iter().map(|(_, target)| target);
+        for (slot, target) in clones.iter_mut().zip(targets.chain(&self.rehomed)) {
+            let Some(tree) = slot.take() else { break };
+            rustix::mount::move_mount(
+                &tree,
+                c"",
+                rustix::fs::CWD,
+                target.as_c_str(),
+                MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+            )?;
         }
         for path in &self.selves {
-            rbind(path, path)?;
+            rustix::mount::mount_bind_recursive(path.as_c_str(), path.as_c_str())?;
         }
         mount_setattr(c"/", true, MOUNT_ATTR_RDONLY, 0)?;
         for (path, identity) in &self.writable {
@@ -458,25 +529,44 @@ fn mount_setattr(path: &std::ffi::CStr, recursive: bool, set: u64, clear: u64) -
     Ok(())
 }
 
-/// Make `point` (beneath a cover's source) a mount point for `path`: a directory for a
-/// directory, an empty file for anything else; refused if `point` resolves elsewhere (a
-/// symbolic link a child left there).
-fn mount_point(path: &Path, point: &Path) -> io::Result<()> {
-    let dir = std::fs::metadata(path)?.is_dir();
-    if dir {
-        std::fs::create_dir_all(point)?;
-    } else {
-        if let Some(parent) = point.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(point)?;
+/// Make `rel` beneath `dir` (a cover's source) a mount point for `path`: a directory for a
+/// directory, an empty file for anything else; each step opened beneath the one above with
+/// no symbolic link followed, so that one a child left there is refused (`ELOOP`), never
+/// followed out.
+fn mount_point(path: &Path, dir: &OwnedFd, rel: &Path) -> io::Result<()> {
+    let is_dir = std::fs::metadata(path)?.is_dir();
+    let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
+    let Some((last, above)) = parts.split_last() else {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    let step = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mkdir = |at: &OwnedFd, name: &std::ffi::OsStr| match rustix::fs::mkdirat(
+        at,
+        name,
+        Mode::from_raw_mode(0o755),
+    ) {
+        Ok(()) | Err(rustix::io::Errno::EXIST) => Ok(()),
+        Err(e) => Err(io::Error::from(e)),
+    };
+    let mut at = rustix::io::fcntl_dupfd_cloexec(dir, 3)?;
+    for name in above {
+        mkdir(&at, name)?;
+        at = rustix::fs::openat(&at, *name, step, Mode::empty())?;
     }
-    let meta = std::fs::symlink_metadata(point)?;
-    if std::fs::canonicalize(point)? != point || meta.is_dir() != dir {
+    let made = match is_dir {
+        true => {
+            mkdir(&at, last)?;
+            rustix::fs::openat(&at, *last, step, Mode::empty())?
+        }
+        false => rustix::fs::openat(
+            &at,
+            *last,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )?,
+    };
+    let kind = rustix::fs::FileType::from_raw_mode(rustix::fs::fstat(&made)?.st_mode);
+    if kind.is_dir() != is_dir {
         return Err(io::Error::from_raw_os_error(libc::ELOOP));
     }
     Ok(())

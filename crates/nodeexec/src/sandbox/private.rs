@@ -5,15 +5,17 @@
 //! `$XDG_RUNTIME_DIR` where it is set and exists, else the system's temporary directory),
 //! `confine-<pid>-<n>/`, holding:
 //!
-//! * `tmp/` and `shm/` (mode 01777, as the real ones): each sandboxed run binds them over
-//!   `/tmp` and `/dev/shm` in its mount namespace ([`Sandbox::cover`](super::Sandbox::cover)),
-//!   so `mktemp`, Python's multiprocessing (POSIX semaphores in `/dev/shm`) and the many
-//!   programs that write `/tmp` work, and nothing a child writes there reaches the host's
-//!   `/tmp`. Not bounded beyond the file system they live on (a tmpfs where
-//!   `$XDG_RUNTIME_DIR` is one, which systemd bounds): a tmpfs of the server's own would
-//!   need a mount the server can make and every run can see, which an ordinary user's
-//!   server has not (each run's mount namespace is its own, made after the server started);
-//!   see `docs/SECURITY.md`;
+//! * `tmp/` and `shm/` (mode 01777, as the real ones), shown at `/tmp` and `/dev/shm` only
+//!   where the server's bounded tmpfs cannot be made. Normally, at the first sandboxed run
+//!   ([`PrivateDirs::furnish`]), the server makes one tmpfs of its own (`tmpfs.rs`: detached,
+//!   held by a descriptor, bounded by [`PrivateDirs::bound_tmp`], freed with the server even
+//!   when it is killed), whose `tmp` and `shm` directories each sandboxed run clones over
+//!   `/tmp` and `/dev/shm` in its mount namespace; so `mktemp`, Python's multiprocessing
+//!   (POSIX semaphores in `/dev/shm`) and the many programs that write `/tmp` work, the
+//!   server's runs and jobs share what they write there, and nothing reaches the host's
+//!   `/tmp`. Where the tmpfs cannot be made (no user namespace for the helper, a kernel
+//!   before 6.15; [`PrivateDirs::tmpfs_error`] says why), these directories are shown
+//!   instead, bounded only by the file system they live on;
 //! * `home/` (mode 0700), the children's `HOME` unless the embedder names its own
 //!   ([`PrivateDirs::create`]'s `home`), writable, holding (from the first sandboxed run on,
 //!   [`PrivateDirs::furnish`]) a `.gitconfig` with the user's git
@@ -51,6 +53,11 @@ pub struct PrivateDirs {
     /// ([`PrivateDirs::furnish`]): done once, at the first sandboxed run, so that a server
     /// that never runs a command never pays for it.
     furnished: std::sync::Mutex<bool>,
+    /// The bound of the private tmpfs: bytes, entries.
+    bound: (u64, u64),
+    /// The private tmpfs, made at the first sandboxed run ([`PrivateDirs::furnish`]), or
+    /// why none could be.
+    tmpfs: std::sync::OnceLock<Result<super::tmpfs::Tmpfs, i32>>,
 }
 
 impl PartialEq for PrivateDirs {
@@ -93,6 +100,8 @@ impl PrivateDirs {
             own_home: home.is_none(),
             tools: super::HomeTools::discover(&|name| std::env::var_os(name)),
             furnished: std::sync::Mutex::new(false),
+            bound: (super::tmpfs::default_bytes(), super::tmpfs::DEFAULT_INODES),
+            tmpfs: std::sync::OnceLock::new(),
         };
         for (name, mode) in [("tmp", 0o1777), ("shm", 0o1777), ("home", 0o700)] {
             let path = dirs.root.join(name);
@@ -131,6 +140,8 @@ impl PrivateDirs {
         if *done {
             return Ok(());
         }
+        // Its error is kept for reports: the runs then see the directories.
+        let _ = self.make_tmp();
         let config = self.home.join(".gitconfig");
         if self.own_home || !config.exists() {
             std::fs::write(&config, git_identity())?;
@@ -145,12 +156,64 @@ impl PrivateDirs {
         Ok(())
     }
 
-    /// The directory shown at `/tmp`.
+    /// Bound the private `/tmp` and `/dev/shm` together to `bytes` (rounded up to whole
+    /// pages) and `inodes` entries, in place of the default (a quarter of the machine's
+    /// memory, at most 2 GiB and at least 64 MiB; 262,144 entries). Before the first run;
+    /// zero is refused (`InvalidInput`).
+    pub fn bound_tmp(&mut self, bytes: u64, inodes: u64) -> io::Result<&mut Self> {
+        if bytes == 0 || inodes == 0 {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        self.bound = (bytes, inodes);
+        Ok(self)
+    }
+
+    /// The bound (bytes, entries) of the private `/tmp` and `/dev/shm` once the first
+    /// sandboxed run made them one tmpfs ([`PrivateDirs::furnish`]); `None` before, and where
+    /// none could be made ([`PrivateDirs::tmpfs_error`]): the runs then see the directories
+    /// [`PrivateDirs::tmp`] and [`PrivateDirs::shm`], bounded only by the file system they
+    /// live on.
+    pub fn tmp_bound(&self) -> Option<(u64, u64)> {
+        let fs = self.tmpfs()?;
+        Some((fs.bytes(), fs.inodes()))
+    }
+
+    /// Why the private tmpfs could not be made (the failing step's error: user namespaces
+    /// refused, a kernel that cannot clone a detached mount), once the first sandboxed run
+    /// tried.
+    pub fn tmpfs_error(&self) -> Option<io::Error> {
+        match self.tmpfs.get()? {
+            Ok(_) => None,
+            Err(errno) => Some(io::Error::from_raw_os_error(*errno)),
+        }
+    }
+
+    /// Make the private tmpfs now if no run made it yet (the first sandboxed run does), and
+    /// return its bound (bytes, entries) or why it could not be made (the runs then see the
+    /// directories [`PrivateDirs::tmp`] and [`PrivateDirs::shm`]). Tried once.
+    pub fn make_tmp(&self) -> io::Result<(u64, u64)> {
+        let made = self.tmpfs.get_or_init(|| {
+            let (bytes, inodes) = self.bound;
+            super::tmpfs::Tmpfs::make(bytes, inodes)
+                .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+        });
+        match made {
+            Ok(fs) => Ok((fs.bytes(), fs.inodes())),
+            Err(errno) => Err(io::Error::from_raw_os_error(*errno)),
+        }
+    }
+
+    /// The private tmpfs, where it was made.
+    pub(super) fn tmpfs(&self) -> Option<&super::tmpfs::Tmpfs> {
+        self.tmpfs.get()?.as_ref().ok()
+    }
+
+    /// The directory shown at `/tmp` where no tmpfs could be made.
     pub fn tmp(&self) -> PathBuf {
         self.root.join("tmp")
     }
 
-    /// The directory shown at `/dev/shm`.
+    /// The directory shown at `/dev/shm` where no tmpfs could be made.
     pub fn shm(&self) -> PathBuf {
         self.root.join("shm")
     }
