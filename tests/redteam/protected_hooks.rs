@@ -1179,24 +1179,7 @@ fn the_tools_cannot_rewrite_a_submodules_gitfile_or_plant_a_nested_repository() 
     if !have_git(TEST) {
         return;
     }
-    let plant = |repository: &Repository| {
-        let ws = repository.ws();
-        copy_tree(&ws.join(".git/modules/sub"), &ws.join("planted"));
-        host_git(
-            ws,
-            &["config", "-f", "planted/config", "core.worktree", "../sub"],
-        )
-        .expect("git config");
-        let mut config = std::fs::OpenOptions::new()
-            .append(true)
-            .open(ws.join("planted/config"))
-            .unwrap();
-        std::io::Write::write_all(
-            &mut config,
-            fsmonitor(&repository.mark("gitfile")).as_bytes(),
-        )
-        .unwrap();
-    };
+    let plant = plant_beside_the_submodule;
     let attack = [
         (
             "write_file",
@@ -1236,6 +1219,80 @@ fn the_tools_cannot_rewrite_a_submodules_gitfile_or_plant_a_nested_repository() 
     plant(&repository);
     let records = call(repository.ws(), &["--unprotect-defaults"], &attack[..1]);
     assert_eq!(records[0]["isError"], false, "{}", records[0]);
+    assert_eq!(repository.user_status(), ["gitfile"]);
+}
+
+/// A repository planted beside the submodule, standing for what a run could leave: a copy of
+/// the submodule's, its work tree the submodule's, given a `core.fsmonitor` that leaves the
+/// mark `gitfile`.
+fn plant_beside_the_submodule(repository: &Repository) {
+    let ws = repository.ws();
+    copy_tree(&ws.join(".git/modules/sub"), &ws.join("planted"));
+    host_git(
+        ws,
+        &["config", "-f", "planted/config", "core.worktree", "../sub"],
+    )
+    .expect("git config");
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(ws.join("planted/config"))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut config,
+        fsmonitor(&repository.mark("gitfile")).as_bytes(),
+    )
+    .unwrap();
+}
+
+/// A sandboxed child (the default sandbox, no flag) tries to point the submodule's gitfile
+/// (`sub/.git`) at a planted repository: rewriting it, moving it aside, removing it, moving
+/// the submodule's directory away. Each is refused (the gitfile, named by the protected
+/// `.gitmodules`, is read-only in the run's mount namespace and its directory pinned), and the
+/// user's top-level `git status` runs nothing. The twin, the defaults dropped: the rewrite
+/// lands and the user's `git status` runs the planted `core.fsmonitor`.
+#[test]
+fn a_sandboxed_script_cannot_rewrite_a_submodules_gitfile() {
+    const TEST: &str = "a_sandboxed_script_cannot_rewrite_a_submodules_gitfile";
+    if !have_git(TEST) {
+        return;
+    }
+    let script = "said() { if [ $1 -eq 0 ]; then echo $2=done; else echo $2=refused; fi; }\n\
+                  (printf 'gitdir: ../planted\\n' > sub/.git) 2>/dev/null; said $? write\n\
+                  mv sub/.git sub/.git.old 2>/dev/null; said $? aside\n\
+                  mv sub sub.old 2>/dev/null; said $? moved\n\
+                  rm -f sub/.git 2>/dev/null; said $? removed\n";
+    let sandboxed = [&["--allow-commands"][..], &GIT_ENV].concat();
+    let (repository, _upstream) = Repository::with_submodule();
+    plant_beside_the_submodule(&repository);
+    let gitfile = std::fs::read_to_string(repository.ws().join("sub/.git")).unwrap();
+    let records = call(
+        repository.ws(),
+        &sandboxed,
+        &[("run_command", json!({"command": script}))],
+    );
+    assert_eq!(
+        ran(&records[0]),
+        "write=refused\naside=refused\nmoved=refused\nremoved=refused\n",
+        "{}",
+        records[0]
+    );
+    assert_eq!(
+        std::fs::read_to_string(repository.ws().join("sub/.git")).unwrap(),
+        gitfile
+    );
+    assert!(repository.user_status().is_empty());
+
+    // The twin: the defaults dropped, the rewrite lands (the rest then moves it all aside).
+    let (repository, _upstream) = Repository::with_submodule();
+    plant_beside_the_submodule(&repository);
+    let naive = [&sandboxed[..], &["--unprotect-defaults"]].concat();
+    let rewrite = script.lines().take(2).collect::<Vec<_>>().join("\n");
+    let records = call(
+        repository.ws(),
+        &naive,
+        &[("run_command", json!({"command": rewrite}))],
+    );
+    assert_eq!(ran(&records[0]), "write=done\n", "{}", records[0]);
     assert_eq!(repository.user_status(), ["gitfile"]);
 }
 

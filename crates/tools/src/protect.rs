@@ -261,7 +261,8 @@ impl ProtectedPaths {
     /// user's repository). Only then are the repository's patterns applied to children: a
     /// repository the agent makes itself (`git init` where there was none) is its own,
     /// untrusted until the user has looked at it. In the user's repository, with the
-    /// defaults, `hooks`, `info`, `worktrees` and `modules` are made (empty) where missing
+    /// defaults, each submodule's gitfile that `.gitmodules` names is read-only; `hooks`,
+    /// `info`, `worktrees` and `modules` are made (empty) where missing
     /// and kept read-only with everything beneath them (`.git/modules` whole only where it did
     /// not exist: where submodules exist, their configuration and hooks are read-only and a
     /// missing `commondir` of each is watched, so git can still refresh their indexes), and a
@@ -293,6 +294,9 @@ impl ProtectedPaths {
                     if !had_modules && exists_beneath(root, &modules) {
                         extra.push(modules);
                     }
+                    // Each submodule's gitfile, which the user's top-level `git status`
+                    // follows into the submodule's repository.
+                    extra.extend(submodule_gitfiles(root));
                 }
                 Ok(st)
                     if rustix::fs::FileType::from_raw_mode(st.st_mode)
@@ -346,7 +350,9 @@ impl ProtectedPaths {
 /// `gitfile` (`sub/.git`, `gitdir: ../.git/modules/sub`), which the user's top-level
 /// `git status` follows into the submodule (rewritten to name a planted repository, that
 /// repository's `core.fsmonitor` runs), or a nested repository. The tools never need to write
-/// there (git does); sandboxed children are not held by this (see `docs/SECURITY.md`).
+/// there (git does). Sandboxed children are held only where the sandbox keeps the path
+/// read-only: the gitfiles `.gitmodules` names ([`submodule_gitfiles`]; see
+/// `docs/SECURITY.md`).
 fn below_the_root_in_a_repository_entry(rel: &Path) -> bool {
     rel.components()
         .skip(1)
@@ -358,6 +364,76 @@ fn in_repository(anchored: &str) -> bool {
     anchored
         .strip_prefix(REPOSITORY_ENTRY)
         .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The most submodules of `.gitmodules` whose gitfiles a sandboxed run keeps read-only, and
+/// the most of the file read.
+const MAX_SUBMODULES: usize = 256;
+const MAX_GITMODULES_BYTES: usize = 64 * 1024;
+
+/// The gitfiles (`<path>/.git`, a regular file: `gitdir: …`) of the submodules the root's
+/// `.gitmodules` names by `path = …`, each reached without following a symbolic link. Read
+/// from the file itself (a default protected path, which neither the tools nor a sandboxed
+/// child may change), not from git's index, which children write: a gitlink a child stages
+/// with no `.gitmodules` entry is not found here (see `docs/SECURITY.md`).
+fn submodule_gitfiles(root: std::os::fd::BorrowedFd<'_>) -> Vec<PathBuf> {
+    use rustix::fs::{Mode, OFlags};
+    let Ok(fd) = rustix::fs::openat(
+        root,
+        ".gitmodules",
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return Vec::new();
+    };
+    let regular = |fd: &std::os::fd::OwnedFd| {
+        rustix::fs::fstat(fd).is_ok_and(|st| {
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+        })
+    };
+    if !regular(&fd) {
+        return Vec::new();
+    }
+    let mut text = Vec::new();
+    let mut reader = std::io::Read::take(std::fs::File::from(fd), MAX_GITMODULES_BYTES as u64);
+    if std::io::Read::read_to_end(&mut reader, &mut text).is_err() {
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(&text);
+    let mut found = Vec::new();
+    for line in text.lines() {
+        let Some(value) = line
+            .trim()
+            .strip_prefix("path")
+            .and_then(|rest| rest.trim_start().strip_prefix('='))
+        else {
+            continue;
+        };
+        let value = value.trim().trim_matches('"');
+        let rel = Path::new(value);
+        let plain = !value.is_empty()
+            && rel
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain {
+            continue;
+        }
+        let gitfile = rel.join(REPOSITORY_ENTRY);
+        let is_file = confine_beneath::open_beneath(
+            root,
+            &gitfile,
+            OFlags::PATH | OFlags::NOFOLLOW,
+            Symlinks::Refuse,
+        )
+        .is_ok_and(|fd| regular(&fd));
+        if is_file && !found.contains(&gitfile) {
+            found.push(gitfile);
+            if found.len() == MAX_SUBMODULES {
+                break;
+            }
+        }
+    }
+    found
 }
 
 /// Make the missing [`REPOSITORY_PLACEHOLDERS`] in the root's `.git` (a real directory,
@@ -469,6 +545,42 @@ mod tests {
 
     fn p(s: &str) -> &Path {
         Path::new(s)
+    }
+
+    #[test]
+    fn submodule_gitfiles_are_the_plain_paths_of_gitmodules_that_hold_a_gitfile() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        for dir in ["a", "b c", "d", "e", "nested/f", "outside"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        for gitfile in ["a/.git", "b c/.git", "nested/f/.git", "outside/.git"] {
+            std::fs::write(root.join(gitfile), "gitdir: ../.git/modules/x\n").unwrap();
+        }
+        // A directory (a nested repository), a symbolic link: not a gitfile.
+        std::fs::create_dir(root.join("d/.git")).unwrap();
+        std::os::unix::fs::symlink("../a/.git", root.join("e/.git")).unwrap();
+        std::fs::write(
+            root.join(".gitmodules"),
+            "[submodule \"a\"]\n\tpath = a\n\turl = x\n\
+             [submodule \"b\"]\n\tpath = \"b c\"\n\
+             [submodule \"d\"]\n\tpath = d\n[submodule \"e\"]\n\tpath=e\n\
+             [submodule \"f\"]\n  path =nested/f\n\
+             [submodule \"up\"]\n\tpath = ../outside\n[submodule \"abs\"]\n\tpath = /etc\n\
+             [submodule \"missing\"]\n\tpath = gone\n[submodule \"a2\"]\n\tpath = a\n",
+        )
+        .unwrap();
+        let dir = std::fs::File::open(root).unwrap();
+        let found = submodule_gitfiles(std::os::fd::AsFd::as_fd(&dir));
+        assert_eq!(
+            found,
+            [p("a/.git"), p("b c/.git"), p("nested/f/.git")].map(Path::to_path_buf)
+        );
+        // No `.gitmodules`, or a symbolic link in its place: nothing.
+        std::fs::remove_file(root.join(".gitmodules")).unwrap();
+        assert!(submodule_gitfiles(std::os::fd::AsFd::as_fd(&dir)).is_empty());
+        std::os::unix::fs::symlink("a/.git", root.join(".gitmodules")).unwrap();
+        assert!(submodule_gitfiles(std::os::fd::AsFd::as_fd(&dir)).is_empty());
     }
 
     #[test]
