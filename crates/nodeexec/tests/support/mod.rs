@@ -47,11 +47,14 @@ pub fn js(source: &str) -> Command {
 /// census counts it) and the shell's builtin `wait` for it (no fork needed, so no fork the
 /// bound refuses can end the shell) keep the program running: the run lasts until its time
 /// bound even where the bomb dies out before it (every process's fork refused at once, under
-/// the bound), since a run ends when its program exits.
+/// the bound), since a run ends when its program exits. The bomb starts in a subshell of its
+/// own, the shell's second and last fork: a shell whose fork is refused exits, and the shell's
+/// own forks of a pipeline (one per element) could otherwise meet the bound its first
+/// element's descendants filled meanwhile (seen on a loaded machine: the run ended at once).
 pub fn fork_bomb(marker: &str, mode: Containment) -> Command {
     let mut cmd = command("/bin/sh");
     cmd.arg("-c")
-        .arg("sleep 30 & b() { b | b & }; b; wait")
+        .arg("sleep 30 & (b() { b | b & }; b) & wait")
         .arg(marker)
         .env("FORK_BOMB_MARKER", marker)
         .current_dir("/")
