@@ -246,13 +246,56 @@ fn an_editor_saving_by_rename_races_edit_file_and_the_name_is_never_missing() {
     );
 }
 
+/// Edit `n` of [`edit_file_never_commits_over_a_save_it_did_not_read`], made against `now`
+/// (the file as just read): the mark after the header (`xxx`, or an earlier edit's) becomes `e`
+/// and the turn's code. Each committed edit's content is thereby its own (codes repeat only
+/// every 1,296 turns), so an edit seen displaced out of turn is known by its mark alone.
+/// `None` where `now` already holds this turn's mark.
+fn marking_edit(n: u64, now: &[u8]) -> Option<(serde_json::Value, String)> {
+    let code = |n: u64| {
+        let digits = b"0123456789abcdefghijklmnopqrstuvwxyz";
+        let k = (n % 1296) as usize;
+        format!("{}{}", digits[k / 36] as char, digits[k % 36] as char)
+    };
+    let (_, _, old) = whole_or_marked(now).expect("the editor's saves are whole");
+    let mark = format!("e{}", code(n));
+    (old != mark).then(|| {
+        let edit = json!({"path": "tgt", "edits": [{"oldText": format!("\n{old}"), "newText": format!("\n{mark}")}]});
+        (edit, mark)
+    })
+}
+
+/// The writer and save of `bytes` (one writer's whole content, or that content with a mark of
+/// [`marking_edit`] after its header), with the mark (`xxx` where none).
+fn whole_or_marked(bytes: &[u8]) -> Option<(String, u64, String)> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let (head, rest) = text.split_once('\n')?;
+    let mut parts = head.split(':');
+    let (who, n, len) = (parts.next()?, parts.next()?, parts.next()?);
+    let n = n.parse().ok()?;
+    let mark = rest.get(..3)?;
+    let marked = mark == "xxx"
+        || (mark.starts_with(['e', 'o'])
+            && mark[1..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase()));
+    (marked
+        && (who == "tool" || who == "editor")
+        && len.parse::<usize>() == Ok(text.len())
+        && rest[3..].bytes().all(|b| b == b'x'))
+    .then(|| (who.to_owned(), n, mark.to_owned()))
+}
+
 /// An edit replaces exactly the content it read, or nothing. The editor saves with
 /// `renameat2(RENAME_EXCHANGE)`, so each save gets back the entry it displaced: with only
 /// edits racing it, that entry must be the editor's previous save or an edit of that save.
 /// An edit of an older save there means the edit was committed over a newer save it never
-/// read, and that save was lost (a compare-and-swap that did not hold). Run 3,000 edits.
-/// (Without edit_file's check of what its commit displaced, each run of this test lost a save
-/// or more; an edit only checked before the rename leaves that instant open.)
+/// read, and that save was lost (a compare-and-swap that did not hold), unless that edit
+/// reported `EDIT_CONFLICT` (the editor saw it in the instant before it was taken back). Each
+/// edit leaves a mark of its own ([`marking_edit`]), so a displaced edit is matched to the one
+/// call that made it. Run 3,000 edits. (Without edit_file's check of what its commit
+/// displaced, each run of this test lost a save or more; an edit only checked before the
+/// rename leaves that instant open.)
 #[test]
 fn edit_file_never_commits_over_a_save_it_did_not_read() {
     use rustix::fs::{CWD, RenameFlags, renameat_with};
@@ -265,10 +308,11 @@ fn edit_file_never_commits_over_a_save_it_did_not_read() {
     let rt = runtime();
     let stop = AtomicBool::new(false);
     let saves = AtomicU64::new(0);
-    // Edits the editor displaced although they were of an older save than its previous one.
-    let suspects = std::sync::Mutex::new(Vec::<(u64, u8)>::new());
-    // The edits that reported success: the save they read, and the byte they wrote.
-    let mut committed = std::collections::BTreeSet::<(u64, u8)>::new();
+    // Edits the editor displaced although they were of an older save than its previous one:
+    // the save they were of, and their mark.
+    let suspects = std::sync::Mutex::new(Vec::<(u64, String)>::new());
+    // The edits that reported success: the save they read, and their mark.
+    let mut committed = std::collections::BTreeSet::<(u64, String)>::new();
     let mut outcomes = std::collections::BTreeMap::<String, u64>::new();
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -279,12 +323,9 @@ fn edit_file_never_commits_over_a_save_it_did_not_read() {
                 renameat_with(CWD, &tmp, CWD, &tgt, RenameFlags::EXCHANGE).unwrap();
                 let displaced = std::fs::read(&tmp).unwrap();
                 std::fs::remove_file(&tmp).unwrap();
-                match whole_or_edited(&displaced) {
-                    Some((who, m)) if who == "editor" && m == n - 1 => {}
-                    Some((_, m)) => {
-                        let at = displaced.iter().position(|&b| b == b'\n').unwrap();
-                        suspects.lock().unwrap().push((m, displaced[at + 1]));
-                    }
+                match whole_or_marked(&displaced) {
+                    Some((who, m, _)) if who == "editor" && m == n - 1 => {}
+                    Some((_, m, mark)) => suspects.lock().unwrap().push((m, mark)),
                     None => panic!("displaced a torn file"),
                 }
                 saves.fetch_add(1, Ordering::Relaxed);
@@ -294,7 +335,11 @@ fn edit_file_never_commits_over_a_save_it_did_not_read() {
         // Should a call's check fail, the other threads still stop.
         let _stop = StopOnDrop(&stop);
         for n in 0..3000u64 {
-            let result = call_on(&rt, &registry, "edit_file", &flip(n));
+            let now = std::fs::read(root.join("tgt")).unwrap();
+            let Some((edit, mark)) = marking_edit(n, &now) else {
+                continue;
+            };
+            let result = call_on(&rt, &registry, "edit_file", &edit);
             let outcome = if result.is_error {
                 result.record()["error"]["message"]
                     .as_str()
@@ -306,7 +351,7 @@ fn edit_file_never_commits_over_a_save_it_did_not_read() {
                 let diff = record["diff"].as_str().unwrap();
                 let header = diff.lines().find(|l| l.starts_with(" editor:")).unwrap();
                 let m = header.split(':').nth(1).unwrap().parse().unwrap();
-                committed.insert((m, if n.is_multiple_of(2) { b'y' } else { b'x' }));
+                committed.insert((m, mark));
                 "ok".to_owned()
             };
             *outcomes.entry(outcome).or_default() += 1;
