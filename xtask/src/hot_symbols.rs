@@ -212,3 +212,30 @@ fn write() -> Result<usize, String> {
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(list.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callgrind_functions_of_the_binary_only_once_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let binary = Path::new("/x/confine");
+        std::fs::write(
+            dir.path().join("cg.0.1"),
+            "ob=/x/confine\nfn=_ZN1a1b17hE\ncfn=_ZN1c17hE\nfn=_ZN1a1b17hE'2\nfn=0x000000000021c8f0\n\
+             ob=/usr/lib/libc.so.6\nfn=malloc\nob=/x/confine\nfn=_RNv1c\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("cg.1.2"),
+            "ob=/x/confine\nfn=_RNv1c\nfn=_ZN1d17hE\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("other"), "ob=/x/confine\nfn=_ZN1e17hE\n").unwrap();
+        assert_eq!(
+            executed(binary, dir.path()).unwrap(),
+            ["_ZN1a1b17hE", "_RNv1c", "_ZN1d17hE"]
+        );
+    }
+}
