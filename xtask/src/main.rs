@@ -2,7 +2,8 @@
 //! README's test command), `conformance` runs the case corpus, `layers` checks that crate
 //! dependencies point down, `bench` runs every criterion bench, `load` drives MCP servers with
 //! pipelined calls (see `load.rs`), `perf-mcp` compares the stdio serving path with an earlier
-//! revision's (see `perf_mcp.rs`), `census` checks that nothing of a test run is alive, `skips` prints and checks what did not
+//! revision's (see `perf_mcp.rs`), `hot-symbols` writes the linker's list of the functions a
+//! session of reads runs (see `hot_symbols.rs`), `census` checks that nothing of a test run is alive, `skips` prints and checks what did not
 //! run (see `skips.rs`).
 //! Each check that can also runs as a `#[test]`, so `cargo test --workspace` catches drift.
 
@@ -11,6 +12,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod conformance;
+mod hot_symbols;
 mod layers;
 mod load;
 mod perf_mcp;
@@ -32,11 +34,12 @@ fn main() -> ExitCode {
         Some("test") => test::run(&root, &args[1..]),
         Some("load") => load::run(&args[1..]),
         Some("perf-mcp") => perf_mcp::run(&args[1..]),
+        Some("hot-symbols") => hot_symbols::run(),
         Some("census") => test::census(&args[1..]),
         Some("skips") => skips::run(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]|load [options]|perf-mcp --base REV [--pairs N] [--calls N]|census <run id>|skips <env> <log>>"
+                "usage: cargo xtask <test [cargo test args…]|conformance|layers|bench [criterion args…]|load [options]|perf-mcp --base REV [--pairs N] [--calls N]|hot-symbols|census <run id>|skips <env> <log>>"
             );
             ExitCode::from(2)
         }
