@@ -171,11 +171,21 @@ impl Plan {
         // SAFETY: no `CLONE_FILES`; the forked child is single-threaded.
         let alone = unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNS) };
         if alone.is_err() {
+            // A process that is not dumpable (an embedder that hid its environment) may not
+            // open its own `/proc/self/uid_map`: dumpable until the maps are written, hidden
+            // again after (as the containment does for a run's user namespace).
+            use rustix::process::{DumpableBehavior, set_dumpable_behavior};
+            let hidden = rustix::process::dumpable_behavior()
+                .is_ok_and(|d| d == DumpableBehavior::NotDumpable);
+            set_dumpable_behavior(DumpableBehavior::Dumpable).ok();
             // SAFETY: as above.
             unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWUSER | UnshareFlags::NEWNS) }?;
             write_file(c"/proc/self/setgroups", b"deny")?;
             write_file(c"/proc/self/uid_map", &self.uid_map)?;
             write_file(c"/proc/self/gid_map", &self.gid_map)?;
+            if hidden {
+                set_dumpable_behavior(DumpableBehavior::NotDumpable)?;
+            }
         }
         let fs = rustix::mount::fsopen(c"tmpfs", FsOpenFlags::FSOPEN_CLOEXEC)?;
         rustix::mount::fsconfig_set_string(&fs, c"size", self.size.as_c_str())?;
