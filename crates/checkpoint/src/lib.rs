@@ -68,6 +68,7 @@ use confine_rootid::WorkspaceRoot;
 use serde::{Deserialize, Serialize};
 
 mod apply;
+mod journal;
 mod scan;
 mod store;
 
@@ -456,7 +457,7 @@ impl Checkpoints {
         exclude: Arc<dyn Exclude>,
     ) -> Result<Self, Error> {
         check_dir(&root, &config.dir)?;
-        let store = store::Store::open(&config.dir)?;
+        let store = store::Store::open(&config.dir, config.max_checkpoints, config.max_bytes)?;
         Ok(Self {
             root,
             store,
@@ -491,9 +492,8 @@ impl Checkpoints {
         let locked = self.store.lock()?;
         let mut index = locked.index()?;
         let mut state = self.state();
-        let taken = self.take_locked(&locked, &mut index, &mut state, call, scope)?;
-        let garbage = self.prune(&locked, &mut index)?;
-        self.commit(&locked, &mut index, garbage)?;
+        let (taken, op) = self.take_locked(&locked, &mut index, &mut state, call, scope)?;
+        locked.append(index, op)?;
         Ok(taken)
     }
 
@@ -504,7 +504,7 @@ impl Checkpoints {
         state: &mut State,
         call: CallInfo,
         scope: &Scope,
-    ) -> Result<String, Error> {
+    ) -> Result<(String, journal::Op), Error> {
         let newest_id = index.checkpoints.first().map(|e| e.id.clone());
         let ours = matches!((&state.newest, &newest_id), (Some((a, _)), Some(b)) if a == b);
         // Taken, not copied (a whole tree's manifest is large): it is replaced below, and
@@ -512,7 +512,13 @@ impl Checkpoints {
         let newest = state.newest.take();
         let prev: Arc<Manifest> = match (newest, &newest_id) {
             (Some((_, m)), Some(_)) if ours => m,
-            (_, Some(id)) => Arc::new(locked.manifest(index, id)?),
+            (_, Some(id)) => {
+                // Another server's checkpoint (or none of this one's known): read from the
+                // store's files, the journal folded first.
+                locked.keep(std::mem::take(index));
+                *index = locked.settled()?;
+                Arc::new(locked.manifest(index, id)?)
+            }
             _ => Arc::new(Manifest::new()),
         };
         let known = if ours { state.known.take() } else { None };
@@ -565,14 +571,14 @@ impl Checkpoints {
             hs
         });
         let hashes = hashes.filter(|hs| hs.len() <= store::MAX_ENTRY_HASHES);
-        let manifest_bytes = locked.write_manifest(&id, full, entries)?;
-        if let Some(previous) = index.checkpoints.first_mut() {
-            previous.changed = files_changed(&prev, &nodes);
-        }
-        index.blob_bytes += added;
-        index.checkpoints.insert(
-            0,
-            store::Entry {
+        let manifest_bytes = locked.stage_manifest(&id, full, entries)?;
+        let op = journal::Op::Push {
+            prev: index
+                .checkpoints
+                .first()
+                .map(|e| (e.id.clone(), files_changed(&prev, &nodes))),
+            added,
+            entry: store::Entry {
                 id: id.clone(),
                 at,
                 call,
@@ -583,11 +589,12 @@ impl Checkpoints {
                 manifest_bytes,
                 hashes,
             },
-        );
+        };
+        op.apply(index);
         let nodes = Arc::new(nodes);
         state.known = Some(nodes.clone());
         state.newest = Some((id.clone(), nodes));
-        Ok(id)
+        Ok((id, op))
     }
 
     /// Whether a path's parent lies through a symlink (or is not there to say): its call may
@@ -611,37 +618,6 @@ impl Checkpoints {
         })
     }
 
-    /// Apply the bounds (the newest is always kept); what to remove once the index is
-    /// written.
-    fn prune(
-        &self,
-        locked: &store::Locked<'_>,
-        index: &mut store::Index,
-    ) -> Result<store::Garbage, Error> {
-        locked.prune(
-            index,
-            self.config.max_checkpoints.max(1),
-            self.config.max_bytes,
-        )
-    }
-
-    /// Write the index, then remove what the checkpoints it dropped alone held; once every
-    /// `max_checkpoints` dropped checkpoints, sweep the whole store.
-    fn commit(
-        &self,
-        locked: &store::Locked<'_>,
-        index: &mut store::Index,
-        garbage: store::Garbage,
-    ) -> Result<(), Error> {
-        locked.write_index(index)?;
-        locked.remove(garbage);
-        if index.drops_since_sweep >= self.config.max_checkpoints.max(1) {
-            locked.sweep(index)?;
-            locked.write_index(index)?;
-        }
-        Ok(())
-    }
-
     /// After a call: look again at what it may have changed (`scope`), so the next
     /// checkpoint starts from the truth and the newest checkpoint's `changed` counts what the
     /// call changed. `None` forgets what is known (the next checkpoint walks the whole tree).
@@ -661,6 +637,20 @@ impl Checkpoints {
         };
         let mut known = Arc::unwrap_or_clone(known);
         let mut added = 0;
+        let newest = &state.newest.as_ref().expect("ours").1;
+        // The content the call left that no checkpoint names yet: kept for the next one.
+        let mut hashes = Vec::new();
+        let mut fresh = |nodes: &Manifest| {
+            for (p, n) in nodes {
+                if let Some(h) = &n.hash
+                    && newest.get(p).and_then(|m| m.hash.as_ref()) != Some(h)
+                    && !index.after_hashes.contains(h)
+                    && !hashes.contains(h)
+                {
+                    hashes.push(h.clone());
+                }
+            }
+        };
         match scope {
             Scope::Paths(paths) if !self.through_symlink(paths) => {
                 for p in paths {
@@ -669,6 +659,7 @@ impl Checkpoints {
                 for p in paths {
                     let found = self.scan(&known, Some(&locked)).at(p)?;
                     added += found.added_bytes;
+                    fresh(&found.nodes);
                     known.extend(found.nodes);
                 }
             }
@@ -676,16 +667,21 @@ impl Checkpoints {
                 let found = self.scan(&known, Some(&locked)).all()?;
                 added += found.added_bytes;
                 known = found.nodes;
+                fresh(&known);
             }
         }
-        let newest = &state.newest.as_ref().expect("ours").1;
         let changed = files_changed(newest, &known);
-        if let Some(e) = index.checkpoints.first_mut()
-            && (added > 0 || e.changed != changed)
+        if let Some(e) = index.checkpoints.first()
+            && (added > 0 || e.changed != changed || !hashes.is_empty())
         {
-            index.blob_bytes += added;
-            e.changed = changed;
-            locked.write_index(&index)?;
+            let op = journal::Op::After {
+                id: e.id.clone(),
+                changed,
+                added,
+                hashes,
+            };
+            op.apply(&mut index);
+            locked.append(index, op)?;
         } else {
             locked.keep(index);
         }
@@ -696,7 +692,7 @@ impl Checkpoints {
     /// The checkpoints, newest first.
     pub fn list(&self) -> Result<Vec<Checkpoint>, Error> {
         let locked = self.store.lock()?;
-        let index = locked.index()?;
+        let index = locked.settled()?;
         let list = index
             .checkpoints
             .iter()
@@ -716,7 +712,7 @@ impl Checkpoints {
     /// given).
     pub fn diff(&self, id: &str, path: Option<&str>) -> Result<Diff, Error> {
         let locked = self.store.lock()?;
-        let index = locked.index()?;
+        let index = locked.settled()?;
         let then = locked.manifest(&index, id)?;
         let basis = self.basis(&locked, &index)?;
         locked.keep(index);
@@ -819,7 +815,7 @@ impl Checkpoints {
         job_running: bool,
     ) -> Result<Restored, Error> {
         let locked = self.store.lock()?;
-        let mut index = locked.index()?;
+        let mut index = locked.settled()?;
         let then = locked.manifest(&index, id)?;
         let now = if dry_run {
             let basis = self.basis(&locked, &index)?;
@@ -831,12 +827,12 @@ impl Checkpoints {
                 name: "checkpoint_restore".into(),
                 summary: format!("restore {id}"),
             };
-            self.take_locked(&locked, &mut index, &mut state, call, &Scope::All)?;
+            let (_, op) = self.take_locked(&locked, &mut index, &mut state, call, &Scope::All)?;
             // Taken out of what is known: what the restore changes is looked at again by the
             // next checkpoint.
             let now = state.known.take().unwrap_or_default();
-            // Listed before anything changes, so a kill mid-restore leaves it to undo with.
-            locked.write_index(&index)?;
+            // Recorded before anything changes, so a kill mid-restore leaves it to undo with.
+            locked.append(index, op)?;
             now
         };
         let selected = |p: &str| paths.is_none_or(|ps| ps.iter().any(|s| within(p, s)));
@@ -854,8 +850,17 @@ impl Checkpoints {
             plan.apply(self.root.dir(), &locked)
         };
         // The bounds apply once the content restored from was read.
-        let garbage = self.prune(&locked, &mut index)?;
-        self.commit(&locked, &mut index, garbage)?;
+        locked.fold_pending()?;
         Ok(done)
+    }
+}
+
+impl Drop for Checkpoints {
+    /// A clean end: the journal folded into the store's files.
+    fn drop(&mut self) {
+        let folded = self.store.lock().and_then(|l| l.fold_pending());
+        if let Err(e) = folded {
+            tracing::warn!(error = %e, "checkpoint journal not folded");
+        }
     }
 }
