@@ -34,16 +34,16 @@ pub(crate) enum Op {
 
 impl Op {
     /// Apply to `index`.
-    pub(crate) fn apply(&self, index: &mut Index) {
+    pub(crate) fn apply(self, index: &mut Index) {
         match self {
             Op::Push { entry, prev, added } => {
-                if let (Some((id, changed)), Some(first)) = (prev, index.checkpoints.first_mut())
-                    && first.id == *id
+                if let (Some((id, changed)), Some(first)) = (prev, index.checkpoints.front_mut())
+                    && first.id == id
                 {
-                    first.changed = *changed;
+                    first.changed = changed;
                 }
                 index.blob_bytes += added;
-                index.checkpoints.insert(0, entry.clone());
+                index.checkpoints.push_front(entry);
                 index.after_hashes.clear();
             }
             Op::After {
@@ -52,15 +52,15 @@ impl Op {
                 added,
                 hashes,
             } => {
-                if let Some(first) = index.checkpoints.first_mut()
-                    && first.id == *id
+                if let Some(first) = index.checkpoints.front_mut()
+                    && first.id == id
                 {
-                    first.changed = *changed;
+                    first.changed = changed;
                 }
                 index.blob_bytes += added;
                 for h in hashes {
-                    if !index.after_hashes.contains(h) {
-                        index.after_hashes.push(h.clone());
+                    if !index.after_hashes.contains(&h) {
+                        index.after_hashes.push(h);
                     }
                 }
             }
@@ -76,6 +76,16 @@ impl Op {
 struct Head {
     seq: u64,
     op: Op,
+    #[serde(rename = "m")]
+    manifests: Vec<(String, u64)>,
+    #[serde(rename = "b")]
+    blobs: Vec<(String, u64)>,
+}
+
+#[derive(Serialize)]
+struct HeadRef<'a> {
+    seq: u64,
+    op: &'a Op,
     #[serde(rename = "m")]
     manifests: Vec<(String, u64)>,
     #[serde(rename = "b")]
@@ -99,9 +109,9 @@ pub(crate) fn encode(
     manifests: &[(String, Vec<u8>)],
     blobs: &[(String, Vec<u8>)],
 ) -> Result<Vec<u8>, serde_json::Error> {
-    let head = Head {
+    let head = HeadRef {
         seq,
-        op: op.clone(),
+        op,
         manifests: manifests
             .iter()
             .map(|(n, b)| (n.clone(), b.len() as u64))
@@ -185,10 +195,10 @@ fn decode_one(buf: &[u8], at: usize) -> Option<(Record, usize)> {
     ))
 }
 
-/// CRC-32 (IEEE 802.3, the polynomial of zlib and gzip).
+/// CRC-32 (IEEE 802.3, the polynomial of zlib and gzip), eight bytes a step.
 pub(crate) fn crc32(data: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = {
-        let mut t = [0u32; 256];
+    const TABLES: [[u32; 256]; 8] = {
+        let mut t = [[0u32; 256]; 8];
         let mut i = 0;
         while i < 256 {
             let mut c = i as u32;
@@ -201,14 +211,37 @@ pub(crate) fn crc32(data: &[u8]) -> u32 {
                 };
                 k += 1;
             }
-            t[i] = c;
+            t[0][i] = c;
+            i += 1;
+        }
+        let mut i = 0;
+        while i < 256 {
+            let mut k = 1;
+            while k < 8 {
+                let prev = t[k - 1][i];
+                t[k][i] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
+                k += 1;
+            }
             i += 1;
         }
         t
     };
     let mut c = !0u32;
-    for &b in data {
-        c = TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
+    let mut chunks = data.chunks_exact(8);
+    for w in &mut chunks {
+        let lo = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) ^ c;
+        let hi = u32::from_le_bytes([w[4], w[5], w[6], w[7]]);
+        c = TABLES[7][(lo & 0xff) as usize]
+            ^ TABLES[6][((lo >> 8) & 0xff) as usize]
+            ^ TABLES[5][((lo >> 16) & 0xff) as usize]
+            ^ TABLES[4][(lo >> 24) as usize]
+            ^ TABLES[3][(hi & 0xff) as usize]
+            ^ TABLES[2][((hi >> 8) & 0xff) as usize]
+            ^ TABLES[1][((hi >> 16) & 0xff) as usize]
+            ^ TABLES[0][(hi >> 24) as usize];
+    }
+    for &b in chunks.remainder() {
+        c = TABLES[0][((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
     }
     !c
 }
@@ -240,8 +273,13 @@ mod tests {
     }
 
     #[test]
-    fn crc32_of_the_standard_check_string() {
+    fn crc32_of_the_standard_check_strings() {
         assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
+        assert_eq!(
+            crc32(b"The quick brown fox jumps over the lazy dog"),
+            0x414F_A339
+        );
     }
 
     #[test]

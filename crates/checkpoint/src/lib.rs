@@ -505,7 +505,7 @@ impl Checkpoints {
         call: CallInfo,
         scope: &Scope,
     ) -> Result<(String, journal::Op), Error> {
-        let newest_id = index.checkpoints.first().map(|e| e.id.clone());
+        let newest_id = index.checkpoints.front().map(|e| e.id.clone());
         let ours = matches!((&state.newest, &newest_id), (Some((a, _)), Some(b)) if a == b);
         // Taken, not copied (a whole tree's manifest is large): it is replaced below, and
         // should this checkpoint fail the next one reads the newest from the store.
@@ -527,11 +527,16 @@ impl Checkpoints {
                 let mut base = Arc::unwrap_or_clone(base);
                 let mut skipped = Vec::new();
                 let mut added = 0;
+                // Looked at against what is known (what the last call left, its content
+                // stored by `after`): a file unchanged since is not read again.
+                let mut founds = Vec::with_capacity(paths.len());
+                for p in paths {
+                    founds.push(self.scan(&base, Some(locked)).at(p)?);
+                }
                 for p in paths {
                     base.retain(|k, _| !within(k, p));
                 }
-                for p in paths {
-                    let found = self.scan(&prev, Some(locked)).at(p)?;
+                for found in founds {
                     base.extend(found.nodes);
                     skipped.extend(found.skipped);
                     added += found.added_bytes;
@@ -575,7 +580,7 @@ impl Checkpoints {
         let op = journal::Op::Push {
             prev: index
                 .checkpoints
-                .first()
+                .front()
                 .map(|e| (e.id.clone(), files_changed(&prev, &nodes))),
             added,
             entry: store::Entry {
@@ -590,7 +595,6 @@ impl Checkpoints {
                 hashes,
             },
         };
-        op.apply(index);
         let nodes = Arc::new(nodes);
         state.known = Some(nodes.clone());
         state.newest = Some((id.clone(), nodes));
@@ -627,9 +631,9 @@ impl Checkpoints {
             return Ok(());
         };
         let locked = self.store.lock()?;
-        let mut index = locked.index()?;
+        let index = locked.index()?;
         let mut state = self.state();
-        let newest_id = index.checkpoints.first().map(|e| e.id.clone());
+        let newest_id = index.checkpoints.front().map(|e| e.id.clone());
         let ours = matches!((&state.newest, &newest_id), (Some((a, _)), Some(b)) if a == b);
         let (Some(known), true) = (state.known.take(), ours) else {
             locked.keep(index);
@@ -671,7 +675,7 @@ impl Checkpoints {
             }
         }
         let changed = files_changed(newest, &known);
-        if let Some(e) = index.checkpoints.first()
+        if let Some(e) = index.checkpoints.front()
             && (added > 0 || e.changed != changed || !hashes.is_empty())
         {
             let op = journal::Op::After {
@@ -680,7 +684,6 @@ impl Checkpoints {
                 added,
                 hashes,
             };
-            op.apply(&mut index);
             locked.append(index, op)?;
         } else {
             locked.keep(index);
@@ -792,13 +795,13 @@ impl Checkpoints {
         index: &store::Index,
     ) -> Result<Arc<Manifest>, Error> {
         let state = self.state();
-        if let (Some((id, m)), Some(e)) = (&state.newest, index.checkpoints.first())
+        if let (Some((id, m)), Some(e)) = (&state.newest, index.checkpoints.front())
             && *id == e.id
         {
             return Ok(state.known.clone().unwrap_or_else(|| m.clone()));
         }
         drop(state);
-        match index.checkpoints.first() {
+        match index.checkpoints.front() {
             Some(e) => Ok(Arc::new(locked.manifest(index, &e.id)?)),
             None => Ok(Arc::new(Manifest::new())),
         }

@@ -10,7 +10,7 @@
 //! a manifest before the index that names it, and what a dropped checkpoint held removed
 //! only after the index no longer names it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -52,7 +52,7 @@ pub(crate) const MAX_ENTRY_HASHES: usize = 64;
 /// The index file: the checkpoints newest first, and the bytes the blobs hold.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Index {
-    pub(crate) checkpoints: Vec<Entry>,
+    pub(crate) checkpoints: VecDeque<Entry>,
     pub(crate) blob_bytes: u64,
     /// Checkpoints dropped since the last whole sweep of the blobs.
     #[serde(default)]
@@ -156,9 +156,14 @@ const INLINE_MAX: usize = 64 << 10;
 const STAGE_MAX: u64 = 1 << 20;
 /// The journal is folded once longer than this (or a quarter of the byte bound, at least
 /// 64 KiB)…
-const JOURNAL_MAX: u64 = 1 << 20;
+const JOURNAL_MAX: u64 = 4 << 20;
 /// …or once it holds more checkpoints than this many times the count bound (at least 16).
-const JOURNAL_ROUNDS: usize = 4;
+const JOURNAL_ROUNDS: usize = 8;
+/// A whole sweep of the blobs runs once this many times the count bound were dropped since
+/// the last (a fold drops what passed the bound at once, and what the journal held that no
+/// kept checkpoint names is never written: the sweep finds only large blobs installed and
+/// named by none, and temporaries a kill left).
+const SWEEP_ROUNDS: usize = 8;
 
 fn io_err(e: impl Into<io::Error>) -> Error {
     Error::Store(e.into())
@@ -403,7 +408,7 @@ impl Locked<'_> {
         Ok(())
     }
 
-    /// Record `op` (already applied to `index`) with what this operation staged: one record
+    /// Record `op` (then applied to `index`) with what this operation staged: one record
     /// appended to the journal with one `write`. Once the journal is long enough it is
     /// folded.
     pub(crate) fn append(&self, mut index: Index, op: Op) -> Result<(), Error> {
@@ -425,6 +430,7 @@ impl Locked<'_> {
         }
         c.journal_len += bytes.len() as u64;
         c.pushes += usize::from(op.is_push());
+        op.apply(&mut index);
         c.blobs.extend(blobs.into_iter().map(|(h, _)| h));
         c.index = Some(index);
         let (max_len, max_pushes) = self.store.journal_max();
@@ -513,7 +519,7 @@ impl Locked<'_> {
             c.journal_len = 0;
         }
         self.remove(garbage);
-        if index.drops_since_sweep >= self.store.max {
+        if index.drops_since_sweep >= SWEEP_ROUNDS * self.store.max {
             self.sweep(&mut index)?;
             self.write_index(&index)?;
         }
@@ -567,7 +573,7 @@ impl Locked<'_> {
                 whole.into_iter().map(|(p, n)| (p, Some(n))).collect();
             let bytes = self.stage_manifest(&base_id, true, entries)?;
             self.discard_manifest(&manifest_name(&base_id, false), &mut garbage);
-            let e = index.checkpoints.last_mut().expect("present");
+            let e = index.checkpoints.back_mut().expect("present");
             e.full = true;
             e.parent = None;
             e.manifest_bytes = bytes;
@@ -576,7 +582,7 @@ impl Locked<'_> {
         for h in &index.after_hashes {
             candidates.remove(h);
         }
-        for e in &index.checkpoints[..max - 1] {
+        for e in index.checkpoints.range(..max - 1) {
             if candidates.is_empty() {
                 break;
             }
@@ -790,7 +796,7 @@ impl Locked<'_> {
             self.sweep(index)?;
         }
         while over(index) {
-            let oldest = index.checkpoints.pop().expect("more than one");
+            let oldest = index.checkpoints.pop_back().expect("more than one");
             index.drops_since_sweep += 1;
             let oldest_nodes = if oldest.full {
                 Some(self.read_manifest(&oldest)?)
@@ -798,8 +804,8 @@ impl Locked<'_> {
                 None
             };
             let mut with_oldest = index.clone();
-            with_oldest.checkpoints.push(oldest.clone());
-            let next = index.checkpoints.last().expect("more than one").clone();
+            with_oldest.checkpoints.push_back(oldest.clone());
+            let next = index.checkpoints.back().expect("more than one").clone();
             // The next oldest becomes the base of the chain: written whole, under a name of
             // its own (its delta stays until the index names the whole one).
             let next_nodes: BTreeMap<String, Option<Node>> = if next.full {
@@ -808,7 +814,7 @@ impl Locked<'_> {
                 let whole = self.manifest(&with_oldest, &next.id)?;
                 let whole: BTreeMap<_, _> = whole.into_iter().map(|(p, n)| (p, Some(n))).collect();
                 let bytes = self.write_manifest(&next.id, true, whole.clone())?;
-                let e = index.checkpoints.last_mut().expect("present");
+                let e = index.checkpoints.back_mut().expect("present");
                 e.full = true;
                 e.parent = None;
                 e.manifest_bytes = bytes;
@@ -842,7 +848,7 @@ impl Locked<'_> {
                 continue;
             }
             let rest = index.checkpoints.len() - 1;
-            for e in &index.checkpoints[..rest] {
+            for e in index.checkpoints.range(..rest) {
                 match &e.hashes {
                     Some(hs) => {
                         for h in hs {
