@@ -18,22 +18,43 @@
 //! root). Content is stored once, named by its SHA-256 (`blobs/ab/cdef…`); each checkpoint
 //! has a manifest (path → kind, mode, size, times, inode, hash or link target), whole for the
 //! oldest kept and otherwise only what differs from the one before; `index.json` lists the
-//! checkpoints newest first. Every file of the store is written whole under a temporary name
-//! beneath the store and renamed over its final name: a kill leaves the old file or the new
-//! one, never a torn one, so a later server over the same root lists and restores what an
-//! earlier one recorded. Nothing is `fsync`ed (a checkpoint is taken before every changing
-//! call and must cost little beside it): a killed server loses nothing, since what it wrote
-//! stands in the page cache; a power loss or a kernel crash may lose the newest checkpoints.
-//! A lock file serializes the servers of one root; a server reads the index again only when
-//! `index.json` is no longer the file it last read or wrote (another server's checkpoint in
-//! between). Bounds: at most
+//! checkpoints newest first. That is the store's regular form, and every file of it is
+//! written whole under a temporary name beneath the store and renamed over its final name: a
+//! kill leaves the old file or the new one, never a torn one.
+//!
+//! A checkpoint does not write those files. It appends one record to `journal` with one
+//! `write` (the store's lock held): the index entry, the manifest delta and the content it
+//! read (blobs and manifests over 64 KiB are installed as files first, and named by the
+//! record). A call's end appends a smaller one (what the call changed, the content it left).
+//! Each record is length-prefixed and carries a CRC-32 of its bytes; a reader stops at the
+//! first record that is short or fails its checksum, so what a kill (or a full disk) cut
+//! short is discarded, not an error, and the next fold empties the journal behind it. The
+//! journal is folded into the regular form (the files written, the index rewritten once, the
+//! journal emptied) when it passes 4 MiB (less under a small byte bound) or holds eight times
+//! [`Config::max_checkpoints`] checkpoints, before a list, a diff or a restore, when a server
+//! finds another server's records in it, and at a server's clean end (when [`Checkpoints`] is
+//! dropped). A record the index already holds (a kill between the index's rename and the
+//! journal's truncation) is recognised by its sequence number and skipped.
+//!
+//! Nothing is `fsync`ed (a checkpoint is taken before every changing call and must cost
+//! little beside it): a killed server loses nothing, since what it wrote, the journal
+//! included, stands in the page cache; a power loss or a kernel crash may lose the newest
+//! checkpoints. A lock file serializes the servers of one root, the journal included (one
+//! journal per store, appended and folded only under the lock); a server reads the index
+//! again only when `index.json` is no longer the file it last read or wrote, or the journal
+//! is not the length it left (another server's checkpoint in between). Bounds: at most
 //! [`Config::max_checkpoints`] and [`Config::max_bytes`] (the store's blobs and manifests),
-//! the oldest dropped first (the newest is always kept), and a blob no kept manifest names is
-//! removed with it: found from the new oldest's manifest and the hashes each later
-//! checkpoint's index entry lists, without reading every manifest. A whole sweep (every
-//! manifest read, every blob listed) runs only when the byte bound is exceeded and once every
-//! [`Config::max_checkpoints`] dropped checkpoints (a blob stored after a call and replaced
-//! before the next checkpoint is named by none and found only then).
+//! the oldest dropped first (the newest is always kept), applied when the journal is folded
+//! (so a list never shows more than the bounds). The checkpoints past the count bound are
+//! dropped at once: the new oldest written whole, what the journal held for the dropped ones
+//! never written, and a blob no kept checkpoint names removed (found from the dropped
+//! manifests and the hashes each kept checkpoint's index entry lists, without reading every
+//! manifest). Content a call left that no checkpoint names yet is listed in the index
+//! until the next checkpoint, which names it without reading it again, so no fold removes
+//! it meanwhile. A whole sweep (every manifest read, every blob listed) runs only when the
+//! byte bound is exceeded and once every eight times [`Config::max_checkpoints`] dropped
+//! checkpoints (a large blob stored after a call and replaced before the next checkpoint is
+//! named by none and found only then).
 //!
 //! # Incremental
 //!

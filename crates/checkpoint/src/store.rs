@@ -1,21 +1,25 @@
 //! The store: blobs named by the SHA-256 of their content, one manifest per checkpoint, and an
-//! index of the checkpoints, newest first.
+//! index of the checkpoints, newest first (the regular form), and the journal each checkpoint
+//! is appended to before it is folded into that form (see the crate docs and the `journal`
+//! module).
 //!
-//! Every file it writes is written whole under a temporary name beside its final one, then
-//! renamed over it: a reader, and a later server after a kill, sees the old file or the new
-//! one, never a torn one. Nothing is `fsync`ed: a checkpoint taken before each call must cost
-//! little beside the call, and a killed server loses nothing (what it wrote stands in the
-//! page cache). Only a power loss or a kernel crash may lose the newest checkpoints (see
-//! docs/DECISIONS.md). The order of the writes keeps every state a kill can leave readable:
-//! a manifest before the index that names it, and what a dropped checkpoint held removed
-//! only after the index no longer names it.
+//! Every file of the regular form is written whole under a temporary name beside its final
+//! one, then renamed over it: a reader, and a later server after a kill, sees the old file or
+//! the new one, never a torn one. Nothing is `fsync`ed: a checkpoint taken before each call
+//! must cost little beside the call, and a killed server loses nothing (what it wrote stands
+//! in the page cache). Only a power loss or a kernel crash may lose the newest checkpoints
+//! (see docs/DECISIONS.md). The order of the writes keeps every state a kill can leave
+//! readable: a journal record only once the large files it names are installed; in a fold,
+//! the blobs and manifests before the index that names them, the journal emptied after the
+//! index is written, and what a dropped checkpoint held removed only after the index no
+//! longer names it.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::io::{self, Read};
 use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -335,7 +339,9 @@ impl Locked<'_> {
     }
 
     fn journal_len(&self) -> Result<u64, Error> {
-        Ok(rustix::fs::fstat(&self.store.journal).map_err(io_err)?.st_size as u64)
+        Ok(rustix::fs::fstat(&self.store.journal)
+            .map_err(io_err)?
+            .st_size as u64)
     }
 
     /// The index with the journal's records applied: the one this process last read or wrote
@@ -474,7 +480,10 @@ impl Locked<'_> {
         };
         let len = self.journal_len()?;
         let mut buf = vec![0; len as usize];
-        self.store.journal.read_exact_at(&mut buf, 0).map_err(io_err)?;
+        self.store
+            .journal
+            .read_exact_at(&mut buf, 0)
+            .map_err(io_err)?;
         let (records, _) = journal::decode(&buf);
         drop(buf);
         let mut applied = false;
@@ -492,20 +501,22 @@ impl Locked<'_> {
                 applied = true;
             }
         }
-        if !applied && len == 0 {
-            if let Some(f) = file {
-                let st = rustix::fs::fstat(&f).map_err(io_err)?;
-                *self.cache() = Some(Cached {
-                    stamp: Stamp::of(&st),
-                    _file: f,
-                    journal_len: 0,
-                    pushes: 0,
-                    blobs: HashSet::new(),
-                    index: Some(index),
-                });
-                return Ok(());
-            }
-            // No index file yet: written below, so its stamp can be kept.
+        // Nothing to fold: the index as read. (With no index file yet, one is written below,
+        // so that its stamp can be kept.)
+        if !applied
+            && len == 0
+            && let Some(f) = file
+        {
+            let st = rustix::fs::fstat(&f).map_err(io_err)?;
+            *self.cache() = Some(Cached {
+                stamp: Stamp::of(&st),
+                _file: f,
+                journal_len: 0,
+                pushes: 0,
+                blobs: HashSet::new(),
+                index: Some(index),
+            });
+            return Ok(());
         }
         let mut garbage = self.drop_oldest(&mut index)?;
         self.flush()?;
@@ -718,7 +729,12 @@ impl Locked<'_> {
     }
 
     fn read_manifest(&self, entry: &Entry) -> Result<BTreeMap<String, Option<Node>>, Error> {
-        let staged = |full| self.staged().manifests.get(&manifest_name(&entry.id, full)).cloned();
+        let staged = |full| {
+            self.staged()
+                .manifests
+                .get(&manifest_name(&entry.id, full))
+                .cloned()
+        };
         let bytes = match staged(entry.full) {
             Some(b) => b,
             None => {
@@ -778,12 +794,7 @@ impl Locked<'_> {
     /// manifests: the caller removes them once the index that no longer names them is
     /// written. No whole sweep, except first when the byte bound is exceeded (so that the
     /// bytes counted are exact before anything is dropped for them).
-    fn prune(
-        &self,
-        index: &mut Index,
-        max: usize,
-        max_bytes: u64,
-    ) -> Result<Garbage, Error> {
+    fn prune(&self, index: &mut Index, max: usize, max_bytes: u64) -> Result<Garbage, Error> {
         let mut garbage = Garbage::default();
         let over = |index: &Index| {
             index.checkpoints.len() > 1

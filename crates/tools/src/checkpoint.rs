@@ -263,9 +263,7 @@ impl Tool for Checkpointed {
 /// A checkpoint of a changing call, off the reactor as the tools' own filesystem work is: on
 /// their pool (threads kept warm, one hand-off each way) on a multi-thread runtime, inline on
 /// a current-thread one (`confine call`). A panic is caught (`Err`): the call still runs.
-async fn store_work<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, ()> {
+async fn store_work<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ()> {
     let caught = crate::blocking::off_reactor(move || {
         Ok(std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)))
     })
