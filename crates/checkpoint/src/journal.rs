@@ -58,8 +58,11 @@ impl Op {
                     first.changed = changed;
                 }
                 index.blob_bytes += added;
+                let had: std::collections::HashSet<String> =
+                    index.after_hashes.iter().cloned().collect();
+                let mut added: std::collections::HashSet<String> = std::collections::HashSet::new();
                 for h in hashes {
-                    if !index.after_hashes.contains(&h) {
+                    if !had.contains(&h) && added.insert(h.clone()) {
                         index.after_hashes.push(h);
                     }
                 }

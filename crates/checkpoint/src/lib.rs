@@ -665,12 +665,13 @@ impl Checkpoints {
         let newest = &state.newest.as_ref().expect("ours").1;
         // The content the call left that no checkpoint names yet: kept for the next one.
         let mut hashes = Vec::new();
+        let mut seen: std::collections::HashSet<String> =
+            index.after_hashes.iter().cloned().collect();
         let mut fresh = |nodes: &Manifest| {
             for (p, n) in nodes {
                 if let Some(h) = &n.hash
                     && newest.get(p).and_then(|m| m.hash.as_ref()) != Some(h)
-                    && !index.after_hashes.contains(h)
-                    && !hashes.contains(h)
+                    && seen.insert(h.clone())
                 {
                     hashes.push(h.clone());
                 }
