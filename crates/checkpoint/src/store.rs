@@ -156,8 +156,10 @@ const JOURNAL: &str = "journal";
 /// The largest blob or manifest a journal record carries; a larger one is installed as a file
 /// of its own before the record that names it.
 const INLINE_MAX: usize = 64 << 10;
-/// The most blob bytes one record carries.
+/// The most blob bytes, and the most blobs, one record carries (a run that changed more
+/// installs the rest as files: a fold would write them anyway).
 const STAGE_MAX: u64 = 1 << 20;
+const STAGE_MAX_BLOBS: usize = 1024;
 /// The journal is folded once longer than this (or a quarter of the byte bound, at least
 /// 64 KiB)…
 const JOURNAL_MAX: u64 = 4 << 20;
@@ -645,7 +647,10 @@ impl Locked<'_> {
             if staged.blobs.contains_key(hash) {
                 return Ok(0);
             }
-            if bytes.len() <= INLINE_MAX && staged.blob_bytes + bytes.len() as u64 <= STAGE_MAX {
+            if bytes.len() <= INLINE_MAX
+                && staged.blob_bytes + bytes.len() as u64 <= STAGE_MAX
+                && staged.blobs.len() < STAGE_MAX_BLOBS
+            {
                 if self.dir().symlink_metadata(blob_path(hash)).is_ok() {
                     return Ok(0);
                 }
