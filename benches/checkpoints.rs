@@ -72,6 +72,13 @@ fn bench(c: &mut Criterion) {
             v.sort_by(f64::total_cmp);
             v[((v.len() - 1) as f64 * f) as usize]
         };
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        eprintln!(
+            "{n} pairs: means with {:.3} ms, without {:.3} ms ({:.2}x)",
+            mean(&with),
+            mean(&without),
+            mean(&with) / mean(&without),
+        );
         eprintln!(
             "{n} pairs: with {:.3} ms, without {:.3} ms (medians); with/without per pair: median \
              {:.2}x, quartiles {:.2}x to {:.2}x",
