@@ -31,7 +31,8 @@
 //! short is discarded, not an error, and the next fold empties the journal behind it. The
 //! journal is folded into the regular form (the files written, the index rewritten once, the
 //! journal emptied) when it passes 4 MiB (less under a small byte bound) or holds eight times
-//! [`Config::max_checkpoints`] checkpoints, before a list, a diff or a restore, when a server
+//! [`Config::max_checkpoints`] checkpoints, as soon as the store passes
+//! [`Config::max_bytes`], before a list, a diff or a restore, when a server
 //! finds another server's records in it, and at a server's clean end (when [`Checkpoints`] is
 //! dropped). A record the index already holds (a kill between the index's rename and the
 //! journal's truncation) is recognised by its sequence number and skipped.

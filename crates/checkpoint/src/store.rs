@@ -442,7 +442,13 @@ impl Locked<'_> {
         c.blobs.extend(blobs.into_iter().map(|(h, _)| h));
         c.index = Some(index);
         let (max_len, max_pushes) = self.store.journal_max();
-        let full = c.journal_len > max_len || c.pushes > max_pushes;
+        // Past the byte bound (large content is installed at once): folded now, so the bound
+        // holds on disk too, not only in what a list shows.
+        let over = c
+            .index
+            .as_ref()
+            .is_some_and(|i| i.total_bytes() > self.store.max_bytes);
+        let full = c.journal_len > max_len || c.pushes > max_pushes || over;
         drop(cache);
         if full {
             self.fold()?;
