@@ -661,7 +661,6 @@ impl Checkpoints {
             locked.keep(index);
             return Ok(());
         };
-        let mut known = Arc::unwrap_or_clone(known);
         let mut added = 0;
         let newest = &state.newest.as_ref().expect("ours").1;
         // The content the call left that no checkpoint names yet: kept for the next one.
@@ -678,8 +677,9 @@ impl Checkpoints {
                 }
             }
         };
-        match scope {
+        let known = match scope {
             Scope::Paths(paths) if !self.through_symlink(paths) => {
+                let mut known = Arc::unwrap_or_clone(known);
                 for p in paths {
                     known.retain(|k, _| !within(k, p));
                 }
@@ -689,14 +689,17 @@ impl Checkpoints {
                     fresh(&found.nodes);
                     known.extend(found.nodes);
                 }
+                known
             }
             _ => {
+                // A whole walk replaces what is known: compared with, not copied.
                 let found = self.scan(&known, Some(&locked)).all()?;
+                drop(known);
                 added += found.added_bytes;
-                known = found.nodes;
-                fresh(&known);
+                fresh(&found.nodes);
+                found.nodes
             }
-        }
+        };
         let changed = files_changed(newest, &known);
         if let Some(e) = index.checkpoints.front()
             && (added > 0 || e.changed != changed || !hashes.is_empty())
