@@ -18,22 +18,44 @@
 //! root). Content is stored once, named by its SHA-256 (`blobs/ab/cdef…`); each checkpoint
 //! has a manifest (path → kind, mode, size, times, inode, hash or link target), whole for the
 //! oldest kept and otherwise only what differs from the one before; `index.json` lists the
-//! checkpoints newest first. Every file of the store is written whole under a temporary name
-//! beneath the store and renamed over its final name: a kill leaves the old file or the new
-//! one, never a torn one, so a later server over the same root lists and restores what an
-//! earlier one recorded. Nothing is `fsync`ed (a checkpoint is taken before every changing
-//! call and must cost little beside it): a killed server loses nothing, since what it wrote
-//! stands in the page cache; a power loss or a kernel crash may lose the newest checkpoints.
-//! A lock file serializes the servers of one root; a server reads the index again only when
-//! `index.json` is no longer the file it last read or wrote (another server's checkpoint in
-//! between). Bounds: at most
+//! checkpoints newest first. That is the store's regular form, and every file of it is
+//! written whole under a temporary name beneath the store and renamed over its final name: a
+//! kill leaves the old file or the new one, never a torn one.
+//!
+//! A checkpoint does not write those files. It appends one record to `journal` with one
+//! `write` (the store's lock held): the index entry, the manifest delta and the content it
+//! read (blobs and manifests over 64 KiB are installed as files first, and named by the
+//! record). A call's end appends a smaller one (what the call changed, the content it left).
+//! Each record is length-prefixed and carries a CRC-32 of its bytes; a reader stops at the
+//! first record that is short or fails its checksum, so what a kill (or a full disk) cut
+//! short is discarded, not an error, and the next fold empties the journal behind it. The
+//! journal is folded into the regular form (the files written, the index rewritten once, the
+//! journal emptied) when it passes 4 MiB (less under a small byte bound) or holds eight times
+//! [`Config::max_checkpoints`] checkpoints, as soon as the store passes
+//! [`Config::max_bytes`], before a list, a diff or a restore, when a server
+//! finds another server's records in it, and at a server's clean end (when [`Checkpoints`] is
+//! dropped). A record the index already holds (a kill between the index's rename and the
+//! journal's truncation) is recognised by its sequence number and skipped.
+//!
+//! Nothing is `fsync`ed (a checkpoint is taken before every changing call and must cost
+//! little beside it): a killed server loses nothing, since what it wrote, the journal
+//! included, stands in the page cache; a power loss or a kernel crash may lose the newest
+//! checkpoints. A lock file serializes the servers of one root, the journal included (one
+//! journal per store, appended and folded only under the lock); a server reads the index
+//! again only when `index.json` is no longer the file it last read or wrote, or the journal
+//! is not the length it left (another server's checkpoint in between). Bounds: at most
 //! [`Config::max_checkpoints`] and [`Config::max_bytes`] (the store's blobs and manifests),
-//! the oldest dropped first (the newest is always kept), and a blob no kept manifest names is
-//! removed with it: found from the new oldest's manifest and the hashes each later
-//! checkpoint's index entry lists, without reading every manifest. A whole sweep (every
-//! manifest read, every blob listed) runs only when the byte bound is exceeded and once every
-//! [`Config::max_checkpoints`] dropped checkpoints (a blob stored after a call and replaced
-//! before the next checkpoint is named by none and found only then).
+//! the oldest dropped first (the newest is always kept), applied when the journal is folded
+//! (so a list never shows more than the bounds). The checkpoints past the count bound are
+//! dropped at once: the new oldest written whole, what the journal held for the dropped ones
+//! never written, and a blob no kept checkpoint names removed (found from the dropped
+//! manifests and the hashes each kept checkpoint's index entry lists, without reading every
+//! manifest). Content a call left that no checkpoint names yet is listed in the index
+//! until the next checkpoint, which names it without reading it again, so no fold removes
+//! it meanwhile. A whole sweep (every manifest read, every blob listed) runs only when the
+//! byte bound is exceeded and once every eight times [`Config::max_checkpoints`] dropped
+//! checkpoints (a large blob stored after a call and replaced before the next checkpoint is
+//! named by none and found only then).
 //!
 //! # Incremental
 //!
@@ -68,6 +90,7 @@ use confine_rootid::WorkspaceRoot;
 use serde::{Deserialize, Serialize};
 
 mod apply;
+mod journal;
 mod scan;
 mod store;
 
@@ -456,7 +479,7 @@ impl Checkpoints {
         exclude: Arc<dyn Exclude>,
     ) -> Result<Self, Error> {
         check_dir(&root, &config.dir)?;
-        let store = store::Store::open(&config.dir)?;
+        let store = store::Store::open(&config.dir, config.max_checkpoints, config.max_bytes)?;
         Ok(Self {
             root,
             store,
@@ -491,9 +514,8 @@ impl Checkpoints {
         let locked = self.store.lock()?;
         let mut index = locked.index()?;
         let mut state = self.state();
-        let taken = self.take_locked(&locked, &mut index, &mut state, call, scope)?;
-        let garbage = self.prune(&locked, &mut index)?;
-        self.commit(&locked, &mut index, garbage)?;
+        let (taken, op) = self.take_locked(&locked, &mut index, &mut state, call, scope)?;
+        locked.append(index, op)?;
         Ok(taken)
     }
 
@@ -504,15 +526,21 @@ impl Checkpoints {
         state: &mut State,
         call: CallInfo,
         scope: &Scope,
-    ) -> Result<String, Error> {
-        let newest_id = index.checkpoints.first().map(|e| e.id.clone());
+    ) -> Result<(String, journal::Op), Error> {
+        let newest_id = index.checkpoints.front().map(|e| e.id.clone());
         let ours = matches!((&state.newest, &newest_id), (Some((a, _)), Some(b)) if a == b);
         // Taken, not copied (a whole tree's manifest is large): it is replaced below, and
         // should this checkpoint fail the next one reads the newest from the store.
         let newest = state.newest.take();
         let prev: Arc<Manifest> = match (newest, &newest_id) {
             (Some((_, m)), Some(_)) if ours => m,
-            (_, Some(id)) => Arc::new(locked.manifest(index, id)?),
+            (_, Some(id)) => {
+                // Another server's checkpoint (or none of this one's known): read from the
+                // store's files, the journal folded first.
+                locked.keep(std::mem::take(index));
+                *index = locked.settled()?;
+                Arc::new(locked.manifest(index, id)?)
+            }
             _ => Arc::new(Manifest::new()),
         };
         let known = if ours { state.known.take() } else { None };
@@ -521,11 +549,16 @@ impl Checkpoints {
                 let mut base = Arc::unwrap_or_clone(base);
                 let mut skipped = Vec::new();
                 let mut added = 0;
+                // Looked at against what is known (what the last call left, its content
+                // stored by `after`): a file unchanged since is not read again.
+                let mut founds = Vec::with_capacity(paths.len());
+                for p in paths {
+                    founds.push(self.scan(&base, Some(locked)).at(p)?);
+                }
                 for p in paths {
                     base.retain(|k, _| !within(k, p));
                 }
-                for p in paths {
-                    let found = self.scan(&prev, Some(locked)).at(p)?;
+                for found in founds {
                     base.extend(found.nodes);
                     skipped.extend(found.skipped);
                     added += found.added_bytes;
@@ -565,14 +598,14 @@ impl Checkpoints {
             hs
         });
         let hashes = hashes.filter(|hs| hs.len() <= store::MAX_ENTRY_HASHES);
-        let manifest_bytes = locked.write_manifest(&id, full, entries)?;
-        if let Some(previous) = index.checkpoints.first_mut() {
-            previous.changed = files_changed(&prev, &nodes);
-        }
-        index.blob_bytes += added;
-        index.checkpoints.insert(
-            0,
-            store::Entry {
+        let manifest_bytes = locked.stage_manifest(&id, full, entries)?;
+        let op = journal::Op::Push {
+            prev: index
+                .checkpoints
+                .front()
+                .map(|e| (e.id.clone(), files_changed(&prev, &nodes))),
+            added,
+            entry: store::Entry {
                 id: id.clone(),
                 at,
                 call,
@@ -583,11 +616,11 @@ impl Checkpoints {
                 manifest_bytes,
                 hashes,
             },
-        );
+        };
         let nodes = Arc::new(nodes);
         state.known = Some(nodes.clone());
         state.newest = Some((id.clone(), nodes));
-        Ok(id)
+        Ok((id, op))
     }
 
     /// Whether a path's parent lies through a symlink (or is not there to say): its call may
@@ -611,37 +644,6 @@ impl Checkpoints {
         })
     }
 
-    /// Apply the bounds (the newest is always kept); what to remove once the index is
-    /// written.
-    fn prune(
-        &self,
-        locked: &store::Locked<'_>,
-        index: &mut store::Index,
-    ) -> Result<store::Garbage, Error> {
-        locked.prune(
-            index,
-            self.config.max_checkpoints.max(1),
-            self.config.max_bytes,
-        )
-    }
-
-    /// Write the index, then remove what the checkpoints it dropped alone held; once every
-    /// `max_checkpoints` dropped checkpoints, sweep the whole store.
-    fn commit(
-        &self,
-        locked: &store::Locked<'_>,
-        index: &mut store::Index,
-        garbage: store::Garbage,
-    ) -> Result<(), Error> {
-        locked.write_index(index)?;
-        locked.remove(garbage);
-        if index.drops_since_sweep >= self.config.max_checkpoints.max(1) {
-            locked.sweep(index)?;
-            locked.write_index(index)?;
-        }
-        Ok(())
-    }
-
     /// After a call: look again at what it may have changed (`scope`), so the next
     /// checkpoint starts from the truth and the newest checkpoint's `changed` counts what the
     /// call changed. `None` forgets what is known (the next checkpoint walks the whole tree).
@@ -651,41 +653,64 @@ impl Checkpoints {
             return Ok(());
         };
         let locked = self.store.lock()?;
-        let mut index = locked.index()?;
+        let index = locked.index()?;
         let mut state = self.state();
-        let newest_id = index.checkpoints.first().map(|e| e.id.clone());
+        let newest_id = index.checkpoints.front().map(|e| e.id.clone());
         let ours = matches!((&state.newest, &newest_id), (Some((a, _)), Some(b)) if a == b);
         let (Some(known), true) = (state.known.take(), ours) else {
             locked.keep(index);
             return Ok(());
         };
-        let mut known = Arc::unwrap_or_clone(known);
         let mut added = 0;
-        match scope {
+        let newest = &state.newest.as_ref().expect("ours").1;
+        // The content the call left that no checkpoint names yet: kept for the next one.
+        let mut hashes = Vec::new();
+        let mut seen: std::collections::HashSet<String> =
+            index.after_hashes.iter().cloned().collect();
+        let mut fresh = |nodes: &Manifest| {
+            for (p, n) in nodes {
+                if let Some(h) = &n.hash
+                    && newest.get(p).and_then(|m| m.hash.as_ref()) != Some(h)
+                    && seen.insert(h.clone())
+                {
+                    hashes.push(h.clone());
+                }
+            }
+        };
+        let known = match scope {
             Scope::Paths(paths) if !self.through_symlink(paths) => {
+                let mut known = Arc::unwrap_or_clone(known);
                 for p in paths {
                     known.retain(|k, _| !within(k, p));
                 }
                 for p in paths {
                     let found = self.scan(&known, Some(&locked)).at(p)?;
                     added += found.added_bytes;
+                    fresh(&found.nodes);
                     known.extend(found.nodes);
                 }
+                known
             }
             _ => {
+                // A whole walk replaces what is known: compared with, not copied.
                 let found = self.scan(&known, Some(&locked)).all()?;
+                drop(known);
                 added += found.added_bytes;
-                known = found.nodes;
+                fresh(&found.nodes);
+                found.nodes
             }
-        }
-        let newest = &state.newest.as_ref().expect("ours").1;
+        };
         let changed = files_changed(newest, &known);
-        if let Some(e) = index.checkpoints.first_mut()
-            && (added > 0 || e.changed != changed)
+        if let Some(e) = index.checkpoints.front()
+            && (added > 0 || e.changed != changed || !hashes.is_empty())
         {
-            index.blob_bytes += added;
-            e.changed = changed;
-            locked.write_index(&index)?;
+            let op = journal::Op::After {
+                id: e.id.clone(),
+                changed,
+                added,
+                hashes,
+            };
+            locked.append(index, op)?;
         } else {
             locked.keep(index);
         }
@@ -696,7 +721,7 @@ impl Checkpoints {
     /// The checkpoints, newest first.
     pub fn list(&self) -> Result<Vec<Checkpoint>, Error> {
         let locked = self.store.lock()?;
-        let index = locked.index()?;
+        let index = locked.settled()?;
         let list = index
             .checkpoints
             .iter()
@@ -716,7 +741,7 @@ impl Checkpoints {
     /// given).
     pub fn diff(&self, id: &str, path: Option<&str>) -> Result<Diff, Error> {
         let locked = self.store.lock()?;
-        let index = locked.index()?;
+        let index = locked.settled()?;
         let then = locked.manifest(&index, id)?;
         let basis = self.basis(&locked, &index)?;
         locked.keep(index);
@@ -796,13 +821,13 @@ impl Checkpoints {
         index: &store::Index,
     ) -> Result<Arc<Manifest>, Error> {
         let state = self.state();
-        if let (Some((id, m)), Some(e)) = (&state.newest, index.checkpoints.first())
+        if let (Some((id, m)), Some(e)) = (&state.newest, index.checkpoints.front())
             && *id == e.id
         {
             return Ok(state.known.clone().unwrap_or_else(|| m.clone()));
         }
         drop(state);
-        match index.checkpoints.first() {
+        match index.checkpoints.front() {
             Some(e) => Ok(Arc::new(locked.manifest(index, &e.id)?)),
             None => Ok(Arc::new(Manifest::new())),
         }
@@ -819,7 +844,7 @@ impl Checkpoints {
         job_running: bool,
     ) -> Result<Restored, Error> {
         let locked = self.store.lock()?;
-        let mut index = locked.index()?;
+        let mut index = locked.settled()?;
         let then = locked.manifest(&index, id)?;
         let now = if dry_run {
             let basis = self.basis(&locked, &index)?;
@@ -831,12 +856,12 @@ impl Checkpoints {
                 name: "checkpoint_restore".into(),
                 summary: format!("restore {id}"),
             };
-            self.take_locked(&locked, &mut index, &mut state, call, &Scope::All)?;
+            let (_, op) = self.take_locked(&locked, &mut index, &mut state, call, &Scope::All)?;
             // Taken out of what is known: what the restore changes is looked at again by the
             // next checkpoint.
             let now = state.known.take().unwrap_or_default();
-            // Listed before anything changes, so a kill mid-restore leaves it to undo with.
-            locked.write_index(&index)?;
+            // Recorded before anything changes, so a kill mid-restore leaves it to undo with.
+            locked.append(index, op)?;
             now
         };
         let selected = |p: &str| paths.is_none_or(|ps| ps.iter().any(|s| within(p, s)));
@@ -854,8 +879,17 @@ impl Checkpoints {
             plan.apply(self.root.dir(), &locked)
         };
         // The bounds apply once the content restored from was read.
-        let garbage = self.prune(&locked, &mut index)?;
-        self.commit(&locked, &mut index, garbage)?;
+        locked.fold_pending()?;
         Ok(done)
+    }
+}
+
+impl Drop for Checkpoints {
+    /// A clean end: the journal folded into the store's files.
+    fn drop(&mut self) {
+        let folded = self.store.lock().and_then(|l| l.fold_pending());
+        if let Err(e) = folded {
+            tracing::warn!(error = %e, "checkpoint journal not folded");
+        }
     }
 }

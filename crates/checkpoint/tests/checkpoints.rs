@@ -513,3 +513,99 @@ fn two_servers_on_one_root_interleave_and_each_restores_exact() {
         let _ = end;
     }
 }
+
+#[test]
+fn a_checkpoint_is_one_journal_record_until_folded_and_survives_a_kill() {
+    let fx = Fixture::new();
+    fs::write(fx.p("f"), "v0").unwrap();
+    let scope = Scope::Paths(vec!["f".into()]);
+    let cp = fx.open();
+    let mut ids = Vec::new();
+    for i in 1..=2 {
+        ids.push(cp.take(call("write_file"), &scope).unwrap());
+        fs::write(fx.p("f"), format!("v{i}")).unwrap();
+        cp.after(Some(&scope)).unwrap();
+    }
+    // No manifest file per checkpoint: the records wait in the journal.
+    let store = fx.store.path().join("store");
+    assert_eq!(fs::read_dir(store.join("manifests")).unwrap().count(), 0);
+    assert!(fs::metadata(store.join("journal")).unwrap().len() > 0);
+    // Killed right after the calls returned: no clean end folds the journal.
+    std::mem::forget(cp);
+    let cp = fx.open();
+    let list = cp.list().unwrap();
+    let listed: Vec<&str> = list.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(listed, vec![ids[1].as_str(), ids[0].as_str()]);
+    assert_eq!(list[1].changed, 1);
+    // Folded by the list: the journal is empty, the manifests are files.
+    assert_eq!(fs::metadata(store.join("journal")).unwrap().len(), 0);
+    assert_eq!(fs::read_dir(store.join("manifests")).unwrap().count(), 2);
+    cp.restore(&ids[0], None, false, false).unwrap();
+    assert_eq!(fs::read_to_string(fx.p("f")).unwrap(), "v0");
+}
+
+#[test]
+fn a_journal_torn_mid_record_is_read_without_that_record_and_without_error() {
+    let fx = Fixture::new();
+    fs::write(fx.p("f"), "v0").unwrap();
+    let scope = Scope::Paths(vec!["f".into()]);
+    let cp = fx.open();
+    let mut ids = Vec::new();
+    for i in 1..=3 {
+        ids.push(cp.take(call("write_file"), &scope).unwrap());
+        fs::write(fx.p("f"), format!("v{i}")).unwrap();
+        if i < 3 {
+            cp.after(Some(&scope)).unwrap();
+        }
+    }
+    std::mem::forget(cp);
+    // The last record (the third checkpoint) cut short, as a write cut by a crash leaves it.
+    let journal = fx.store.path().join("store/journal");
+    let len = fs::metadata(&journal).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&journal)
+        .unwrap()
+        .set_len(len - 7)
+        .unwrap();
+    let cp = fx.open();
+    let listed: Vec<String> = cp.list().unwrap().into_iter().map(|c| c.id).collect();
+    assert_eq!(listed, vec![ids[1].clone(), ids[0].clone()]);
+    // What follows the torn record is not hidden behind it.
+    fs::write(fx.p("f"), "v4").unwrap();
+    let next = cp.take(call("write_file"), &scope).unwrap();
+    fs::write(fx.p("f"), "v5").unwrap();
+    cp.after(Some(&scope)).unwrap();
+    std::mem::forget(cp);
+    let cp = fx.open();
+    let listed: Vec<String> = cp.list().unwrap().into_iter().map(|c| c.id).collect();
+    assert_eq!(listed, vec![next.clone(), ids[1].clone(), ids[0].clone()]);
+    cp.restore(&next, None, false, false).unwrap();
+    assert_eq!(fs::read_to_string(fx.p("f")).unwrap(), "v4");
+    cp.restore(&ids[1], None, false, false).unwrap();
+    assert_eq!(fs::read_to_string(fx.p("f")).unwrap(), "v1");
+}
+
+#[test]
+fn content_a_call_left_survives_another_server_s_fold_until_the_next_checkpoint_names_it() {
+    // A call brings back content only the oldest checkpoint names; another server's list
+    // folds and drops that checkpoint before this server's next checkpoint (which names the
+    // content without reading it again) is taken.
+    let fx = Fixture::new();
+    let a = fx.open_with(|c| c.max_checkpoints = 2, Arc::new(ExcludeNothing));
+    let b = fx.open_with(|c| c.max_checkpoints = 2, Arc::new(ExcludeNothing));
+    let scope = Scope::Paths(vec!["f".into()]);
+    fs::write(fx.p("f"), "a").unwrap();
+    for next in ["b", "c", "a"] {
+        a.take(call("write_file"), &scope).unwrap();
+        fs::write(fx.p("f"), next).unwrap();
+        a.after(Some(&scope)).unwrap();
+    }
+    assert_eq!(b.list().unwrap().len(), 2);
+    let id = a.take(call("write_file"), &scope).unwrap();
+    fs::write(fx.p("f"), "z").unwrap();
+    a.after(Some(&scope)).unwrap();
+    let r = a.restore(&id, None, false, false).unwrap();
+    assert!(r.skipped.is_empty(), "{r:?}");
+    assert_eq!(fs::read_to_string(fx.p("f")).unwrap(), "a");
+}

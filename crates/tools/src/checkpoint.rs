@@ -238,10 +238,10 @@ impl Tool for Checkpointed {
             };
             let cp = self.checkpoints.clone();
             let take_scope = scope.clone();
-            match tokio::task::spawn_blocking(move || cp.take(call, &take_scope)).await {
+            match store_work(move || cp.take(call, &take_scope)).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => tracing::warn!(tool = name, error = %e, "checkpoint not taken"),
-                Err(e) => tracing::warn!(tool = name, error = %e, "checkpoint not taken"),
+                Err(()) => tracing::warn!(tool = name, "checkpoint not taken: it panicked"),
             }
             let out = self.inner.execute(arguments, cancel).await;
             let after = if self.jobs.slots().running() > 0 {
@@ -250,13 +250,27 @@ impl Tool for Checkpointed {
                 Some(scope)
             };
             let cp = self.checkpoints.clone();
-            match tokio::task::spawn_blocking(move || cp.after(after.as_ref())).await {
+            match store_work(move || cp.after(after.as_ref())).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::warn!(tool = name, error = %e, "checkpoint not updated"),
-                Err(e) => tracing::warn!(tool = name, error = %e, "checkpoint not updated"),
+                Err(()) => tracing::warn!(tool = name, "checkpoint not updated: it panicked"),
             }
             out
         })
+    }
+}
+
+/// A checkpoint of a changing call, off the reactor as the tools' own filesystem work is: on
+/// their pool (threads kept warm, one hand-off each way) on a multi-thread runtime, inline on
+/// a current-thread one (`confine call`). A panic is caught (`Err`): the call still runs.
+async fn store_work<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ()> {
+    let caught = crate::blocking::off_reactor(move || {
+        Ok(std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)))
+    })
+    .await;
+    match caught {
+        Ok(Ok(v)) => Ok(v),
+        _ => Err(()),
     }
 }
 
