@@ -25,8 +25,9 @@
 //!   client; beyond either, the server stops reading input until the client reads.
 //! - `notifications/cancelled` cancels the call's token: the node process group is killed and
 //!   reaped and the script removed before the call's future completes; no response is sent
-//!   for a cancelled request (the protocol says so). Requests run concurrently on a
-//!   multi-thread runtime, each with its own token, so a cancelled call disturbs no other.
+//!   for a cancelled request (the protocol says so). Requests run concurrently (one async
+//!   worker, their blocking work on the tools' pool), each with its own token, so a
+//!   cancelled call disturbs no other.
 //! - End of input cancels every running call at once (their processes die), then the server
 //!   exits 0. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or SIGALRM does the same,
 //!   also before the session is initialized and while answers wait for a client that does
@@ -89,11 +90,16 @@ pub fn run(args: Args) -> ExitCode {
         Err(code) => return code,
     };
     let server = ConfineServer::new(registry, setting(&args.tools));
-    // A multi-thread runtime so that concurrent calls run concurrently; a few workers are
-    // plenty for a stdio server and keep its resident memory small.
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
+    // A multi-thread runtime with one worker. The worker only reads, dispatches and
+    // serializes; what may block (walks, writes and their fsync, processes' setup) goes to
+    // the tools' pool (`off_reactor`), which a multi-thread runtime selects, so calls still
+    // run concurrently. A second worker bought nothing but cross-thread wake-ups: every
+    // request hops through rmcp's service loop, a handler task and a send task, and with two
+    // workers those hops woke the other one (one worker: sequential reads about 1.5x as
+    // fast, a third less CPU per call, docs/PERFORMANCE.md). Brief reads run on the worker
+    // only on a local file system (`confine_tools`' `blocking` module).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
+        .worker_threads(1)
         .thread_name("confine-mcp")
         .enable_all()
         .build()

@@ -19,6 +19,19 @@
 //! result is about to be delivered, and a thread is started only when the queued jobs
 //! outnumber the idle threads *and* the threads are fewer than the jobs in flight. A thread
 //! idle for ten seconds ends, as in tokio's pool; jobs are taken first come, first served.
+//!
+//! **Brief work runs where it is asked for** ([`brief`]): a `read_file` (at most 64 KiB, a
+//! fixed dozen system calls) or a `file_info` (one stat) on a disk of this machine takes a few
+//! microseconds, less than the two thread wake-ups a hand-off costs (on a 2-core machine a
+//! hand-off doubled the server's CPU per read and halved the reads answered one at a time,
+//! `docs/PERFORMANCE.md`). Such work runs inline on the async worker when the workspace's
+//! file system is one whose calls the kernel answers from its own caches and disks
+//! ([`local_filesystem`]: ext4, XFS, Btrfs, tmpfs, overlayfs, ZFS and the like), and goes to
+//! the pool otherwise (NFS, SMB, FUSE, 9p, anything not on the list), where a call may wait on
+//! a server for as long as it likes. A walk, a write with its `fsync`, a read that may skip
+//! through a large file, always go to the pool. What inline work costs if a local disk stalls
+//! anyway: the worker it runs on is held meanwhile, and the calls that worker serves wait
+//! with it (the call itself could not have ended sooner).
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -50,6 +63,54 @@ pub(crate) async fn off_reactor<T: Send + 'static>(
         Ok(Err(panic)) => std::panic::resume_unwind(panic),
         // Only if the job was dropped unrun, which the pool never does.
         Err(_) => Err(Cancelled.into()),
+    }
+}
+
+/// Run `work`, brief by nature (bounded, a few system calls), inline where the workspace is on
+/// a [`local_filesystem`], else as [`off_reactor`] does. See the module docs.
+pub(crate) async fn brief<T: Send + 'static>(
+    local: bool,
+    work: impl FnOnce() -> Result<T, CallError> + Send + 'static,
+) -> Result<T, CallError> {
+    if local {
+        return work();
+    }
+    off_reactor(work).await
+}
+
+/// Whether the file system of `dir` answers from this machine's own caches and disks, so that
+/// a brief call on it never waits on another machine or a user-space server: the types of
+/// `statfs` listed here (the kernel's `magic.h` and the file systems' own headers). Anything
+/// else, or a `statfs` that fails, is not.
+pub(crate) fn local_filesystem(dir: impl std::os::fd::AsFd) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        const LOCAL: &[i64] = &[
+            0xEF53,      // ext2, ext3, ext4
+            0x5846_5342, // XFS
+            0x9123_683E, // Btrfs
+            0x0102_1994, // tmpfs
+            0x8584_58F6, // ramfs
+            0x794C_7630, // overlayfs
+            0x2FC1_2FC1, // ZFS
+            0xF2F5_2010, // F2FS
+            0xCA45_1A4E, // bcachefs
+            0x3153_464A, // JFS
+            0x5265_4973, // ReiserFS
+        ];
+        rustix::fs::fstatfs(dir).is_ok_and(|st| {
+            #[allow(
+                clippy::useless_conversion,
+                reason = "the type's width varies by target"
+            )]
+            let kind = i64::from(st.f_type);
+            LOCAL.contains(&kind)
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        false
     }
 }
 
@@ -260,6 +321,32 @@ mod tests {
         // An ended pool starts again.
         pool.submit(job(move || tx.send(100).unwrap()));
         assert_eq!(rx.recv().unwrap(), 100);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn brief_work_runs_inline_only_on_a_local_filesystem() {
+        let worker = std::thread::current().id();
+        let here = brief(true, move || Ok(std::thread::current().id() == worker)).await;
+        assert_eq!(here, Ok(true), "inline on the worker");
+        let elsewhere = brief(false, move || Ok(std::thread::current().id() != worker)).await;
+        assert_eq!(elsewhere, Ok(true), "handed to the pool");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn local_filesystems_are_told_from_others() {
+        let disk = tempfile::tempdir().unwrap();
+        let disk = std::fs::File::open(disk.path()).unwrap();
+        assert!(
+            local_filesystem(&disk),
+            "a temporary directory is on a disk or tmpfs"
+        );
+        let shm = std::fs::File::open("/dev/shm").unwrap();
+        assert!(local_filesystem(&shm), "tmpfs");
+        // procfs answers from the kernel too, but it is not a file system a workspace is on:
+        // not on the list, so handed to the pool like any file system not listed.
+        let proc = std::fs::File::open("/proc/self").unwrap();
+        assert!(!local_filesystem(&proc), "procfs is not listed");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]

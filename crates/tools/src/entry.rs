@@ -26,6 +26,7 @@ use crate::deny::DeniedPaths;
 use crate::error::{CallError, ErrorKind, ToolError, failed};
 use crate::parent::Parent;
 use crate::protect::ProtectedPaths;
+use crate::workspace::Workspace;
 
 /// The held parent must still lie beneath the root before an effect in it.
 pub(crate) fn check_beneath(root: &WorkspaceRoot, parent: &Parent) -> Result<(), CallError> {
@@ -69,6 +70,20 @@ pub(crate) async fn run_on_root<V: Send + 'static, T: Send + 'static>(
     let denied = denied.clone();
     let cancel = cancel.clone();
     off_reactor(move || body(&root, &denied, &valid, &cancel)).await
+}
+
+/// [`run_on_root`] for a body brief by nature (a stat, a bounded read): inline where the
+/// workspace is on a local file system ([`crate::blocking::brief`]).
+pub(crate) async fn brief_on_root<V: Send + 'static, T: Send + 'static>(
+    ws: &Workspace,
+    valid: V,
+    cancel: &CancellationToken,
+    body: fn(&WorkspaceRoot, &DeniedPaths, &V, &CancellationToken) -> Result<T, CallError>,
+) -> Result<T, CallError> {
+    let root = ws.root.clone();
+    let denied = ws.denied.clone();
+    let cancel = cancel.clone();
+    crate::blocking::brief(ws.local, move || body(&root, &denied, &valid, &cancel)).await
 }
 
 /// A write tool's blocking body: the root, the protected and the denied paths, the validated

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::deny::DeniedPaths;
-use crate::entry::{kind_of, lstat_at, normalize, run_on_root};
+use crate::entry::{brief_on_root, kind_of, lstat_at, normalize};
 use crate::error::{CallError, Cancelled, ErrorKind, ToolError, failed};
 use crate::parent::{Missing, open_parent};
 use crate::tool::{ToolHints, TypedTool};
@@ -112,7 +112,7 @@ impl TypedTool for FileInfoTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<InfoOutput, CallError> {
-        run_on_root(&self.ws.root, &self.ws.denied, valid, cancel, info).await
+        brief_on_root(&self.ws, valid, cancel, info).await
     }
 }
 

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::blocking::off_reactor;
+use crate::blocking::brief;
 use crate::error::{CallError, ErrorKind, ToolError, failed};
 use crate::read::read_whole;
 use crate::tool::{ToolHints, TypedTool};
@@ -87,10 +87,11 @@ impl TypedTool for ReadFileTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<ReadOutput, CallError> {
-        // Opening and reading block: off the async workers (see the `blocking` module).
+        // At most 64 KiB and a dozen system calls: inline on a local file system, off the
+        // async workers elsewhere (see the `blocking` module).
         let tool = self.clone();
         let cancel = cancel.clone();
-        off_reactor(move || tool.read(&valid, &cancel)).await
+        brief(self.ws.local, move || tool.read(&valid, &cancel)).await
     }
 }
 

@@ -30,15 +30,20 @@ pub(crate) struct Workspace {
     pub(crate) denied: Arc<DeniedPaths>,
     /// What no tool of the set changes (`PATH_PROTECTED`).
     pub(crate) protected: Arc<ProtectedPaths>,
+    /// Whether the root is on a file system of this machine's own, where brief work runs
+    /// inline (see [`crate::blocking::brief`]); judged once, when the set is built.
+    pub(crate) local: bool,
 }
 
 impl Workspace {
     /// `root` with the lists of `options`.
     pub(crate) fn new(root: Arc<WorkspaceRoot>, options: &ToolSetOptions) -> Self {
+        let local = crate::blocking::local_filesystem(root.dir());
         Self {
             root,
             denied: options.denied.clone(),
             protected: options.protected.clone(),
+            local,
         }
     }
 
