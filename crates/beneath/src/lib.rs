@@ -107,7 +107,7 @@ pub use climb::{Climb, MAX_CLIMB, climb_to, is_beneath, path_beneath};
 pub use errno::FsErrorKind;
 pub use id::FileId;
 pub use open::{Symlinks, open_beneath, open_parent_beneath};
-pub use regular::{identity_beneath, open_regular_beneath};
+pub use regular::{identity_beneath, open_regular_beneath, open_regular_beneath_cached};
 pub use remove::{remove_entry_tree, remove_if_same};
 pub use resolve::{MAX_SYMLINKS, ResolveError, Resolved, resolve_beneath, resolve_path};
 pub use temp::Temporary;

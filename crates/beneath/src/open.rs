@@ -13,7 +13,7 @@ use rustix::io::Errno;
 
 /// Set once `openat2` has been found missing (`ENOSYS`), so later calls go straight to the
 /// fallback.
-static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+pub(crate) static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
 /// How often a lookup that the kernel reports as raced by a rename (`EAGAIN`) is retried.
 const RETRIES: usize = 16;

@@ -12,11 +12,12 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
 
 use cap_std::fs::Dir;
 
-use rustix::fs::{FileType, Mode, OFlags, Stat};
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 
 use crate::{FileId, FsErrorKind, Symlinks, open_beneath, open_parent_beneath};
@@ -38,6 +39,36 @@ use crate::{FileId, FsErrorKind, Symlinks, open_beneath, open_parent_beneath};
 /// inode as the opened file), so the caller needs no second one for its size and identity.
 pub fn open_regular_beneath(dir: &Dir, rel: &Path) -> io::Result<(File, Stat)> {
     let located = open_beneath(dir, rel, OFlags::PATH, Symlinks::FollowInside)?;
+    reopen_regular(dir, rel, located)
+}
+
+/// [`open_regular_beneath`] only where the kernel resolves `rel` from its caches alone:
+/// `openat2` with `RESOLVE_CACHED` (Linux 5.12), so no directory is read from a disk and no
+/// server is asked on the way. Fails with `EAGAIN` where a component is not in the kernel's
+/// caches. It is an attempt, not an answer: it fails, too, where the kernel cannot tell (no
+/// `openat2`, an older kernel, a path too long for one call) and on every refusal, and the
+/// caller then opens with [`open_regular_beneath`], whose result (success or error) is the
+/// one to give. What it opens is checked and reopened exactly as there.
+pub fn open_regular_beneath_cached(dir: &Dir, rel: &Path) -> io::Result<(File, Stat)> {
+    // Where the kernel has no openat2 (gVisor, an old kernel), known from an earlier open,
+    // no attempt is made.
+    if crate::open::NO_OPENAT2.load(Ordering::Relaxed) {
+        return Err(Errno::AGAIN.into());
+    }
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS | ResolveFlags::CACHED;
+    let flags = OFlags::PATH | OFlags::CLOEXEC;
+    let located =
+        rustix::fs::openat2(dir, rel, flags, Mode::empty(), resolve).inspect_err(|e| {
+            if *e == Errno::NOSYS {
+                crate::open::NO_OPENAT2.store(true, Ordering::Relaxed);
+            }
+        })?;
+    reopen_regular(dir, rel, located)
+}
+
+/// The common end of both opens: `located` (an `O_PATH` descriptor of `rel`) checked to be a
+/// regular file, then opened for reading through its own `/proc/self/fd` entry.
+fn reopen_regular(dir: &Dir, rel: &Path, located: OwnedFd) -> io::Result<(File, Stat)> {
     let st = rustix::fs::fstat(&located)?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return Err(Errno::NXIO.into());
@@ -75,5 +106,53 @@ pub fn identity_beneath(dir: &Dir, rel: &Path) -> io::Result<FileId> {
             )?))
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use cap_std::ambient_authority;
+
+    use super::*;
+
+    /// What the cached open opens is what the ordinary one opens; a name the kernel has let go
+    /// of is not opened. The second half needs the dentries dropped (`/proc/sys/vm/drop_caches`,
+    /// root with `CAP_SYS_ADMIN`) on a file system that lets them go (not tmpfs): where either
+    /// is missing it says so and holds the first half only.
+    #[test]
+    fn a_cached_open_opens_only_what_the_kernel_holds() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("sub")).unwrap();
+        std::fs::write(tmp.path().join("sub/a.txt"), "cached").unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
+        let rel = Path::new("sub/a.txt");
+        let (mut file, st) = open_regular_beneath_cached(&dir, rel).unwrap();
+        let (_, ordinary) = open_regular_beneath(&dir, rel).unwrap();
+        assert_eq!(FileId::of(&st), FileId::of(&ordinary));
+        let mut text = String::new();
+        file.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "cached");
+        drop(file);
+        // Refusals are the ordinary open's to give; the attempt fails on them too.
+        assert!(open_regular_beneath_cached(&dir, Path::new("../x")).is_err());
+        assert!(open_regular_beneath_cached(&dir, Path::new("sub")).is_err());
+
+        let tmpfs = rustix::fs::fstatfs(&dir).is_ok_and(|s| s.f_type == 0x0102_1994);
+        rustix::fs::sync();
+        let dropped = !tmpfs && std::fs::write("/proc/sys/vm/drop_caches", "2").is_ok();
+        if !dropped {
+            eprintln!(
+                "not run here: a name the kernel let go of (the dentries cannot be dropped: \
+                 not root with CAP_SYS_ADMIN, or the directory is on tmpfs)"
+            );
+            return;
+        }
+        let err = open_regular_beneath_cached(&dir, rel).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EAGAIN), "{err}");
+        // The ordinary open looks it up, and then it is held again.
+        open_regular_beneath(&dir, rel).unwrap();
+        open_regular_beneath_cached(&dir, rel).unwrap();
     }
 }

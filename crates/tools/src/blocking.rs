@@ -29,9 +29,14 @@
 //! ([`local_filesystem`]: ext4, XFS, Btrfs, tmpfs, overlayfs, ZFS and the like), and goes to
 //! the pool otherwise (NFS, SMB, FUSE, 9p, anything not on the list), where a call may wait on
 //! a server for as long as it likes. A walk, a write with its `fsync`, a read that may skip
-//! through a large file, always go to the pool. What inline work costs if a local disk stalls
-//! anyway: the worker it runs on is held meanwhile, and the calls that worker serves wait
-//! with it (the call itself could not have ended sooner).
+//! through a large file, always go to the pool. A `read_file` on the worker goes further and
+//! never waits for the disk either: the name is resolved with `RESOLVE_CACHED` and the bytes
+//! read with `RWF_NOWAIT`, and where the kernel would have to fetch either (or the read fails
+//! in any way) the read is done again on the pool, which gives the answer
+//! (`read::read_whole_cached`). What is left inline that may touch a disk: `file_info`'s stat
+//! of a name the kernel let go of, and the root's check (its path walked at every call, so
+//! held in the kernel's caches); while such a step waits, the calls the worker serves wait
+//! with it.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;

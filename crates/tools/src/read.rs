@@ -4,7 +4,7 @@
 use std::io::{self, Read};
 use std::path::Path;
 
-use confine_beneath::{identity_beneath, open_regular_beneath};
+use confine_beneath::{identity_beneath, open_regular_beneath, open_regular_beneath_cached};
 use confine_pathgrammar::RelPath;
 use confine_rootid::{FileId, WorkspaceRoot};
 use tokio_util::sync::CancellationToken;
@@ -38,6 +38,40 @@ pub(crate) fn read_whole(
     limit: usize,
     cancel: &CancellationToken,
 ) -> Result<Vec<u8>, CallError> {
+    read_whole_as(root, denied, path, limit, cancel, Waiting::Allowed)
+}
+
+/// [`read_whole`] done only where the kernel answers from its caches: the name resolved with
+/// `RESOLVE_CACHED` ([`open_regular_beneath_cached`]) and the bytes read with `RWF_NOWAIT`,
+/// so that nothing waits for a disk or a server. `None` where the kernel would have to wait
+/// (a name or data not in its caches, a file system that cannot tell) and on every failure:
+/// the caller then reads with [`read_whole`], off the async worker, and gives its answer.
+/// Every check of [`read_whole`] is made here too.
+pub(crate) fn read_whole_cached(
+    root: &WorkspaceRoot,
+    denied: &DeniedPaths,
+    path: &RelPath,
+    limit: usize,
+    cancel: &CancellationToken,
+) -> Option<Vec<u8>> {
+    read_whole_as(root, denied, path, limit, cancel, Waiting::Never).ok()
+}
+
+/// Whether a read may wait for a disk.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    Allowed,
+    Never,
+}
+
+fn read_whole_as(
+    root: &WorkspaceRoot,
+    denied: &DeniedPaths,
+    path: &RelPath,
+    limit: usize,
+    cancel: &CancellationToken,
+    waiting: Waiting,
+) -> Result<Vec<u8>, CallError> {
     if cancel.is_cancelled() {
         return Err(Cancelled.into());
     }
@@ -45,7 +79,11 @@ pub(crate) fn read_whole(
     denied.check_path(root, path)?;
     let rel = Path::new(path.as_str());
     let dir = root.dir();
-    let (mut file, st) = open_regular_beneath(dir, rel).map_err(|e| match e.raw_os_error() {
+    let open = match waiting {
+        Waiting::Allowed => open_regular_beneath,
+        Waiting::Never => open_regular_beneath_cached,
+    };
+    let (mut file, st) = open(dir, rel).map_err(|e| match e.raw_os_error() {
         Some(libc::ESTALE) => failed(ErrorKind::PathChangedDuringRead),
         _ => open_error(&e, ErrorKind::ReadFailed),
     })?;
@@ -53,7 +91,13 @@ pub(crate) fn read_whole(
     let opened = FileId::of(&st);
     let size = u64::try_from(st.st_size).unwrap_or(0);
 
-    let buf = read_bounded_to(&mut file, size, limit, cancel, || {})?;
+    let buf = match waiting {
+        Waiting::Allowed => read_bounded_to(&mut file, size, limit, cancel, || {})?,
+        Waiting::Never => {
+            let mut cached = NoWait { file: &file, at: 0 };
+            read_bounded_to(&mut cached, size, limit, cancel, || {})?
+        }
+    };
 
     let now = identity_beneath(dir, rel)
         .map_err(|e| failed(ErrorKind::PathChangedDuringRead).with_source(e))?;
@@ -65,6 +109,26 @@ pub(crate) fn read_whole(
         return Err(Cancelled.into());
     }
     Ok(buf)
+}
+
+/// A file read from the page cache only (`preadv2` with `RWF_NOWAIT`, from its own offset):
+/// data the kernel would have to fetch is `EAGAIN`, as is a file system that cannot tell.
+struct NoWait<'a> {
+    file: &'a std::fs::File,
+    at: u64,
+}
+
+impl Read for NoWait<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = rustix::io::preadv2(
+            self.file,
+            &mut [io::IoSliceMut::new(buf)],
+            self.at,
+            rustix::io::ReadWriteFlags::NOWAIT,
+        )?;
+        self.at += n as u64;
+        Ok(n)
+    }
 }
 
 /// Read at most `MAX_READ_BYTES + 1` bytes, checking `cancel` before every read; `after_read`

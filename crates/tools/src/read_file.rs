@@ -5,9 +5,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::blocking::brief;
+use crate::blocking::off_reactor;
 use crate::error::{CallError, ErrorKind, ToolError, failed};
-use crate::read::read_whole;
+use crate::read::{read_whole, read_whole_cached};
 use crate::tool::{ToolHints, TypedTool};
 use crate::workspace::Workspace;
 
@@ -52,6 +52,19 @@ impl ReadFileTool {
         cancel: &CancellationToken,
     ) -> Result<ReadOutput, CallError> {
         let buf = read_whole(&self.ws.root, &self.ws.denied, path, MAX_READ_BYTES, cancel)?;
+        Self::output(path, buf)
+    }
+
+    /// [`ReadFileTool::read`] where the kernel answers from its caches alone (see
+    /// [`read_whole_cached`]); `None` where it would wait, or on any failure, for `read` to
+    /// give the answer.
+    fn read_cached(&self, path: &RelPath, cancel: &CancellationToken) -> Option<ReadOutput> {
+        let buf = read_whole_cached(&self.ws.root, &self.ws.denied, path, MAX_READ_BYTES, cancel)?;
+        Self::output(path, buf).ok()
+    }
+
+    /// The record of the bytes read at `path` (`FILE_NOT_UTF8` unless they are UTF-8).
+    fn output(path: &RelPath, buf: Vec<u8>) -> Result<ReadOutput, CallError> {
         let bytes = buf.len();
         let content =
             String::from_utf8(buf).map_err(|e| failed(ErrorKind::FileNotUtf8).with_source(e))?;
@@ -87,17 +100,62 @@ impl TypedTool for ReadFileTool {
         valid: RelPath,
         cancel: &CancellationToken,
     ) -> Result<ReadOutput, CallError> {
-        // At most 64 KiB and a dozen system calls: inline on a local file system, off the
-        // async workers elsewhere (see the `blocking` module).
+        // At most 64 KiB and a dozen system calls: on a local file system, read on the async
+        // worker when the kernel has the name and the bytes in its caches; otherwise (and
+        // for every failure's answer) off the async workers (see the `blocking` module).
+        if self.ws.local
+            && let Some(out) = self.read_cached(&valid, cancel)
+        {
+            return Ok(out);
+        }
         let tool = self.clone();
         let cancel = cancel.clone();
-        brief(self.ws.local, move || tool.read(&valid, &cancel)).await
+        off_reactor(move || tool.read(&valid, &cancel)).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file whose bytes are in the page cache is read on the worker, with the answer the
+    /// ordinary read gives; one whose bytes the kernel let go of (`posix_fadvise(DONTNEED)`
+    /// after a sync) is not: the attempt gives up and the ordinary read answers. On tmpfs,
+    /// whose pages are the file itself, the second half cannot run and says so.
+    #[test]
+    fn only_what_the_kernel_holds_is_read_on_the_worker() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("a.txt"), "held").unwrap();
+        let root = crate::factory::capture_root(tmp.path()).unwrap();
+        let tool = ReadFileTool::new(Workspace::with_defaults(root));
+        let path = confine_pathgrammar::normalize("a.txt").unwrap();
+        let cancel = CancellationToken::new();
+        let cached = tool
+            .read_cached(&path, &cancel)
+            .expect("just written: held");
+        assert_eq!(cached, tool.read(&path, &cancel).unwrap());
+        // A failure is never answered by the attempt: the ordinary read gives its token.
+        let missing = confine_pathgrammar::normalize("missing.txt").unwrap();
+        assert!(tool.read_cached(&missing, &cancel).is_none());
+
+        let file = std::fs::File::open(tmp.path().join("a.txt")).unwrap();
+        let tmpfs = rustix::fs::fstatfs(&file).is_ok_and(|s| s.f_type == 0x0102_1994);
+        if tmpfs {
+            eprintln!("not run here: bytes the kernel let go of (the directory is on tmpfs)");
+            return;
+        }
+        file.sync_all().unwrap();
+        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        assert!(
+            tool.read_cached(&path, &cancel).is_none(),
+            "its bytes are not in the page cache: not read on the worker"
+        );
+        assert_eq!(tool.read(&path, &cancel).unwrap().content, "held");
+        assert!(
+            tool.read_cached(&path, &cancel).is_some(),
+            "read once, held again"
+        );
+    }
     use crate::read::read_bounded;
 
     #[test]
