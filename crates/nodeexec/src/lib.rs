@@ -369,6 +369,7 @@ mod cgroup;
 mod command;
 mod contain;
 mod error;
+mod fdpass;
 mod input;
 mod limits;
 mod network;

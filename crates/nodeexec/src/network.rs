@@ -56,7 +56,6 @@
 //! mode and named by `confine doctor`.
 
 use std::io;
-use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -232,6 +231,7 @@ impl Command {
 /// The process that makes the namespace (see the module docs).
 mod holder {
     use super::*;
+    use crate::fdpass::{receive, send};
 
     /// What the holder handed over.
     pub(super) struct Made {
@@ -264,9 +264,10 @@ mod holder {
         }
         if pid == 0 {
             let code = match child(bare, uid.as_raw(), gid.as_raw(), parent) {
-                Ok(fds) => send(theirs.as_fd(), 1, &fds).map_or(122, |()| 0),
+                Ok(fds) => send(theirs.as_fd(), 1, fds.iter().flatten().map(AsFd::as_fd))
+                    .map_or(122, |()| 0),
                 Err(e) => {
-                    send(theirs.as_fd(), 0, &[]).ok();
+                    send(theirs.as_fd(), 0, []).ok();
                     // The error number is the exit status, for the report (121: another).
                     e.raw_os_error()
                         .filter(|n| (1..=120).contains(n))
@@ -374,58 +375,6 @@ mod holder {
             return Err(io::Error::last_os_error());
         }
         Ok(())
-    }
-
-    /// One message: a tag byte and the descriptors present.
-    fn send(
-        socket: std::os::fd::BorrowedFd<'_>,
-        tag: u8,
-        fds: &[Option<OwnedFd>],
-    ) -> io::Result<()> {
-        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-        let mut borrowed = [socket; 3];
-        let mut n = 0;
-        for fd in fds.iter().flatten() {
-            borrowed[n] = fd.as_fd();
-            n += 1;
-        }
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
-        let mut control = SendAncillaryBuffer::new(&mut space);
-        if n > 0 && !control.push(SendAncillaryMessage::ScmRights(&borrowed[..n])) {
-            return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
-        }
-        let tag = [tag];
-        rustix::net::sendmsg(
-            socket,
-            &[io::IoSlice::new(&tag)],
-            &mut control,
-            SendFlags::empty(),
-        )?;
-        Ok(())
-    }
-
-    /// The holder's message: its tag and descriptors, in the order sent.
-    fn receive(socket: std::os::fd::BorrowedFd<'_>) -> io::Result<(u8, Vec<OwnedFd>)> {
-        use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
-        let mut control = RecvAncillaryBuffer::new(&mut space);
-        let mut tag = [0u8];
-        let got = rustix::net::recvmsg(
-            socket,
-            &mut [io::IoSliceMut::new(&mut tag)],
-            &mut control,
-            RecvFlags::CMSG_CLOEXEC,
-        )?;
-        let mut fds = Vec::new();
-        for message in control.drain() {
-            if let RecvAncillaryMessage::ScmRights(received) = message {
-                fds.extend(received);
-            }
-        }
-        if got.bytes == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        Ok((tag[0], fds))
     }
 }
 

@@ -144,7 +144,9 @@ impl Plan {
             unsafe { libc::_exit(code) };
         }
         drop(theirs);
-        let received = receive_fd(&ours);
+        let received = crate::fdpass::receive(ours.as_fd())
+            .ok()
+            .and_then(|(_, fds)| fds.into_iter().next());
         drop(ours);
         let mut status = 0;
         // SAFETY: reaps the child forked above; `status` is a live stack value.
@@ -209,7 +211,7 @@ impl Plan {
             OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
         )?;
         drop(probe);
-        send_fd(socket, root.as_fd())
+        crate::fdpass::send(socket.as_fd(), 1, [root.as_fd()])
     }
 }
 
@@ -221,50 +223,6 @@ fn write_file(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
         return Err(io::Error::from_raw_os_error(libc::EIO));
     }
     Ok(())
-}
-
-/// Send one descriptor over `socket` (stack buffers only).
-fn send_fd(socket: &OwnedFd, fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
-    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-    let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    let fds = [fd];
-    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
-        return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
-    }
-    let byte = [1u8];
-    rustix::net::sendmsg(
-        socket,
-        &[io::IoSlice::new(&byte)],
-        &mut control,
-        SendFlags::empty(),
-    )?;
-    Ok(())
-}
-
-/// The descriptor the helper sent, if any.
-fn receive_fd(socket: &OwnedFd) -> Option<OwnedFd> {
-    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
-    let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = RecvAncillaryBuffer::new(&mut space);
-    let mut byte = [0u8];
-    let mut slices = [io::IoSliceMut::new(&mut byte)];
-    loop {
-        match rustix::net::recvmsg(socket, &mut slices, &mut control, RecvFlags::CMSG_CLOEXEC) {
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => return None,
-            Ok(_) => break,
-        }
-    }
-    let mut fd = None;
-    for message in control.drain() {
-        if let RecvAncillaryMessage::ScmRights(fds) = message {
-            for received in fds {
-                fd.get_or_insert(received);
-            }
-        }
-    }
-    fd
 }
 
 /// The machine's memory in bytes (0 where unknown).
