@@ -88,12 +88,24 @@ fn mechanisms(test: &str) -> Vec<(Network, TcpListener)> {
     made
 }
 
-/// Whether `listener` gets a connection within a moment.
+/// What the probe sends once connected: a connection that carries it is the probe's, any
+/// other is the machine's (another test's check of a port of its own may land on the
+/// listener), so a stray connection cannot fail or pass the test.
+const TOKEN: &[u8] = b"confine-network-probe";
+
+/// Whether a connection carrying [`TOKEN`] reaches `listener` within a moment.
 fn accepted(listener: &TcpListener) -> bool {
     listener.set_nonblocking(true).unwrap();
     for _ in 0..20 {
-        if listener.accept().is_ok() {
-            return true;
+        while let Ok((mut conn, _)) = listener.accept() {
+            conn.set_nonblocking(false).unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut got = Vec::new();
+            // Bounded: the probe ends its side after the token.
+            let _ = (&mut conn).take(64).read_to_end(&mut got);
+            if got.windows(TOKEN.len()).any(|w| w == TOKEN) {
+                return true;
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -101,9 +113,10 @@ fn accepted(listener: &TcpListener) -> bool {
 }
 
 fn connect_probe(port: u16) -> String {
+    let token = std::str::from_utf8(TOKEN).unwrap();
     format!(
         "const s = net.connect({{host: '127.0.0.1', port: {port}}}); \
-         s.on('connect', () => say('ok')); s.on('error', (e) => say(e.code));"
+         s.on('connect', () => s.end('{token}', () => say('ok'))); s.on('error', (e) => say(e.code));"
     )
 }
 
@@ -293,9 +306,13 @@ fn runs_of_one_network_share_one_loopback() {
             said(&run(Some(&network), false, &client)),
             "\"from-run-one\""
         );
-        // From the host, that port is not the run's server.
-        let host = std::net::TcpStream::connect(("127.0.0.1", port.trim().parse::<u16>().unwrap()));
-        if let Ok(mut s) = host {
+        // From the host, that port is not the run's server: the host can bind it (nothing of
+        // the host's listens there). Where something of the machine's does, what it answers is
+        // not the run's.
+        let port = port.trim().parse::<u16>().unwrap();
+        let free_on_host = TcpListener::bind(("127.0.0.1", port)).is_ok();
+        let host = (!free_on_host).then(|| std::net::TcpStream::connect(("127.0.0.1", port)));
+        if let Some(Ok(mut s)) = host {
             let mut got = Vec::new();
             s.set_read_timeout(Some(Duration::from_millis(300))).ok();
             s.read_to_end(&mut got).ok();
