@@ -21,6 +21,9 @@
 //! - [`open_regular_beneath`] / [`identity_beneath`]: a regular file opened for reading
 //!   beneath a directory without opening anything else on the way (a FIFO, a device), and
 //!   what a name beneath it names now;
+//! - [`directory_identity_without_symlinks`]: whether an absolute path still names a
+//!   directory with no symlink on the way, and which (a workspace root's re-check), in one
+//!   `openat2(RESOLVE_NO_SYMLINKS)` walk or one `lstat` per component;
 //! - [`resolve_path`]: a host path resolved as `realpath(3)` does, component by component,
 //!   tolerating a missing tail (the one resolution on path strings: the path guard's), and
 //!   [`resolve_beneath`], its twin for a name beneath a held directory (what the deny list
@@ -107,7 +110,10 @@ pub use climb::{Climb, MAX_CLIMB, climb_to, is_beneath, path_beneath};
 pub use errno::FsErrorKind;
 pub use id::FileId;
 pub use open::{Symlinks, open_beneath, open_parent_beneath};
-pub use regular::{identity_beneath, open_regular_beneath, open_regular_beneath_cached};
+pub use regular::{
+    directory_identity_without_symlinks, identity_beneath, open_regular_beneath,
+    open_regular_beneath_cached,
+};
 pub use remove::{remove_entry_tree, remove_if_same};
 pub use resolve::{MAX_SYMLINKS, ResolveError, Resolved, resolve_beneath, resolve_path};
 pub use temp::Temporary;

@@ -109,6 +109,57 @@ pub fn identity_beneath(dir: &Dir, rel: &Path) -> io::Result<FileId> {
     }
 }
 
+/// The `(dev, ino)` of the directory at the absolute `path`, provided that no component of
+/// it is a symlink: the question "does this canonical path still name the same directory?".
+/// A symlink anywhere on the way fails with `ELOOP`, a component that is not a directory with
+/// `ENOTDIR`, a missing one with `ENOENT`.
+///
+/// The kernel answers it in one path walk where it can: `openat2` with
+/// `RESOLVE_NO_SYMLINKS` and `O_DIRECTORY`, as an `O_PATH` handle that opens nothing. Where
+/// `openat2` is missing or filtered, the path is longer than one call or a rename raced the
+/// walk, one `lstat` per component decides the same.
+pub fn directory_identity_without_symlinks(path: &Path) -> io::Result<FileId> {
+    if !crate::open::NO_OPENAT2.load(Ordering::Relaxed) {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        match rustix::fs::openat2(
+            rustix::fs::CWD,
+            path,
+            flags,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS,
+        ) {
+            Ok(fd) => return FileId::of_fd(&fd),
+            Err(Errno::NOSYS) => crate::open::NO_OPENAT2.store(true, Ordering::Relaxed),
+            Err(Errno::PERM | Errno::NAMETOOLONG | Errno::AGAIN) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    directory_identity_walked(path)
+}
+
+/// [`directory_identity_without_symlinks`] with one `lstat` per component.
+fn directory_identity_walked(path: &Path) -> io::Result<FileId> {
+    if !path.is_absolute() {
+        return Err(Errno::INVAL.into());
+    }
+    let mut own = None;
+    // Ancestors run from the path itself up to `/`, which cannot be a symlink.
+    for prefix in path.ancestors().filter(|p| p.parent().is_some()) {
+        let meta = std::fs::symlink_metadata(prefix)?;
+        if meta.file_type().is_symlink() {
+            return Err(Errno::LOOP.into());
+        }
+        if !meta.is_dir() {
+            return Err(Errno::NOTDIR.into());
+        }
+        own.get_or_insert(meta);
+    }
+    match own {
+        Some(meta) => Ok(FileId::of_std(&meta)),
+        None => Ok(FileId::of_std(&std::fs::metadata(path)?)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Read;
@@ -138,5 +189,45 @@ mod tests {
         // Refusals are the ordinary open's to give; the attempt fails on them too.
         assert!(open_regular_beneath_cached(&dir, Path::new("../x")).is_err());
         assert!(open_regular_beneath_cached(&dir, Path::new("sub")).is_err());
+    }
+
+    /// The one-walk answer and the per-component walk agree: intact, a symlink on the way
+    /// (the last component or one above it), a file where a directory was, a missing path.
+    #[test]
+    fn the_kernel_walk_and_the_lstat_walk_agree() {
+        let decide = |path: &Path| {
+            let one = directory_identity_without_symlinks(path).map_err(|e| e.raw_os_error());
+            let walk = directory_identity_walked(path).map_err(|e| e.raw_os_error());
+            assert_eq!(one, walk, "{}", path.display());
+            one
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("a/b")).unwrap();
+        std::os::unix::fs::symlink(base.join("a"), base.join("link")).unwrap();
+        std::os::unix::fs::symlink(base.join("a/b"), base.join("leaf")).unwrap();
+        std::fs::write(base.join("file"), "").unwrap();
+        let id = FileId::of_std(&std::fs::metadata(base.join("a/b")).unwrap());
+        assert_eq!(decide(&base.join("a/b")), Ok(id));
+        assert_eq!(
+            decide(&base.join("link/b")),
+            Err(Some(Errno::LOOP.raw_os_error()))
+        );
+        assert_eq!(
+            decide(&base.join("leaf")),
+            Err(Some(Errno::LOOP.raw_os_error()))
+        );
+        assert_eq!(
+            decide(&base.join("file")),
+            Err(Some(Errno::NOTDIR.raw_os_error()))
+        );
+        assert_eq!(
+            decide(&base.join("missing")),
+            Err(Some(Errno::NOENT.raw_os_error()))
+        );
+        assert_eq!(
+            decide(Path::new("/")),
+            Ok(FileId::of_std(&std::fs::metadata("/").unwrap()))
+        );
     }
 }

@@ -93,6 +93,12 @@ impl WorkspaceRoot {
         if self.original == self.canonical {
             return self.verify_plain();
         }
+        self.verify_canonicalized()
+    }
+
+    /// `verify` through `realpath`: the entry as given must still canonicalize to the
+    /// captured path, and that path must name the captured directory.
+    fn verify_canonicalized(&self) -> Result<(), RootError> {
         let changed = |e: Option<io::Error>| RootError::new(RootErrorKind::Changed, e);
         let now = std::fs::canonicalize(&self.original).map_err(|e| changed(Some(e)))?;
         if now != self.canonical {
@@ -111,56 +117,14 @@ impl WorkspaceRoot {
     /// `verify` when the root was given by its canonical path (the common case), without
     /// `realpath`. It decides exactly the same: a canonical path (absolute, no `.` or `..`)
     /// still canonicalizes to itself if and only if every component exists and none is a
-    /// symlink. The kernel checks that in one path walk: `openat2` with
-    /// `RESOLVE_NO_SYMLINKS` (any symlink on the way fails, `ELOOP`) and `O_DIRECTORY`, as an
-    /// `O_PATH` handle that opens nothing; its `fstat` gives the identity that `stat` would.
-    /// Where `openat2` is missing or filtered, one `lstat` per component does the same.
+    /// symlink, which `beneath`'s [`confine_beneath::directory_identity_without_symlinks`]
+    /// asks the kernel in one path walk (or one `lstat` per component where it cannot).
     fn verify_plain(&self) -> Result<(), RootError> {
-        use rustix::fs::{CWD, Mode, OFlags, ResolveFlags};
-        use rustix::io::Errno;
-
         let changed = |e: Option<io::Error>| RootError::new(RootErrorKind::Changed, e);
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        match rustix::fs::openat2(
-            CWD,
-            &self.canonical,
-            flags,
-            Mode::empty(),
-            ResolveFlags::NO_SYMLINKS,
-        ) {
-            Ok(fd) => {
-                let now = FileId::of_fd(&fd).map_err(|e| changed(Some(e)))?;
-                return if now == self.identity {
-                    Ok(())
-                } else {
-                    Err(changed(None))
-                };
-            }
-            // No openat2 (before Linux 5.6), a seccomp filter, a path longer than one call, a
-            // rename racing the walk: the walk below decides.
-            Err(Errno::NOSYS | Errno::PERM | Errno::NAMETOOLONG | Errno::AGAIN) => {}
-            Err(e) => return Err(changed(Some(e.into()))),
-        }
-        self.verify_walk()
-    }
-
-    /// [`Self::verify_plain`] with one `lstat` per component.
-    fn verify_walk(&self) -> Result<(), RootError> {
-        let changed = |e: Option<io::Error>| RootError::new(RootErrorKind::Changed, e);
-        let mut own = None;
-        // Ancestors run from the root itself up to `/`; `/` cannot be a symlink.
-        for prefix in self.canonical.ancestors().filter(|p| p.parent().is_some()) {
-            let meta = std::fs::symlink_metadata(prefix).map_err(|e| changed(Some(e)))?;
-            if !meta.is_dir() {
-                // A symlink (or anything else) where a directory was: not the captured path.
-                return Err(changed(None));
-            }
-            own.get_or_insert(meta);
-        }
-        match own {
-            Some(meta) if FileId::of_std(&meta) != self.identity => Err(changed(None)),
-            // `None`: the root is `/`, whose identity cannot change under a running process.
-            _ => Ok(()),
+        match confine_beneath::directory_identity_without_symlinks(&self.canonical) {
+            Ok(now) if now == self.identity => Ok(()),
+            Ok(_) => Err(changed(None)),
+            Err(e) => Err(changed(Some(e))),
         }
     }
 
@@ -200,14 +164,14 @@ mod tests {
 
     use super::*;
 
-    /// The one-walk check (`openat2`) and the per-component walk decide alike, intact or
-    /// replaced in each way the integration tests try.
+    /// The check without `realpath` decides as the one through it, intact or replaced in each
+    /// way the integration tests try.
     #[test]
-    fn the_kernel_walk_and_the_lstat_walk_agree() {
+    fn without_realpath_decides_as_through_it() {
         let decide = |root: &WorkspaceRoot| {
             let one = root.verify_plain().map_err(|e| e.kind());
-            let walk = root.verify_walk().map_err(|e| e.kind());
-            assert_eq!(one, walk);
+            let through = root.verify_canonicalized().map_err(|e| e.kind());
+            assert_eq!(one, through);
             one
         };
         let tmp = tempfile::tempdir().unwrap();
